@@ -1,0 +1,302 @@
+//! JSON configuration of the link emulator: parsing and validation.
+//! See docs/dataplane-interfaces.md for the schema.
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use super::trace;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Side {
+    /// Network namespace file, e.g. /run/netns/plt-ab12cd-c.
+    pub netns: String,
+    /// Name of the existing (persistent) TUN device inside that namespace.
+    pub tun: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirCfg {
+    #[serde(default)]
+    pub delay_us: u64,
+    #[serde(default)]
+    pub rate_bps: Option<f64>,
+    #[serde(default)]
+    pub trace: Option<String>,
+    #[serde(default)]
+    pub queue_packets: Option<u64>,
+    #[serde(default)]
+    pub queue_bytes: Option<u64>,
+    #[serde(default)]
+    pub loss: f64,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Override {
+    pub addr: String,
+    #[serde(default)]
+    pub delay_us_up: Option<u64>,
+    #[serde(default)]
+    pub delay_us_down: Option<u64>,
+    #[serde(default)]
+    pub loss_up: Option<f64>,
+    #[serde(default)]
+    pub loss_down: Option<f64>,
+}
+
+fn d_busy() -> u64 {
+    300
+}
+fn d_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub client: Side,
+    pub server: Side,
+    #[serde(default)]
+    pub uplink: DirCfg,
+    #[serde(default)]
+    pub downlink: DirCfg,
+    #[serde(default)]
+    pub overrides: Vec<Override>,
+    #[serde(default = "d_busy")]
+    pub busy_wait_us: u64,
+    #[serde(default)]
+    pub sched_fifo: bool,
+    #[serde(default)]
+    pub pcap: Option<String>,
+    #[serde(default)]
+    pub stats: Option<String>,
+    #[serde(default = "d_true")]
+    pub offload: bool,
+}
+
+/// Bandwidth model of one direction, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ShaperSpec {
+    /// Fixed rate in bit/s.
+    Rate(u64),
+    /// Delivery opportunity offsets in ns (non-decreasing; last = period > 0).
+    Trace(Vec<u64>),
+}
+
+/// Per-origin override for one direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OriginOv {
+    pub delay_ns: Option<u64>,
+    pub loss: Option<f64>,
+}
+
+/// Validated parameters of one direction.
+#[derive(Debug, Clone)]
+pub struct DirParams {
+    pub delay_ns: u64,
+    pub loss: f64,
+    pub seed: u64,
+    pub shaper: Option<ShaperSpec>,
+    pub queue_packets: Option<u64>,
+    pub queue_bytes: Option<u64>,
+    /// Keyed by server-side IPv4 address (host order u32).
+    pub overrides: HashMap<u32, OriginOv>,
+}
+
+impl DirParams {
+    /// True when per-packet treatment is needed (rate/trace or any loss):
+    /// GSO super-packets must then be segmented.
+    pub fn needs_segmentation(&self) -> bool {
+        self.shaper.is_some()
+            || self.loss > 0.0
+            || self.overrides.values().any(|o| o.loss.unwrap_or(0.0) > 0.0)
+    }
+}
+
+fn check_loss(what: &str, p: f64) -> Result<()> {
+    if !(p.is_finite() && (0.0..=1.0).contains(&p)) {
+        bail!("{what} must be in [0, 1], got {p}");
+    }
+    Ok(())
+}
+
+const MAX_DELAY_US: u64 = 3_600_000_000;
+
+fn dir_params(name: &str, d: &DirCfg) -> Result<DirParams> {
+    check_loss(&format!("{name}.loss"), d.loss)?;
+    if d.delay_us > MAX_DELAY_US {
+        bail!("{name}.delay_us too large: {}", d.delay_us);
+    }
+    let shaper = match (&d.rate_bps, &d.trace) {
+        (Some(_), Some(_)) => bail!("{name}: rate_bps and trace are mutually exclusive"),
+        (Some(r), None) => {
+            if !r.is_finite() || *r < 1.0 {
+                bail!("{name}.rate_bps must be a positive number of bit/s, got {r}");
+            }
+            Some(ShaperSpec::Rate(r.round() as u64))
+        }
+        (None, Some(path)) => Some(ShaperSpec::Trace(
+            trace::load(path).with_context(|| format!("{name}.trace"))?,
+        )),
+        (None, None) => None,
+    };
+    for (f, v) in [("queue_packets", d.queue_packets), ("queue_bytes", d.queue_bytes)] {
+        if v == Some(0) {
+            bail!("{name}.{f} must be > 0 (or null for unlimited)");
+        }
+    }
+    Ok(DirParams {
+        delay_ns: d.delay_us * 1000,
+        loss: d.loss,
+        seed: d.seed,
+        shaper,
+        queue_packets: d.queue_packets,
+        queue_bytes: d.queue_bytes,
+        overrides: HashMap::new(),
+    })
+}
+
+fn check_side(name: &str, s: &Side) -> Result<()> {
+    if s.netns.is_empty() {
+        bail!("{name}.netns is empty");
+    }
+    if s.tun.is_empty() || s.tun.len() > 15 || s.tun.contains('/') || s.tun.contains(char::is_whitespace) {
+        bail!("{name}.tun: invalid interface name {:?}", s.tun);
+    }
+    Ok(())
+}
+
+impl Config {
+    pub fn parse(text: &str) -> Result<Config> {
+        let c: Config = serde_json::from_str(text).context("invalid config JSON")?;
+        Ok(c)
+    }
+
+    /// Validates everything that can be checked without touching the system
+    /// (traces are read here) and returns (uplink, downlink) parameters.
+    pub fn validate(&self) -> Result<(DirParams, DirParams)> {
+        check_side("client", &self.client)?;
+        check_side("server", &self.server)?;
+        if self.busy_wait_us > 100_000 {
+            bail!("busy_wait_us must be <= 100000, got {}", self.busy_wait_us);
+        }
+        let mut up = dir_params("uplink", &self.uplink)?;
+        let mut down = dir_params("downlink", &self.downlink)?;
+        for (i, o) in self.overrides.iter().enumerate() {
+            let a: Ipv4Addr = o
+                .addr
+                .parse()
+                .with_context(|| format!("overrides[{i}].addr: not an IPv4 address: {:?}", o.addr))?;
+            let key = u32::from(a);
+            if up.overrides.contains_key(&key) {
+                bail!("overrides[{i}].addr: duplicate address {a}");
+            }
+            for (f, l) in [("loss_up", o.loss_up), ("loss_down", o.loss_down)] {
+                if let Some(p) = l {
+                    check_loss(&format!("overrides[{i}].{f}"), p)?;
+                }
+            }
+            for (f, d) in [("delay_us_up", o.delay_us_up), ("delay_us_down", o.delay_us_down)] {
+                if d.unwrap_or(0) > MAX_DELAY_US {
+                    bail!("overrides[{i}].{f} too large");
+                }
+            }
+            up.overrides.insert(key, OriginOv { delay_ns: o.delay_us_up.map(|d| d * 1000), loss: o.loss_up });
+            down.overrides
+                .insert(key, OriginOv { delay_ns: o.delay_us_down.map(|d| d * 1000), loss: o.loss_down });
+        }
+        Ok((up, down))
+    }
+}
+
+/// Reads the config from a file, or stdin for "-".
+pub fn read(path: &str) -> Result<String> {
+    if path == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).context("reading config from stdin")?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read config {path}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"{"client":{"netns":"/run/netns/a","tun":"t0"},"server":{"netns":"/run/netns/b","tun":"t1"}"#;
+
+    fn cfg(extra: &str) -> Result<(DirParams, DirParams)> {
+        let text = format!("{BASE}{extra}}}");
+        Config::parse(&text)?.validate()
+    }
+
+    fn err(extra: &str) -> String {
+        format!("{:#}", cfg(extra).unwrap_err())
+    }
+
+    #[test]
+    fn minimal_defaults() {
+        let c = Config::parse(&format!("{BASE}}}")).unwrap();
+        assert_eq!(c.busy_wait_us, 300);
+        assert!(c.offload);
+        let (u, d) = c.validate().unwrap();
+        assert!(u.shaper.is_none() && d.shaper.is_none());
+        assert!(!u.needs_segmentation());
+        assert_eq!(u.delay_ns, 0);
+    }
+
+    #[test]
+    fn full_example() {
+        let (u, d) = cfg(r#","uplink":{"delay_us":50000,"rate_bps":256000,"trace":null,"queue_packets":1000,
+            "queue_bytes":null,"loss":0.0,"seed":1},
+            "downlink":{"delay_us":50000,"rate_bps":4000000,"queue_packets":1000,"loss":0.01,"seed":2},
+            "overrides":[{"addr":"198.19.0.7","delay_us_up":5000,"delay_us_down":6000,"loss_up":null,"loss_down":0.5}],
+            "busy_wait_us":200,"sched_fifo":true,"pcap":null,"stats":"/tmp/x","offload":false"#)
+        .unwrap();
+        assert_eq!(u.shaper, Some(ShaperSpec::Rate(256000)));
+        assert_eq!(u.delay_ns, 50_000_000);
+        let key = u32::from(Ipv4Addr::new(198, 19, 0, 7));
+        assert_eq!(u.overrides[&key], OriginOv { delay_ns: Some(5_000_000), loss: None });
+        assert_eq!(d.overrides[&key], OriginOv { delay_ns: Some(6_000_000), loss: Some(0.5) });
+        assert!(d.needs_segmentation());
+    }
+
+    #[test]
+    fn lossless_override_makes_direction_lossy() {
+        let (u, _) = cfg(r#","overrides":[{"addr":"198.19.0.7","loss_up":0.1}]"#).unwrap();
+        assert!(u.needs_segmentation());
+    }
+
+    #[test]
+    fn validation_errors() {
+        assert!(err(r#","uplink":{"loss":1.5}"#).contains("uplink.loss must be in [0, 1]"));
+        assert!(err(r#","downlink":{"loss":-0.1}"#).contains("downlink.loss"));
+        assert!(err(r#","uplink":{"rate_bps":0}"#).contains("uplink.rate_bps must be a positive"));
+        assert!(err(r#","uplink":{"rate_bps":-5}"#).contains("rate_bps"));
+        assert!(err(r#","uplink":{"queue_packets":0,"rate_bps":1000}"#).contains("queue_packets must be > 0"));
+        assert!(err(r#","uplink":{"rate_bps":1000,"trace":"/x"}"#).contains("mutually exclusive"));
+        assert!(err(r#","downlink":{"trace":"/nonexistent/trace"}"#).contains("downlink.trace"));
+        assert!(err(r#","overrides":[{"addr":"not-an-ip"}]"#).contains("overrides[0].addr"));
+        assert!(err(r#","overrides":[{"addr":"1.2.3.4"},{"addr":"1.2.3.4"}]"#).contains("duplicate"));
+        assert!(err(r#","overrides":[{"addr":"1.2.3.4","loss_down":2}]"#).contains("overrides[0].loss_down"));
+        assert!(err(r#","bogus":1"#).contains("unknown field"));
+        assert!(err(r#","uplink":{"delay_us":-1}"#).contains("invalid"));
+        assert!(err(r#","busy_wait_us":1000000"#).contains("busy_wait_us"));
+        let e = format!("{:#}", Config::parse(r#"{"client":{"netns":"/a","tun":"x"}}"#).unwrap_err());
+        assert!(e.contains("missing field `server`"), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::parse(r#"{"client":{"netns":"/a","tun":"waytoolonginterfacename"},"server":{"netns":"/b","tun":"x"}}"#)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+        );
+        assert!(e.contains("client.tun"), "{e}");
+    }
+}

@@ -1,0 +1,93 @@
+//! User-space link emulator between two TUN devices (Mahimahi-style):
+//! per direction random loss, drop-tail queue, rate or delivery-trace
+//! serialization, propagation delay, per-origin overrides; precise release
+//! timing (timerfd + busy-wait), optional pcap, JSON statistics.
+//! Contract: docs/dataplane-interfaces.md.
+mod buf;
+mod clock;
+mod config;
+mod emulator;
+mod gso;
+mod pcap;
+mod pipeline;
+mod shaper;
+mod stats;
+mod sys;
+mod trace;
+mod tun;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+use std::io::{BufWriter, Write};
+
+use emulator::{Emulator, DOWN, UP};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// JSON configuration file, or - for stdin.
+    #[arg(long)]
+    pub config: String,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let cfg = config::Config::parse(&config::read(&a.config)?)?;
+    let (up, down) = cfg.validate()?;
+    sys::prctl_setup()?;
+    // Signals are blocked and read through a signalfd from here on.
+    let sigfd = sys::signalfd()?;
+    let client = tun::attach(&cfg.client.netns, &cfg.client.tun, cfg.offload).context("client")?;
+    let server = tun::attach(&cfg.server.netns, &cfg.server.tun, cfg.offload).context("server")?;
+    let pcap = match &cfg.pcap {
+        Some(path) => {
+            let f = std::fs::File::create(path).with_context(|| format!("cannot create pcap {path}"))?;
+            Some(pcap::Pcap::new(BufWriter::with_capacity(1 << 20, f)).with_context(|| format!("pcap {path}"))?)
+        }
+        None => None,
+    };
+    let fifo = if cfg.sched_fifo { Some(sys::sched_fifo(10)) } else { None };
+    let t0 = clock::now_ns();
+    let dirs = [pipeline::Direction::new(&up, true, t0), pipeline::Direction::new(&down, false, t0)];
+    let mut emu = Emulator::new([client, server], dirs, pcap, clock::realtime_offset(), cfg.busy_wait_us * 1000);
+    let pid = std::process::id();
+    emu.run(&sigfd, || {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{}", json!({"event": "ready", "pid": pid}));
+        let _ = o.flush();
+    })?;
+    let run_time = (clock::now_ns() - t0) as f64 / 1e9;
+    let pcap_packets = match &mut emu.pcap {
+        Some(p) => {
+            p.flush().context("flushing pcap")?;
+            Some(p.packets)
+        }
+        None => None,
+    };
+    let stats = json!({
+        "event": "stats",
+        "pid": pid,
+        "run_time_s": run_time,
+        "busy_wait_us": cfg.busy_wait_us,
+        "offload": cfg.offload,
+        "sched_fifo_requested": cfg.sched_fifo,
+        "sched_fifo_applied": matches!(fifo, Some(Ok(()))),
+        "sched_fifo_error": match &fifo { Some(Err(e)) => json!(e), _ => json!(null) },
+        "pcap_packets": pcap_packets,
+        "buffers_allocated": emu.pool.allocated,
+        "uplink": emu.dirs[UP].st.to_json(emu.dirs[UP].in_flight()),
+        "downlink": emu.dirs[DOWN].st.to_json(emu.dirs[DOWN].in_flight()),
+    });
+    let line = stats.to_string();
+    let res = match &cfg.stats {
+        Some(path) => {
+            let tmp = format!("{path}.tmp");
+            std::fs::write(&tmp, format!("{line}\n"))
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .with_context(|| format!("cannot write stats {path}"))
+        }
+        None => Ok(()),
+    };
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{line}");
+    let _ = o.flush();
+    res
+}

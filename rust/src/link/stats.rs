@@ -1,0 +1,214 @@
+//! Statistics: lateness histogram, drop log with digest, per-direction counters.
+use serde_json::{json, Value};
+
+/// Log-linear histogram of nanosecond values: exact below 512 ns, then 256
+/// sub-buckets per power of two (relative resolution < 0.4 %).
+pub struct Histogram {
+    counts: Vec<u64>,
+    n: u64,
+    sum: u128,
+    max: u64,
+}
+
+const SUB_BITS: u32 = 8;
+const SUB: u64 = 1 << SUB_BITS;
+
+fn bucket(v: u64) -> usize {
+    if v < 2 * SUB {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros(); // >= SUB_BITS + 1
+    let m = (v >> (e - SUB_BITS)) - SUB; // 0..SUB
+    (2 * SUB + (e - SUB_BITS - 1) as u64 * SUB + m) as usize
+}
+
+/// Lower bound and width of bucket i.
+fn bucket_range(i: usize) -> (u64, u64) {
+    let i = i as u64;
+    if i < 2 * SUB {
+        return (i, 1);
+    }
+    let j = i - 2 * SUB;
+    let e = j / SUB + SUB_BITS as u64 + 1;
+    let m = j % SUB;
+    let w = 1u64 << (e - SUB_BITS as u64);
+    ((SUB + m) * w, w)
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram { counts: vec![0; bucket(u64::MAX) + 1], n: 0, sum: 0, max: 0 }
+    }
+}
+
+impl Histogram {
+    pub fn record(&mut self, v: u64) {
+        self.counts[bucket(v)] += 1;
+        self.n += 1;
+        self.sum += v as u128;
+        self.max = self.max.max(v);
+    }
+    /// Value (ns) at quantile q: midpoint of the bucket holding the
+    /// ceil(q*n)-th smallest sample, never above the maximum.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.n == 0 {
+            return 0;
+        }
+        let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
+        let mut acc = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            acc += c;
+            if acc >= rank {
+                let (lo, w) = bucket_range(i);
+                return (lo + w / 2).min(self.max);
+            }
+        }
+        self.max
+    }
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.n as f64
+        }
+    }
+    /// Percentiles in microseconds (3 decimals).
+    pub fn to_json_us(&self) -> Value {
+        let us = |ns: f64| (ns / 1000.0 * 1000.0).round() / 1000.0;
+        json!({
+            "count": self.n,
+            "p50": us(self.quantile(0.5) as f64),
+            "p90": us(self.quantile(0.9) as f64),
+            "p99": us(self.quantile(0.99) as f64),
+            "p999": us(self.quantile(0.999) as f64),
+            "max": us(self.max as f64),
+            "mean": us(self.mean()),
+        })
+    }
+}
+
+/// Dropped packet indices: FNV-1a 64 digest over all of them (each index as
+/// 8 bytes little-endian, in drop order) plus the first `KEEP` indices.
+pub struct DropLog {
+    pub count: u64,
+    pub digest: u64,
+    pub first: Vec<u64>,
+}
+
+pub const KEEP: usize = 1000;
+const FNV_OFFSET: u64 = 0xcbf29ce484222325;
+const FNV_PRIME: u64 = 0x100000001b3;
+
+impl Default for DropLog {
+    fn default() -> Self {
+        DropLog { count: 0, digest: FNV_OFFSET, first: Vec::new() }
+    }
+}
+
+impl DropLog {
+    pub fn add(&mut self, idx: u64) {
+        self.count += 1;
+        for b in idx.to_le_bytes() {
+            self.digest ^= b as u64;
+            self.digest = self.digest.wrapping_mul(FNV_PRIME);
+        }
+        if self.first.len() < KEEP {
+            self.first.push(idx);
+        }
+    }
+    pub fn digest_hex(&self) -> String {
+        format!("{:016x}", self.digest)
+    }
+}
+
+/// Counters of one direction.
+#[derive(Default)]
+pub struct DirStats {
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    pub nonip_packets: u64,
+    pub gso_segmented: u64,
+    pub gso_passthrough: u64,
+    pub write_errors: u64,
+    pub max_queue_packets: u64,
+    pub max_queue_bytes: u64,
+    pub loss: DropLog,
+    pub queue: DropLog,
+    pub all: DropLog,
+    pub lateness: Histogram,
+}
+
+impl DirStats {
+    pub fn to_json(&self, in_flight: usize) -> Value {
+        json!({
+            "packets_in": self.packets_in,
+            "bytes_in": self.bytes_in,
+            "packets_out": self.packets_out,
+            "bytes_out": self.bytes_out,
+            "dropped_loss": self.loss.count,
+            "dropped_queue": self.queue.count,
+            "dropped_write": self.write_errors,
+            "drop_digest": self.all.digest_hex(),
+            "drop_indices": self.all.first,
+            "loss_digest": self.loss.digest_hex(),
+            "loss_indices": self.loss.first,
+            "nonip_packets": self.nonip_packets,
+            "gso_segmented": self.gso_segmented,
+            "gso_passthrough": self.gso_passthrough,
+            "max_queue_packets": self.max_queue_packets,
+            "max_queue_bytes": self.max_queue_bytes,
+            "in_flight_at_exit": in_flight,
+            "lateness_us": self.lateness.to_json_us(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_roundtrip() {
+        for v in [0u64, 1, 511, 512, 513, 1000, 12345, 1 << 20, 987_654_321, u64::MAX / 3] {
+            let (lo, w) = bucket_range(bucket(v));
+            assert!(lo <= v && v < lo + w, "v={v} lo={lo} w={w}");
+            assert!(w == 1 || (w as f64) / (lo as f64) < 0.004);
+        }
+    }
+
+    #[test]
+    fn quantiles() {
+        let mut h = Histogram::default();
+        for v in 1..=1000u64 {
+            h.record(v * 1000); // 1..1000 us
+        }
+        let q = |x| h.quantile(x) as f64 / 1000.0;
+        assert!((q(0.5) - 500.0).abs() < 2.0, "{}", q(0.5));
+        assert!((q(0.99) - 990.0).abs() < 4.0);
+        assert_eq!(h.quantile(1.0), 1_000_000);
+        assert!((h.mean() - 500_500.0).abs() < 1e-6);
+        let j = h.to_json_us();
+        assert_eq!(j["max"], 1000.0);
+        assert_eq!(j["count"], 1000);
+    }
+
+    #[test]
+    fn fnv_digest() {
+        let mut d = DropLog::default();
+        assert_eq!(d.digest_hex(), "cbf29ce484222325");
+        d.add(0);
+        // FNV-1a of eight zero bytes.
+        let mut h = FNV_OFFSET;
+        for _ in 0..8 {
+            h = (h ^ 0).wrapping_mul(FNV_PRIME);
+        }
+        assert_eq!(d.digest, h);
+        for i in 1..2000 {
+            d.add(i);
+        }
+        assert_eq!(d.first.len(), KEEP);
+        assert_eq!(d.count, 2000);
+    }
+}

@@ -1,0 +1,92 @@
+//! Small syscall wrappers: prctl, SCHED_FIFO, signalfd, epoll.
+use anyhow::{Context, Result};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// PR_SET_PDEATHSIG=SIGTERM and PR_SET_TIMERSLACK=1 ns.
+pub fn prctl_setup() -> Result<()> {
+    // SAFETY: plain prctl calls.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) < 0 {
+            return Err(io::Error::last_os_error()).context("PR_SET_PDEATHSIG");
+        }
+        if libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) < 0 {
+            return Err(io::Error::last_os_error()).context("PR_SET_TIMERSLACK");
+        }
+    }
+    Ok(())
+}
+
+/// Tries SCHED_FIFO; returns the error text on failure.
+pub fn sched_fifo(prio: i32) -> std::result::Result<(), String> {
+    let p = libc::sched_param { sched_priority: prio };
+    // SAFETY: valid pointer.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } < 0 {
+        return Err(io::Error::last_os_error().to_string());
+    }
+    Ok(())
+}
+
+/// Blocks SIGTERM/SIGINT and returns a non-blocking signalfd for them.
+pub fn signalfd() -> Result<OwnedFd> {
+    // SAFETY: sigset manipulation on a local, then syscalls.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) < 0 {
+            return Err(io::Error::last_os_error()).context("sigprocmask");
+        }
+        let fd = libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error()).context("signalfd");
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// True if a signal was pending on the signalfd (and consumes it).
+pub fn signal_pending(fd: RawFd) -> bool {
+    let mut b = [0u8; 128];
+    // SAFETY: valid buffer of sizeof(signalfd_siginfo).
+    unsafe { libc::read(fd, b.as_mut_ptr() as *mut _, b.len()) > 0 }
+}
+
+pub struct Epoll {
+    fd: OwnedFd,
+}
+
+impl Epoll {
+    pub fn new() -> Result<Epoll> {
+        // SAFETY: plain syscall.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error()).context("epoll_create1");
+        }
+        // SAFETY: fresh fd.
+        Ok(Epoll { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+    pub fn add(&self, fd: RawFd, token: u64) -> Result<()> {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+        // SAFETY: valid fds and pointer.
+        if unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error()).context("epoll_ctl");
+        }
+        Ok(())
+    }
+    /// Waits (timeout ms, -1 = forever); returns the ready tokens as a bit mask.
+    pub fn wait(&self, timeout_ms: i32) -> Result<u64> {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        // SAFETY: valid buffer.
+        let n = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, timeout_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(0);
+            }
+            return Err(e).context("epoll_wait");
+        }
+        Ok(evs[..n as usize].iter().fold(0, |m, e| m | (1 << e.u64)))
+    }
+}

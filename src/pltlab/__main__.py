@@ -1,0 +1,3 @@
+from pltlab.cli import main
+
+main()

@@ -1,0 +1,100 @@
+"""The page model: a page, its objects, their origins and dependency structure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def strip_fragment(url: str) -> str:
+    """The URL as sent on the wire (a fragment is never requested)."""
+    return url.split("#", 1)[0]
+
+
+@dataclass
+class Obj:
+    """One request of a page load and its response."""
+
+    url: str
+    method: str = "GET"
+    status: int = 200
+    status_text: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    mime: str = ""
+    body: bytes | None = None  # None: only the size is known (replay synthesizes a body)
+    size: int = 0  # body size in bytes; len(body) when the body is known
+    initiator: str | None = None  # URL of the object that caused this one to load
+    initiator_type: str | None = None  # recorded kind (parser, script, ...), or css/timing/redirect
+    start_ms: float | None = None  # discovery/start relative to the page start
+    end_ms: float | None = None
+    redirect_url: str = ""
+    extras: dict = field(default_factory=dict)  # written as the entry's `_pltlab`
+
+    def __post_init__(self):
+        if self.body is not None:
+            self.size = len(self.body)
+
+    @property
+    def scheme(self) -> str:
+        return urlsplit(self.url).scheme.lower()
+
+    @property
+    def host(self) -> str:
+        return (urlsplit(self.url).hostname or "").lower()
+
+    @property
+    def port(self) -> int:
+        p = urlsplit(self.url).port
+        return p if p is not None else DEFAULT_PORTS.get(self.scheme, 80)
+
+    @property
+    def origin(self) -> str:
+        """scheme://host[:port], the unit of connections and of the replay's servers."""
+        default = DEFAULT_PORTS.get(self.scheme)
+        port = "" if self.port == default else f":{self.port}"
+        return f"{self.scheme}://{self.host}{port}"
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        return next((v for k, v in self.headers if k.lower() == name), None)
+
+
+@dataclass
+class Page:
+    """A page: its main URL and every object its load fetched, main document first."""
+
+    url: str
+    objects: list[Obj] = field(default_factory=list)
+    title: str = ""
+    started: str = "1970-01-01T00:00:00.000Z"  # ISO time of the page start (HAR startedDateTime)
+    on_load_ms: float | None = None
+    extras: dict = field(default_factory=dict)  # page-level `_pltlab` (source, recorder stats, ...)
+
+    @property
+    def main(self) -> Obj | None:
+        return self.objects[0] if self.objects else None
+
+    @property
+    def origins(self) -> list[str]:
+        return sorted({o.origin for o in self.objects})
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({o.host for o in self.objects})
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(o.size for o in self.objects)
+
+    def find(self, url: str) -> Obj | None:
+        """The first object with this URL (fragments ignored)."""
+        url = strip_fragment(url)
+        return next((o for o in self.objects if strip_fragment(o.url) == url), None)
+
+    def summary(self) -> dict:
+        with_body = sum(1 for o in self.objects if o.body is not None)
+        return {"page": self.url, "objects": len(self.objects), "with_body": with_body,
+                "size_only": len(self.objects) - with_body, "origins": len(self.origins),
+                "bytes": self.total_bytes}

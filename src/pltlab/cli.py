@@ -1,0 +1,192 @@
+"""The `pltlab` command line."""
+
+import json
+import os
+import signal
+import sys
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pltlab import __version__
+from pltlab.errors import PltError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="pltlab: page-load-time lab for TCP latency features over emulated WANs.")
+err = Console(stderr=True)
+
+
+# ---- shared link/TCP options -----------------------------------------------------------------
+Rtt = Annotated[str, typer.Option("--rtt", help="Round-trip time, split evenly over both directions (e.g. 100ms).")]
+Rate = Annotated[Optional[str], typer.Option("--rate", help="Bottleneck rate, both directions (e.g. 4mbit). Default: unlimited.")]
+RateUp = Annotated[Optional[str], typer.Option("--rate-up", help="Uplink rate if different (e.g. 256kbit).")]
+Loss = Annotated[Optional[str], typer.Option("--loss", help="Random loss per direction (1% or 0.01).")]
+Queue = Annotated[Optional[str], typer.Option("--queue", help="Drop-tail queue: packets (1000) or bytes (64KB).")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of the loss pattern.")]
+Origins = Annotated[int, typer.Option("--origins", help="Number of origin addresses on the server side.")]
+OriginNs = Annotated[bool, typer.Option("--origin-namespaces", help="One namespace per origin instead of a shared one.")]
+Backend = Annotated[str, typer.Option("--backend", help="auto, userspace (TUN emulator) or netem.")]
+Icw = Annotated[Optional[int], typer.Option("--icw", help="Server initial congestion window (segments).")]
+Cc = Annotated[str, typer.Option("--cc", help="Congestion control: cubic, reno or bbr.")]
+Mtu = Annotated[int, typer.Option("--mtu", help="Link MTU.")]
+Fifo = Annotated[bool, typer.Option("--sched-fifo", help="Run the emulator with SCHED_FIFO (precision under CPU load).")]
+Pcap = Annotated[Optional[str], typer.Option("--pcap", help="Write the client-side packet trace to this pcap file.")]
+OriginRtt = Annotated[Optional[list[str]], typer.Option("--origin-rtt", help="Per-origin RTT override N=RTT[/LOSS], e.g. 2=5ms.")]
+
+
+def _topology_spec(rtt, rate, rate_up, loss, queue, seed, origins, origin_namespaces, backend, icw,
+                   cc, mtu, sched_fifo, pcap, origin_rtt, tfo_client=3, tfo_server=3):
+    from pltlab import units
+    from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
+
+    overrides = []
+    for item in origin_rtt or []:
+        idx, sep, val = item.partition("=")
+        if not sep or not idx.strip().isdigit():
+            raise PltError(f"invalid --origin-rtt {item!r}: expected N=RTT or N=RTT/LOSS")
+        r, _, lo = val.partition("/")
+        overrides.append(OriginOverride(int(idx), units.duration_us(r, "origin rtt"),
+                                        units.loss_fraction(lo, "origin loss") if lo else None))
+    if pcap:
+        pdir = os.path.dirname(os.path.abspath(pcap))
+        if not os.path.isdir(pdir):
+            raise PltError(f"--pcap {pcap}: directory {pdir} does not exist")
+    return TopologySpec(
+        origins=origins, origin_namespaces=origin_namespaces,
+        link=LinkSpec.build(rtt=rtt, rate=rate, rate_up=rate_up, loss=loss, queue=queue, seed=seed),
+        knobs=TcpKnobs(tfo_client=tfo_client, tfo_server=tfo_server, initcwnd=icw, cc=cc, mtu=mtu),
+        overrides=tuple(overrides), backend=backend, sched_fifo=sched_fifo,
+        pcap=os.path.abspath(pcap) if pcap else None,
+    )
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def shell(
+    ctx: typer.Context,
+    rtt: Rtt = "0ms", rate: Rate = None, rate_up: RateUp = None, loss: Loss = None,
+    queue: Queue = None, seed: Seed = 1, origins: Origins = 1, origin_namespaces: OriginNs = False,
+    backend: Backend = "auto", icw: Icw = None, cc: Cc = "cubic", mtu: Mtu = 1500,
+    sched_fifo: Fifo = False, pcap: Pcap = None, origin_rtt: OriginRtt = None,
+    serve: Annotated[bool, typer.Option(help="Run a simple origin server (HTTP and probe protocol) on port 80 of every origin.")] = True,
+):
+    """Run a command in the client namespace behind the emulated link:
+    pltlab shell --rtt 100ms --rate 4mbit --loss 1% -- CMD...  (exit code of CMD is returned).
+    The origin addresses are in $PLTLAB_ORIGINS."""
+    from pltlab.shell import run_shell
+
+    spec = _topology_spec(rtt, rate, rate_up, loss, queue, seed, origins, origin_namespaces,
+                          backend, icw, cc, mtu, sched_fifo, pcap, origin_rtt)
+    cmd = list(ctx.args) or [os.environ.get("SHELL", "/bin/sh")]
+    raise typer.Exit(run_shell(spec, cmd, serve=serve))
+
+
+@app.command()
+def check(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    quick: Annotated[bool, typer.Option(help="Fewer samples and shorter transfers.")] = False,
+    backend: Backend = "auto",
+    sched_fifo: Fifo = False,
+    strict: Annotated[bool, typer.Option(help="Exit with 1 when the verdict is 'degraded'.")] = False,
+):
+    """Report the environment and self-test the emulated link's fidelity."""
+    from pltlab.check import run_check
+
+    progress = None if as_json else (lambda msg: err.print(f"[dim]check:[/] {msg}"))
+    res = run_check(quick=quick, backend=backend, sched_fifo=sched_fifo, progress=progress)
+    if as_json:
+        print(json.dumps(res))
+    else:
+        _print_check(res)
+    raise typer.Exit(1 if strict and res["verdict"] != "ok" else 0)
+
+
+def _print_check(res: dict) -> None:
+    out = Console()
+    env = Table(title="environment", show_header=False)
+    for k, v in res["env"].items():
+        env.add_row(k, str(v))
+    out.print(env)
+    t = Table(title="link fidelity")
+    for col in ("test", "configured", "measured", "target"):
+        t.add_column(col)
+    for r in res["rtt"]:
+        t.add_row("RTT error", f"{r['configured_ms']} ms",
+                  f"p50 {r['p50_err_ms']:+.3f}  p99 {r['p99_err_ms']:+.3f}  max {r['max_err_ms']:+.3f} ms",
+                  "p99 <= 0.3 ms")
+    r = res["rate"]
+    t.add_row("goodput", f"{r['configured_mbit']} Mbit/s",
+              f"{r['achieved_mbit']:.3f} Mbit/s ({r['error']:+.2%} vs {r['expected_goodput_mbit']:.3f})", "within 1 %")
+    t.add_row("loss", f"{res['loss']['configured']:.0%}", f"{res['loss']['measured']:.2%} of {res['loss']['packets']}",
+              "within 0.5 pp")
+    t.add_row("throughput", "unshaped", f"{res['throughput_gbit']:.2f} Gbit/s", ">= 2 Gbit/s")
+    out.print(t)
+    for p in res["problems"]:
+        out.print(f"[yellow]degraded:[/] {p}")
+    out.print(f"verdict: [bold]{res['verdict']}[/]")
+
+
+@app.command()
+def clean(
+    run: Annotated[Optional[str], typer.Option("--run", help="Only this run id (6 hex digits).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed.")] = False,
+):
+    """Remove namespaces, links, TUNs, processes and work directories left by killed runs
+    (only names with the project's prefix 'plt-<id>-')."""
+    from pltlab.net import clean as cleaner, names
+
+    if run is not None and not names.valid_run_id(run):
+        raise PltError(f"invalid run id {run!r}: 6 lowercase hex digits")
+    if dry_run:
+        for kind, items in cleaner.leftovers(run).items():
+            for item in items:
+                print(f"{kind[:-1]} {item}")
+        return
+    counts = cleaner.clean(run)
+    print("removed " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+
+
+@app.command()
+def version():
+    """Print the versions of pltlab and its data plane."""
+    from pltlab import dataplane
+    import subprocess
+
+    print(f"pltlab {__version__}")
+    try:
+        print(subprocess.run([dataplane.binary(), "--version"], capture_output=True, text=True).stdout.strip())
+    except PltError as e:
+        print(f"data plane: {e}")
+
+
+def _register_subpackages() -> None:
+    """Commands that live with their subsystem (each module exposes register(app))."""
+    import importlib
+
+    for mod in ("pltlab.archive.commands",):
+        try:
+            module = importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if not (e.name and mod.startswith(e.name)):  # only a missing subsystem is tolerated
+                raise
+            continue
+        module.register(app)
+
+
+_register_subpackages()
+
+
+def main() -> None:
+    try:
+        app()
+    except PltError as e:
+        err.print(f"pltlab: error: {e}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("pltlab: interrupted", highlight=False)
+        sys.exit(128 + signal.SIGINT)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Locating the Rust data-plane binary (`pltlab-dp`)."""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from pltlab.errors import PltError
+
+BINARY = "pltlab-dp"
+
+
+def binary() -> str:
+    """Path of pltlab-dp: $PLTLAB_DP, else the newest of the installed copy (next to this Python,
+    or on PATH) and the repository's cargo build (development checkout)."""
+    env = os.environ.get("PLTLAB_DP")
+    if env:
+        if not os.access(env, os.X_OK):
+            raise PltError(f"PLTLAB_DP={env} is not an executable file")
+        return env
+    candidates = [Path(sys.executable).parent / BINARY]
+    which = shutil.which(BINARY)
+    if which:
+        candidates.append(Path(which))
+    repo = Path(__file__).resolve().parents[2]
+    candidates += [repo / "target" / "release" / BINARY]
+    found = [c for c in candidates if c.is_file() and os.access(c, os.X_OK)]
+    if found:
+        # The newest build wins: an editable install keeps a copy that a later cargo build outdates.
+        return str(max(found, key=lambda c: c.stat().st_mtime))
+    raise PltError(f"{BINARY} not found: install pltlab with 'pip install .' (builds the Rust data plane)")

@@ -1,0 +1,115 @@
+"""The user-space link emulator (`pltlab-dp link`) as seen from the control plane."""
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+
+from pltlab import dataplane
+from pltlab.errors import PltError
+from pltlab.net import nsutil
+from pltlab.net.spec import LinkSpec, OriginOverride
+
+
+def link_config(client_ns: str, server_ns: str, tun: str, link: LinkSpec,
+                overrides: list[tuple[str, OriginOverride]], busy_wait_us: int, sched_fifo: bool,
+                pcap: str | None, stats: str | None) -> dict:
+    def direction(delay, rate, trace, loss, seed):
+        return {
+            "delay_us": delay, "rate_bps": rate, "trace": trace,
+            "queue_packets": link.queue_packets, "queue_bytes": link.queue_bytes,
+            "loss": loss, "seed": seed,
+        }
+
+    ovr = []
+    for addr, o in overrides:
+        up = o.rtt_us // 2
+        ovr.append({"addr": addr, "delay_us_up": up, "delay_us_down": o.rtt_us - up,
+                    "loss_up": o.loss, "loss_down": o.loss})
+    return {
+        "client": {"netns": nsutil.ns_path(client_ns), "tun": tun},
+        "server": {"netns": nsutil.ns_path(server_ns), "tun": tun},
+        "uplink": direction(link.delay_up_us, link.rate_up_bps, link.trace_up, link.loss_up,
+                            link.seed * 2 + 1),
+        "downlink": direction(link.delay_down_us, link.rate_down_bps, link.trace_down,
+                              link.loss_down, link.seed * 2 + 2),
+        "overrides": ovr,
+        "busy_wait_us": busy_wait_us,
+        "sched_fifo": sched_fifo,
+        "pcap": pcap,
+        "stats": stats,
+    }
+
+
+class UserspaceLink:
+    """Runs `pltlab-dp link` inside the server namespace, attached to both TUN devices."""
+
+    name = "userspace"
+
+    def __init__(self, config: dict, workdir: str, server_ns: str):
+        self.config = config
+        self.workdir = workdir
+        self.server_ns = server_ns
+        self.proc: subprocess.Popen | None = None
+        self.stats: dict | None = None
+
+    def start(self, timeout: float = 10.0) -> None:
+        cfg_path = os.path.join(self.workdir, "link.json")
+        with open(cfg_path, "w") as f:
+            json.dump(self.config, f, indent=1)
+        err_path = os.path.join(self.workdir, "link.stderr")
+        self._err = open(err_path, "w+")
+        self.proc = nsutil.popen(self.server_ns, [dataplane.binary(), "link", "--config", cfg_path],
+                                 new_group=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=self._err, text=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
+            if not ready:
+                self.stop()
+                raise PltError("link emulator did not become ready within %.0f s" % timeout)
+            line = self.proc.stdout.readline()
+            if not line:  # exited
+                self.proc.wait()
+                raise PltError(f"link emulator failed to start: {self._stderr_tail()}")
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("event") == "ready":
+                return
+
+    def _stderr_tail(self) -> str:
+        self._err.flush()
+        self._err.seek(0)
+        lines = [ln.strip() for ln in self._err.read().splitlines() if ln.strip()]
+        return lines[-1] if lines else f"exit code {self.proc.returncode}"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> dict | None:
+        """Stop the emulator and return its statistics (None if it had died)."""
+        if self.proc is None:
+            return self.stats
+        p, self.proc = self.proc, None
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+        try:
+            out, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        for line in reversed((out or "").splitlines()):
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("event") == "stats":
+                self.stats = msg
+                break
+        self._err.close()
+        return self.stats

@@ -1,0 +1,66 @@
+"""Names and addresses of everything a run creates.
+
+Every namespace, link and TUN carries the per-run prefix ``plt-<id>-``, so runs can coexist and
+``pltlab clean`` finds leftovers by prefix alone. Addresses come from 198.18.0.0/15 (RFC 2544,
+reserved for benchmarking) and exist only inside the run's namespaces.
+"""
+
+import ipaddress
+import re
+import secrets
+
+PREFIX = "plt-"
+_ID_RE = re.compile(r"^[0-9a-f]{6}$")
+
+CLIENT_IP = "198.18.0.1"
+CLIENT_NET = "198.18.0.0/16"
+ORIGIN_NET = "198.19.0.0/16"
+ROUTER_IP = "198.18.255.254"  # server-side router's own address (per-origin namespace mode)
+MAX_ORIGINS = 65_000
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(3)
+
+
+def valid_run_id(run_id: str) -> bool:
+    return bool(_ID_RE.match(run_id))
+
+
+def run_prefix(run_id: str) -> str:
+    return f"{PREFIX}{run_id}-"
+
+
+def client_ns(run_id: str) -> str:
+    return f"{PREFIX}{run_id}-c"
+
+
+def server_ns(run_id: str) -> str:
+    return f"{PREFIX}{run_id}-s"
+
+
+def origin_ns(run_id: str, i: int) -> str:
+    return f"{PREFIX}{run_id}-o{i}"
+
+
+def tun_name(run_id: str) -> str:
+    return f"{PREFIX}{run_id}-t"  # same name on both sides; each lives in its own namespace
+
+
+def veth_name(run_id: str, i: int) -> str:
+    return f"{PREFIX}{run_id}-v{i}"  # <= 15 bytes for i < 1000
+
+
+def origin_ip(i: int) -> str:
+    """Address of origin i (0-based): 198.19.0.1, 198.19.0.2, ... skipping .0 and .255."""
+    if not 0 <= i < MAX_ORIGINS:
+        raise ValueError(f"origin index {i} out of range")
+    base = int(ipaddress.IPv4Address("198.19.0.0"))
+    hi, lo = divmod(i, 254)
+    return str(ipaddress.IPv4Address(base + hi * 256 + lo + 1))
+
+
+def run_id_of(name: str) -> str | None:
+    """The run id of a project-created name, or None if the name is not ours."""
+    m = re.match(r"^plt-([0-9a-f]{6})-", name)
+    return m.group(1) if m else None

@@ -1,0 +1,123 @@
+"""What a run's emulated network looks like: link shaping, TCP knobs, origins."""
+
+from dataclasses import dataclass, field
+
+from pltlab import units
+from pltlab.errors import PltError
+
+CC_CHOICES = ("cubic", "reno", "bbr")
+BACKENDS = ("auto", "userspace", "netem")
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """The bottleneck between the client and the origins, per direction.
+
+    up = client -> server, down = server -> client. A rate of None means unlimited (no queue).
+    """
+
+    delay_up_us: int = 0
+    delay_down_us: int = 0
+    rate_up_bps: int | None = None
+    rate_down_bps: int | None = None
+    trace_up: str | None = None
+    trace_down: str | None = None
+    queue_packets: int | None = 1000  # drop-tail; netem's and txqueuelen's default
+    queue_bytes: int | None = None
+    loss_up: float = 0.0
+    loss_down: float = 0.0
+    seed: int = 1
+
+    @property
+    def rtt_us(self) -> int:
+        return self.delay_up_us + self.delay_down_us
+
+    @classmethod
+    def build(cls, rtt="0ms", rate=None, rate_up=None, loss=None, loss_up=None, loss_down=None,
+              queue=None, seed: int = 1, trace_up=None, trace_down=None) -> "LinkSpec":
+        """From CLI-style values. ``rtt`` is split evenly over both directions; ``rate`` and
+        ``loss`` apply to both directions unless the per-direction value is given."""
+        rtt_us = units.duration_us(rtt, "rtt")
+        down = units.rate_bps(rate, "rate")
+        up = units.rate_bps(rate_up, "uplink rate") if rate_up is not None else down
+        lo = units.loss_fraction(loss)
+        qp, qb = units.queue_spec(queue) if queue is not None else (1000, None)
+        if not isinstance(seed, int) or seed < 0:
+            raise PltError(f"invalid seed {seed!r}: must be a non-negative integer")
+        return cls(
+            delay_up_us=rtt_us // 2,
+            delay_down_us=rtt_us - rtt_us // 2,
+            rate_up_bps=up,
+            rate_down_bps=down,
+            trace_up=trace_up,
+            trace_down=trace_down,
+            queue_packets=qp,
+            queue_bytes=qb,
+            loss_up=units.loss_fraction(loss_up, "uplink loss") if loss_up is not None else lo,
+            loss_down=units.loss_fraction(loss_down, "downlink loss") if loss_down is not None else lo,
+            seed=seed,
+        )
+
+    @property
+    def shaped(self) -> bool:
+        return bool(self.rate_up_bps or self.rate_down_bps or self.trace_up or self.trace_down)
+
+
+@dataclass(frozen=True)
+class OriginOverride:
+    """A different RTT (and optionally loss) for one origin, e.g. a near CDN or a far third party."""
+
+    origin: int  # index into the topology's origins
+    rtt_us: int
+    loss: float | None = None
+
+
+@dataclass(frozen=True)
+class TcpKnobs:
+    """Kernel TCP settings applied per namespace and per route."""
+
+    tfo_client: int = 3  # net.ipv4.tcp_fastopen in the client namespace
+    tfo_server: int = 3  # ... and on the server side
+    initcwnd: int | None = None  # server-side routes (what the origins send with); None = kernel's 10
+    initrwnd: int | None = None  # client-side routes (what the client advertises)
+    cc: str = "cubic"  # per route (congctl): only reno/bbr can be a namespace default here
+    mtu: int = 1500
+    client_initcwnd: int | None = None
+
+    def __post_init__(self):
+        for name in ("tfo_client", "tfo_server"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or not 0 <= v <= 0x7FF:
+                raise PltError(f"invalid {name} {v!r}: a net.ipv4.tcp_fastopen value (0..3, flags)")
+        for name in ("initcwnd", "initrwnd", "client_initcwnd"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or not 1 <= v <= 1024):
+                raise PltError(f"invalid {name} {v!r}: must be an integer from 1 to 1024 segments")
+        if self.cc not in CC_CHOICES:
+            raise PltError(f"unknown congestion control {self.cc!r} (choose from {', '.join(CC_CHOICES)})")
+        if not isinstance(self.mtu, int) or not 576 <= self.mtu <= 65535:
+            raise PltError(f"invalid mtu {self.mtu!r}: must be between 576 and 65535")
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    origins: int = 1
+    origin_namespaces: bool = False  # one namespace per origin instead of one shared server side
+    link: LinkSpec = field(default_factory=LinkSpec)
+    knobs: TcpKnobs = field(default_factory=TcpKnobs)
+    overrides: tuple[OriginOverride, ...] = ()
+    backend: str = "auto"
+    busy_wait_us: int = 300
+    sched_fifo: bool = False
+    pcap: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.origins, int) or not 1 <= self.origins <= 999:
+            raise PltError(f"invalid number of origins {self.origins!r}: must be 1..999")
+        if self.backend not in BACKENDS:
+            raise PltError(f"unknown backend {self.backend!r} (choose from {', '.join(BACKENDS)})")
+        for o in self.overrides:
+            if not 0 <= o.origin < self.origins:
+                raise PltError(f"override for origin {o.origin}: the topology has {self.origins} origins")
+        if not 0 <= self.busy_wait_us <= 100_000:
+            raise PltError(f"invalid busy-wait {self.busy_wait_us} us: must be 0..100000")

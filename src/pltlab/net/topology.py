@@ -1,0 +1,325 @@
+"""Building and tearing down one run's emulated network.
+
+    client ns (plt-<id>-c)                      server ns (plt-<id>-s)
+    198.18.0.1 on TUN plt-<id>-t  <-- pltlab-dp link -->  TUN plt-<id>-t, origins 198.19.0.x on lo
+                                                          (or: router to one ns per origin)
+
+The client namespace has only loopback and the TUN, with a route to the origin range and nothing
+else: any other destination fails at once with ENETUNREACH.
+"""
+
+import logging
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+
+from pyroute2 import IPRoute, netns
+
+from pltlab.errors import PltError
+from pltlab.net import names, netem, nsutil
+from pltlab.net.emulator import UserspaceLink, link_config
+from pltlab.net.spec import TopologySpec
+
+log = logging.getLogger(__name__)
+
+
+def _tcp_knob_metrics(cc: str, initcwnd: int | None, initrwnd: int | None) -> dict:
+    m = {"RTAX_CC_ALGO": cc}
+    if initcwnd:
+        m["RTAX_INITCWND"] = initcwnd
+    if initrwnd:
+        m["RTAX_INITRWND"] = initrwnd
+    return m
+
+
+class Topology:
+    """One run's namespaces, link and processes. Use as a context manager: teardown is guaranteed
+    on normal exit, exceptions, SIGINT and SIGTERM; after SIGKILL, `pltlab clean` removes leftovers.
+    """
+
+    def __init__(self, spec: TopologySpec | None = None, run_id: str | None = None):
+        self.spec = spec or TopologySpec()
+        self.run_id = run_id or names.new_run_id()
+        if not names.valid_run_id(self.run_id):
+            raise PltError(f"invalid run id {self.run_id!r}: 6 lowercase hex digits")
+        self.client_ns = names.client_ns(self.run_id)
+        self.server_ns = names.server_ns(self.run_id)
+        self.tun = names.tun_name(self.run_id)
+        self.origin_ips = [names.origin_ip(i) for i in range(self.spec.origins)]
+        self.workdir = os.path.join(tempfile.gettempdir(), names.run_prefix(self.run_id) + "run")
+        self.link = None
+        self.link_stats: dict | None = None
+        self.backend: str | None = None
+        self._namespaces: list[str] = []
+        self._procs = []
+        self._old_handlers = None
+        self._is_up = False
+
+    # ---- where things live -------------------------------------------------------------
+    def origin_ns(self, i: int) -> str:
+        """Namespace in which origin i's servers run."""
+        if self.spec.origin_namespaces:
+            return names.origin_ns(self.run_id, i)
+        return self.server_ns
+
+    def server_namespaces(self) -> list[str]:
+        if self.spec.origin_namespaces:
+            return [self.origin_ns(i) for i in range(self.spec.origins)]
+        return [self.server_ns]
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    def __enter__(self) -> "Topology":
+        self._install_signal_handlers()
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            self._restore_signal_handlers()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.down()
+        finally:
+            self._restore_signal_handlers()
+        return False
+
+    def up(self) -> "Topology":
+        if os.geteuid() != 0:
+            raise PltError("pltlab needs root (network namespaces, TUN devices)")
+        os.makedirs(self.workdir, exist_ok=True)
+        self._add_ns(self.client_ns)
+        self._add_ns(self.server_ns)
+        backend = self.spec.backend
+        if backend != "userspace":
+            has_netem = netem.available(self.client_ns)
+            if backend == "netem" and not has_netem:
+                raise PltError("--backend netem: this kernel has no netem qdisc (use --backend userspace or auto)")
+            backend = "netem" if has_netem else "userspace"
+        if backend == "netem" and self.spec.overrides:
+            raise PltError("per-origin RTT overrides need the userspace backend")
+        self.backend = backend
+        self._build_client()
+        self._build_server()
+        if self.spec.origin_namespaces:
+            self._build_origin_namespaces()
+        self._start_link()
+        self._is_up = True
+        return self
+
+    def down(self) -> dict | None:
+        """Stop everything this run started and delete its namespaces. Idempotent."""
+        for p in reversed(self._procs):
+            _stop_process(p)
+        self._procs.clear()
+        if self.link is not None:
+            try:
+                self.link_stats = self.link.stop()
+            finally:
+                self.link = None
+        for ns in reversed(self._namespaces):
+            kill_netns_processes(ns)
+            try:
+                netns.remove(ns)
+            except OSError as e:
+                log.warning("could not remove namespace %s: %s", ns, e)
+        self._namespaces.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        self._is_up = False
+        return self.link_stats
+
+    # ---- construction ------------------------------------------------------------------
+    def _add_ns(self, name: str) -> None:
+        if os.path.exists(nsutil.ns_path(name)):
+            raise PltError(f"namespace {name} already exists (another run with id {self.run_id}?)")
+        netns.create(name)
+        self._namespaces.append(name)
+
+    def _device(self, ipr: IPRoute, peer_ns: str | None = None) -> int:
+        k = self.spec.knobs
+        if self.backend == "userspace":
+            ipr.link("add", ifname=self.tun, kind="tuntap", mode="tun")
+        elif peer_ns is not None:  # netem: the veth pair is created once, from the client side
+            ipr.link("add", ifname=self.tun, kind="veth", peer={"ifname": self.tun, "net_ns_fd": peer_ns})
+        idx = ipr.link_lookup(ifname=self.tun)[0]
+        ipr.link("set", index=idx, mtu=k.mtu, state="up")
+        return idx
+
+    def _build_client(self) -> None:
+        k = self.spec.knobs
+        with nsutil.in_netns(self.client_ns), IPRoute() as ipr:
+            ipr.link("set", index=1, state="up")
+            idx = self._device(ipr, peer_ns=self.server_ns)
+            ipr.addr("add", index=idx, address=names.CLIENT_IP, prefixlen=32)
+            # Only the origin range is reachable, and only through the emulated link.
+            ipr.route("add", dst=names.ORIGIN_NET, oif=idx, prefsrc=names.CLIENT_IP,
+                      metrics=_tcp_knob_metrics(k.cc, k.client_initcwnd, k.initrwnd))
+            _write_sysctls({
+                "net.ipv4.tcp_fastopen": k.tfo_client,
+                "net.ipv4.tcp_no_metrics_save": 1,  # no cwnd/ssthresh carried from run to run
+            })
+
+    def _build_server(self) -> None:
+        k = self.spec.knobs
+        with nsutil.in_netns(self.server_ns), IPRoute() as ipr:
+            ipr.link("set", index=1, state="up")
+            idx = self._device(ipr) if self.backend == "userspace" else ipr.link_lookup(ifname=self.tun)[0]
+            if self.backend != "userspace":
+                ipr.link("set", index=idx, mtu=k.mtu, state="up")
+            ipr.route("add", dst=names.CLIENT_NET, oif=idx,
+                      metrics=_tcp_knob_metrics(k.cc, k.initcwnd, None))
+            if self.spec.origin_namespaces:
+                ipr.addr("add", index=1, address=names.ROUTER_IP, prefixlen=32)
+                _write_sysctls({"net.ipv4.ip_forward": 1})
+            else:
+                for ip in self.origin_ips:
+                    ipr.addr("add", index=1, address=ip, prefixlen=32)
+                self._server_sysctls()
+
+    def _server_sysctls(self) -> None:
+        k = self.spec.knobs
+        _write_sysctls({
+            "net.ipv4.tcp_fastopen": k.tfo_server,
+            "net.ipv4.tcp_no_metrics_save": 1,
+            "net.ipv4.tcp_fastopen_key": _random_tfo_key(),
+        })
+
+    def _build_origin_namespaces(self) -> None:
+        k = self.spec.knobs
+        for i, ip in enumerate(self.origin_ips):
+            ns = self.origin_ns(i)
+            self._add_ns(ns)
+            veth = names.veth_name(self.run_id, i)
+            with nsutil.in_netns(self.server_ns), IPRoute() as ipr:
+                ipr.link("add", ifname=veth, kind="veth", peer={"ifname": veth, "net_ns_fd": ns})
+                idx = ipr.link_lookup(ifname=veth)[0]
+                ipr.link("set", index=idx, state="up", mtu=k.mtu)
+                ipr.route("add", dst=f"{ip}/32", oif=idx)
+                _write_sysctls({f"net.ipv4.conf.{veth}.proxy_arp": 1})
+            with nsutil.in_netns(ns), IPRoute() as ipr:
+                ipr.link("set", index=1, state="up")
+                idx = ipr.link_lookup(ifname=veth)[0]
+                ipr.link("set", index=idx, state="up", mtu=k.mtu)
+                ipr.addr("add", index=idx, address=ip, prefixlen=32)
+                ipr.route("add", dst="198.18.0.0/15", oif=idx, scope=253,
+                          metrics=_tcp_knob_metrics(k.cc, k.initcwnd, None))
+                self._server_sysctls()
+
+    def _start_link(self) -> None:
+        s = self.spec
+        if self.backend == "netem":
+            self.link = netem.NetemLink(self.client_ns, self.server_ns, self.tun, s.link)
+        else:
+            overrides = [(self.origin_ips[o.origin], o) for o in s.overrides]
+            cfg = link_config(self.client_ns, self.server_ns, self.tun, s.link, overrides,
+                              s.busy_wait_us, s.sched_fifo, s.pcap,
+                              os.path.join(self.workdir, "link-stats.json"))
+            self.link = UserspaceLink(cfg, self.workdir, self.server_ns)
+        self.link.start()
+
+    # ---- using the network -------------------------------------------------------------
+    def _where(self, where) -> str:
+        if where == "client":
+            return self.client_ns
+        if where == "server":
+            return self.server_ns
+        if isinstance(where, int):
+            return self.origin_ns(where)
+        raise ValueError(f"unknown place {where!r}")
+
+    def popen(self, where, argv: list[str], **kw):
+        """Start a process in the client ('client'), the server side ('server') or origin i's
+        namespace; it is stopped at teardown at the latest."""
+        p = nsutil.popen(self._where(where), argv, **kw)
+        self._procs.append(p)
+        return p
+
+    def run(self, where, argv: list[str], **kw):
+        return nsutil.run(self._where(where), argv, **kw)
+
+    def counters(self) -> dict:
+        """TcpExt counters of the client and (summed) server side."""
+        server: dict[str, int] = {}
+        for ns in self.server_namespaces():
+            for key, v in nsutil.netstat_counters(ns).items():
+                server[key] = server.get(key, 0) + v
+        return {"client": nsutil.netstat_counters(self.client_ns), "server": server}
+
+    def reset_tfo(self) -> None:
+        """Make the next connections 'cold': new server TFO keys, no cached client cookies."""
+        for ns in self.server_namespaces():
+            nsutil.sysctl_set(ns, "net.ipv4.tcp_fastopen_key", _random_tfo_key())
+        nsutil.run(self.client_ns, ["ip", "tcp_metrics", "flush", "all"], check=False)
+
+    def link_alive(self) -> bool:
+        return self.link is not None and self.link.alive()
+
+    # ---- signals -----------------------------------------------------------------------
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._old_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _raise_exit)
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_DFL, signal.SIG_IGN, None):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def _restore_signal_handlers(self) -> None:
+        if self._old_handlers:
+            for s, h in self._old_handlers.items():
+                signal.signal(s, h)
+            self._old_handlers = None
+
+
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _write_sysctls(values: dict) -> None:
+    """Write sysctls in the namespace this thread is in."""
+    for key, v in values.items():
+        try:
+            with open(nsutil.sysctl_path(key), "w") as f:
+                f.write(str(v))
+        except OSError as e:
+            raise PltError(f"cannot set {key}={v}: {e.strerror}") from None
+
+
+def _random_tfo_key() -> str:
+    h = secrets.token_hex(16)
+    return "-".join(h[i:i + 8] for i in range(0, 32, 8))
+
+
+def _stop_process(p, timeout: float = 3.0) -> None:
+    if p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(timeout)
+    except Exception:
+        p.kill()
+        p.wait()
+
+
+def kill_netns_processes(ns: str) -> int:
+    """SIGKILL every process whose network namespace is ``ns``; returns how many."""
+    try:
+        st = os.stat(nsutil.ns_path(ns))
+    except FileNotFoundError:
+        return 0
+    n = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            pst = os.stat(f"/proc/{pid}/ns/net")
+            if (pst.st_dev, pst.st_ino) == (st.st_dev, st.st_ino):
+                os.kill(int(pid), signal.SIGKILL)
+                n += 1
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return n

@@ -1,0 +1,49 @@
+"""Running `pltlab-dp probe ...` measurements across a topology."""
+
+import json
+import select
+import subprocess
+import time
+
+from pltlab import dataplane
+from pltlab.errors import PltError
+from pltlab.net.topology import Topology
+
+PROBE_PORT = 9000
+
+
+def start_server(topo: Topology, origin: int = 0, port: int = PROBE_PORT, tfo_queue: int = 256,
+                 timeout: float = 5.0) -> subprocess.Popen:
+    """Start the probe server on origin ``origin``'s address; returns once it listens."""
+    addr = f"{topo.origin_ips[origin]}:{port}"
+    p = topo.popen(origin, [dataplane.binary(), "probe", "serve", "--listen", addr,
+                            "--tfo-queue", str(tfo_queue)],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    ready, _, _ = select.select([p.stdout], [], [], timeout)
+    line = p.stdout.readline() if ready else ""
+    if '"ready"' not in line:
+        p.kill()
+        err = p.stderr.read().strip().splitlines()
+        raise PltError(f"probe server on {addr} did not start: {err[-1] if err else 'no answer'}")
+    return p
+
+
+def client(topo: Topology, args: list[str], timeout: float = 120.0) -> dict:
+    """Run one probe client in the client namespace; returns its JSON result."""
+    argv = [dataplane.binary(), "probe", *args]
+    cp = topo.run("client", argv, check=False, timeout=timeout)
+    if cp.returncode != 0:
+        err = (cp.stderr or "").strip().splitlines()
+        raise PltError(f"probe {args[0]} failed: {err[-1] if err else cp.returncode}")
+    try:
+        return json.loads(cp.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise PltError(f"probe {args[0]} printed no result") from None
+
+
+def target(topo: Topology, origin: int = 0, port: int = PROBE_PORT) -> str:
+    return f"{topo.origin_ips[origin]}:{port}"
+
+
+def settle(seconds: float = 0.05) -> None:
+    time.sleep(seconds)

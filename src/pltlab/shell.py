@@ -1,0 +1,39 @@
+"""`pltlab shell`: a command in the client namespace behind the emulated link (like mm-delay/mm-link)."""
+
+import os
+import signal
+import sys
+
+from pltlab import dataplane
+from pltlab.net import Topology, TopologySpec, names
+
+SHELL_PORT = 80
+
+
+def run_shell(spec: TopologySpec, cmd: list[str], serve: bool = True) -> int:
+    with Topology(spec) as topo:
+        if serve:
+            from pltlab.probes import start_server
+
+            for i in range(spec.origins):
+                start_server(topo, origin=i, port=SHELL_PORT)
+        env = dict(os.environ)
+        env.update({
+            "PLTLAB_RUN_ID": topo.run_id,
+            "PLTLAB_CLIENT_IP": names.CLIENT_IP,
+            "PLTLAB_ORIGINS": " ".join(topo.origin_ips),
+            "PLTLAB_BACKEND": topo.backend or "",
+            "PLTLAB_DP": dataplane.binary(),
+        })
+        print(f"pltlab shell: run {topo.run_id}, {topo.backend} link, origins {' '.join(topo.origin_ips)}"
+              + (f" (server on port {SHELL_PORT})" if serve else ""), file=sys.stderr)
+        child = topo.popen("client", cmd, env=env)
+        # The terminal's Ctrl-C reaches the command itself; we only tear down after it has ended.
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            rc = child.wait()
+        finally:
+            signal.signal(signal.SIGINT, old)
+        if not topo.link_alive():
+            print("pltlab shell: warning: the link emulator died during the command", file=sys.stderr)
+    return rc if rc >= 0 else 128 - rc
