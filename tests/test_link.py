@@ -123,3 +123,14 @@ def test_pcap_written_by_emulator_is_readable(tmp_path):
     rows = [r.split("\t") for r in out.stdout.strip().splitlines()]
     assert any(r[0] == "198.18.0.1" and r[1] == topo.origin_ips[0] and r[2] in ("1", "True") for r in rows)
     assert sum(int(r[3] or 0) for r in rows if r[0] == topo.origin_ips[0]) >= 20000
+
+
+def test_mahimahi_trace_sets_the_rate(tmp_path):
+    # One 1504-byte delivery opportunity per millisecond = 12.032 Mbit/s.
+    trace = tmp_path / "12mbit.trace"
+    trace.write_text("".join(f"{ms}\n" for ms in range(1, 101)))
+    spec = TopologySpec(link=LinkSpec.build(rtt="20ms", trace_down=str(trace)))
+    with Topology(spec) as topo:
+        probes.start_server(topo)
+        res = probes.client(topo, ["bulk", "--connect", probes.target(topo), "--seconds", "3", "--warmup", "1"])
+    assert res["goodput_bps"] == pytest.approx(1504 * 8 * 1000 * 1448 / 1500, rel=0.03)

@@ -33,11 +33,15 @@ Cc = Annotated[str, typer.Option("--cc", help="Congestion control: cubic, reno o
 Mtu = Annotated[int, typer.Option("--mtu", help="Link MTU.")]
 Fifo = Annotated[bool, typer.Option("--sched-fifo", help="Run the emulator with SCHED_FIFO (precision under CPU load).")]
 Pcap = Annotated[Optional[str], typer.Option("--pcap", help="Write the client-side packet trace to this pcap file.")]
+TraceUp = Annotated[Optional[str], typer.Option("--trace-up", help="Mahimahi delivery trace for the uplink (instead of a rate).")]
+TraceDown = Annotated[Optional[str], typer.Option("--trace-down", help="Mahimahi delivery trace for the downlink.")]
+BusyWait = Annotated[int, typer.Option("--busy-wait-us", help="Emulator busy-wait before each deadline (us).")]
 OriginRtt = Annotated[Optional[list[str]], typer.Option("--origin-rtt", help="Per-origin RTT override N=RTT[/LOSS], e.g. 2=5ms.")]
 
 
 def _topology_spec(rtt, rate, rate_up, loss, queue, seed, origins, origin_namespaces, backend, icw,
-                   cc, mtu, sched_fifo, pcap, origin_rtt, tfo_client=3, tfo_server=3):
+                   cc, mtu, sched_fifo, pcap, origin_rtt, trace_up=None, trace_down=None,
+                   busy_wait_us=300, tfo_client=3, tfo_server=3):
     from pltlab import units
     from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
 
@@ -49,17 +53,25 @@ def _topology_spec(rtt, rate, rate_up, loss, queue, seed, origins, origin_namesp
         r, _, lo = val.partition("/")
         overrides.append(OriginOverride(int(idx), units.duration_us(r, "origin rtt"),
                                         units.loss_fraction(lo, "origin loss") if lo else None))
+    for t in (trace_up, trace_down):
+        if t is not None and not os.path.isfile(t):
+            raise PltError(f"trace file {t} does not exist")
     if pcap:
         pdir = os.path.dirname(os.path.abspath(pcap))
         if not os.path.isdir(pdir):
             raise PltError(f"--pcap {pcap}: directory {pdir} does not exist")
     return TopologySpec(
         origins=origins, origin_namespaces=origin_namespaces,
-        link=LinkSpec.build(rtt=rtt, rate=rate, rate_up=rate_up, loss=loss, queue=queue, seed=seed),
+        link=LinkSpec.build(rtt=rtt, rate=rate, rate_up=rate_up, loss=loss, queue=queue, seed=seed,
+                            trace_up=_abs(trace_up), trace_down=_abs(trace_down)),
         knobs=TcpKnobs(tfo_client=tfo_client, tfo_server=tfo_server, initcwnd=icw, cc=cc, mtu=mtu),
-        overrides=tuple(overrides), backend=backend, sched_fifo=sched_fifo,
+        overrides=tuple(overrides), backend=backend, sched_fifo=sched_fifo, busy_wait_us=busy_wait_us,
         pcap=os.path.abspath(pcap) if pcap else None,
     )
+
+
+def _abs(path: str | None) -> str | None:
+    return os.path.abspath(path) if path else None
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -69,6 +81,7 @@ def shell(
     queue: Queue = None, seed: Seed = 1, origins: Origins = 1, origin_namespaces: OriginNs = False,
     backend: Backend = "auto", icw: Icw = None, cc: Cc = "cubic", mtu: Mtu = 1500,
     sched_fifo: Fifo = False, pcap: Pcap = None, origin_rtt: OriginRtt = None,
+    trace_up: TraceUp = None, trace_down: TraceDown = None, busy_wait_us: BusyWait = 300,
     serve: Annotated[bool, typer.Option(help="Run a simple origin server (HTTP and probe protocol) on port 80 of every origin.")] = True,
 ):
     """Run a command in the client namespace behind the emulated link:
@@ -77,7 +90,8 @@ def shell(
     from pltlab.shell import run_shell
 
     spec = _topology_spec(rtt, rate, rate_up, loss, queue, seed, origins, origin_namespaces,
-                          backend, icw, cc, mtu, sched_fifo, pcap, origin_rtt)
+                          backend, icw, cc, mtu, sched_fifo, pcap, origin_rtt, trace_up, trace_down,
+                          busy_wait_us)
     cmd = list(ctx.args) or [os.environ.get("SHELL", "/bin/sh")]
     raise typer.Exit(run_shell(spec, cmd, serve=serve))
 

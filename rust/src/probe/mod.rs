@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 mod bulk;
 mod common;
 mod fetch;
+mod http;
 mod ping;
 mod server;
 mod tcpinfo;

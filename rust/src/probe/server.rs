@@ -4,6 +4,7 @@
 //!   `GET <n>\n`            -> exactly n bytes
 //!   `STREAM\n`             -> data forever until the peer closes
 //!   `UDPSTAT <session>\n`  -> one JSON line with UDP stats of that session
+//!   `GET /path HTTP/1.x`   -> HTTP (see http.rs)
 //!   anything else          -> `ERR ...\n` and close
 //! UDP datagrams: see `udp::Header` (magic, session, seq, total).
 use super::udp::Header;
@@ -289,6 +290,15 @@ fn handle(s: TcpStream, stats: Stats) -> std::io::Result<()> {
                 w.write_all(b"ERR request line too long\n")?;
             }
             return Ok(()); // EOF in the middle of a line
+        }
+        if let Ok(l) = std::str::from_utf8(&line) {
+            let l = l.trim_end_matches(['\n', '\r']);
+            if super::http::is_http(l) {
+                if !super::http::serve(l, &mut rd, &mut w, &DATA)? {
+                    return Ok(());
+                }
+                continue;
+            }
         }
         let req = std::str::from_utf8(&line)
             .map_err(|_| "request is not UTF-8".to_string())

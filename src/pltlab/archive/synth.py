@@ -1,0 +1,214 @@
+"""Deterministic bodies of a given size and type for objects recorded without one.
+
+HTML, CSS and JS bodies really reference the page's sub-resources (a browser loading the
+synthesized page fetches the same objects, in the same dependency structure); images are
+decodable PNG/GIF (JPEG: markers only); every body is padded to the recorded size."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import random
+import struct
+import zlib
+from html import escape
+
+from pltlab.archive.kinds import kind
+from pltlab.archive.model import Obj, Page
+
+# What each kind of document can cause to load; anything else is loaded by an ancestor.
+CAN_LOAD = {"html": None, "js": None, "css": {"css", "image", "font"}}
+
+
+def _rng(obj: Obj) -> random.Random:
+    return random.Random(hashlib.sha256(obj.url.encode()).digest())
+
+
+def filler_text(rng: random.Random, n: int) -> str:
+    return base64.b64encode(rng.randbytes(n * 3 // 4 + 3)).decode()[:max(0, n)]
+
+
+def loader(page: Page, o: Obj) -> Obj:
+    """The object whose body must reference `o`: its initiator, or the nearest ancestor whose
+    kind can load `o`'s kind (an image cannot load anything), else the main document."""
+    k = kind(o.mime, o.url)
+    cur, seen = o, {o.url}
+    while cur.initiator and cur.initiator not in seen:
+        seen.add(cur.initiator)
+        parent = page.find(cur.initiator)
+        if parent is None:
+            break
+        allowed = CAN_LOAD.get(kind(parent.mime, parent.url), set())
+        if parent.status < 300 or parent.status >= 400:
+            if allowed is None or k in allowed:
+                return parent
+        cur = parent
+    return page.objects[0]
+
+
+def children(page: Page, parent: Obj) -> list[Obj]:
+    """Objects the synthesized `parent` must reference (redirect targets come via the redirect)."""
+    out, seen = [], set()
+    for o in page.objects:
+        if o is page.objects[0] or o.initiator_type == "redirect" or o.url in seen:
+            continue
+        if loader(page, o) is parent:
+            seen.add(o.url)
+            out.append(o)
+    return out
+
+
+# ---- text documents --------------------------------------------------------------------------
+
+def _html(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
+    head, body, later = [], [], []
+    fonts = 0
+    for c in kids:
+        u = escape(c.url, quote=True)
+        k = kind(c.mime, c.url)
+        if k == "css":
+            head.append(f'<link rel="stylesheet" href="{u}">')
+        elif k == "js":
+            head.append(f'<script src="{u}"></script>')
+        elif k == "image":
+            body.append(f'<img src="{u}" alt="">')
+        elif k == "html":
+            body.append(f'<iframe src="{u}"></iframe>')
+        elif k == "font":
+            fonts += 1
+            head.append(f'<style>@font-face{{font-family:"plt{fonts}";src:url("{u}")}}'
+                        f'.plt{fonts}{{font-family:"plt{fonts}"}}</style>')
+            body.append(f'<p class="plt{fonts}">pltlab</p>')
+        else:  # JSON, XHR beacons, plug-ins: fetched by script
+            later.append(c.url)
+    if later:
+        body.append("<script>" + "".join(f"fetch({json.dumps(u)},{{mode:'no-cors'}}).catch(function(){{}});"
+                                          for u in later) + "</script>")
+    doc = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
+           + escape(page.title or o.url) + "</title>\n" + "\n".join(head) + "\n</head><body>\n"
+           + "\n".join(body) + "\n")
+    return _pad_text(doc, "<!-- ", " -->", "</body></html>\n", o.size, rng)
+
+
+def _css(o: Obj, kids: list[Obj], rng) -> bytes:
+    imports = [f'@import url("{c.url}");' for c in kids if kind(c.mime, c.url) == "css"]
+    imgs = [f'url("{c.url}")' for c in kids if kind(c.mime, c.url) == "image"]
+    fonts = [c for c in kids if kind(c.mime, c.url) == "font"]
+    rules = imports[:]
+    if imgs:  # every layer of a multi-background is fetched
+        rules.append("html{background-image:" + ",".join(imgs) + "}")
+    for i, c in enumerate(fonts, 1):
+        rules.append(f'@font-face{{font-family:"pltc{i}";src:url("{c.url}")}}')
+    if fonts:
+        rules.append("body{font-family:" + ",".join(f'"pltc{i}"' for i in range(1, len(fonts) + 1))
+                     + ",sans-serif}")
+    return _pad_text("\n".join(rules) + "\n", "/* ", " */", "", o.size, rng)
+
+
+def _js(o: Obj, kids: list[Obj], rng) -> bytes:
+    calls = []
+    for c in kids:
+        u, k = json.dumps(c.url), kind(c.mime, c.url)
+        if k == "js":
+            calls.append(f"var s=document.createElement('script');s.src={u};document.head.appendChild(s);")
+        elif k == "css":
+            calls.append(f"var l=document.createElement('link');l.rel='stylesheet';l.href={u};"
+                         "document.head.appendChild(l);")
+        elif k == "image":
+            calls.append(f"new Image().src={u};")
+        elif k == "html":
+            calls.append(f"var f=document.createElement('iframe');f.src={u};"
+                         "(document.body||document.documentElement).appendChild(f);")
+        else:
+            calls.append(f"fetch({u},{{mode:'no-cors'}}).catch(function(){{}});")
+    code = "".join("(function(){" + c + "})();\n" for c in calls)
+    return _pad_text(code, "/* ", " */", "", o.size, rng)
+
+
+def _pad_text(doc: str, open_: str, close: str, tail: str, size: int, rng) -> bytes:
+    raw = doc.encode()
+    n = size - len(raw) - len(tail.encode())
+    if n >= len(open_) + len(close):
+        raw += (open_ + filler_text(rng, n - len(open_) - len(close)) + close).encode()
+    elif n > 0:
+        raw += b"\n" * n
+    return raw + tail.encode()
+
+
+# ---- binary ----------------------------------------------------------------------------------
+
+def _png_chunk(kind_: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind_ + data + struct.pack(">I", zlib.crc32(kind_ + data))
+
+
+def _png(size: int, rng) -> bytes:
+    head = b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0))
+    idat = _png_chunk(b"IDAT", zlib.compress(b"\x00\x00\x00\x00\x00"))
+    end = _png_chunk(b"IEND", b"")
+    n = size - len(head) - len(idat) - len(end) - 12  # a private ancillary chunk carries the rest
+    pad = _png_chunk(b"plTb", rng.randbytes(n)) if n >= 0 else b""
+    return head + pad + idat + end
+
+
+def _gif(size: int, rng) -> bytes:
+    head = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff"
+    img = b"\x2c\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02\x44\x01\x00"
+    r = size - len(head) - len(img) - 1 - 3  # bytes for comment sub-blocks (1 length byte + data)
+    if r < 0:
+        return head + img + b"\x3b"
+    r = max(r, 2) if r == 1 else r  # a sub-block has at least 2 bytes: one byte over size
+    blocks = b""
+    while r > 0:
+        k = 254 if r == 257 else min(255, r - 1)
+        blocks += bytes([k]) + rng.randbytes(k)
+        r -= k + 1
+    return head + b"\x21\xfe" + blocks + b"\x00" + img + b"\x3b"
+
+
+def _jpeg(size: int, rng) -> bytes:
+    out, n = b"\xff\xd8", size - 4
+    while n >= 4:  # COM segments (length includes itself, max 65535)
+        k = min(65533, n - 4)
+        out += b"\xff\xfe" + struct.pack(">H", k + 2) + rng.randbytes(k)
+        n -= k + 4
+    return out + b"\x00" * max(n, 0) + b"\xff\xd9"
+
+
+def body(page: Page, o: Obj) -> bytes:
+    """The object's body: the recorded one, else a synthesized one of its size and type."""
+    if o.body is not None:
+        return o.body
+    if o.size <= 0 or 300 <= o.status < 400 or o.status == 204:
+        return b""
+    rng = _rng(o)
+    k = kind(o.mime, o.url)
+    if k in ("html", "css", "js"):
+        kids = children(page, o)
+        return {"html": lambda: _html(page, o, kids, rng), "css": lambda: _css(o, kids, rng),
+                "js": lambda: _js(o, kids, rng)}[k]()
+    if k == "json":
+        return _pad_text('{"pltlab":"', "", "", '"}', o.size, rng) if o.size >= 13 else b"{}"
+    m = o.mime.lower()
+    if k == "image" and "gif" in m:
+        return _gif(o.size, rng)
+    if k == "image" and ("jpeg" in m or "jpg" in m):
+        return _jpeg(o.size, rng)
+    if k == "image" and "svg" in m:
+        return _pad_text('<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1">',
+                         "<!-- ", " -->", "</svg>", o.size, rng)
+    if k == "image":
+        return _png(o.size, rng)
+    return rng.randbytes(o.size)
+
+
+def materialize(page: Page) -> int:
+    """Give every size-only object its synthesized body (marked in extras); returns how many."""
+    made = []
+    for o in page.objects:
+        if o.body is None:
+            made.append((o, body(page, o)))
+    for o, b in made:  # after all are computed: children() must see the page unchanged
+        o.body, o.size = b, len(b)
+        o.extras["synthesized"] = True
+    return len(made)
