@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
             return
         t = Table(title=f"pages in {directory}")
         for col in ("page", "objects", "with body", "size only", "origins", "bytes"):
-            t.add_column(col, justify="left" if col == "page" else "right")
+            t.add_column(col, justify="left" if col == "page" else "right", overflow="fold")
         for r in rows:
             t.add_row(r["page"], str(r["objects"]), str(r["with_body"]), str(r["size_only"]),
                       str(r["origins"]), f"{r['bytes']:,}")

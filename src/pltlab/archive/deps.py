@@ -3,6 +3,8 @@ times (an object depends on the latest object that finished before it started)."
 
 from __future__ import annotations
 
+from urllib.parse import urljoin
+
 from pltlab.archive.model import Page, strip_fragment
 from pltlab.archive.refs import refs_of
 
@@ -16,11 +18,21 @@ def _ancestors(page: Page, url: str) -> set[str]:
     return seen
 
 
+def link_redirects(page: Page) -> None:
+    """A redirect's target is caused by the redirect response, whatever the recorder said."""
+    for o in page.objects:
+        if o.redirect_url:
+            target = page.find(urljoin(o.url, o.redirect_url))
+            if target is not None and target is not o and target.initiator != o.url:
+                target.initiator, target.initiator_type = o.url, "redirect"
+
+
 def complete(page: Page) -> dict:
     """Fill in missing initiators; returns how many came from each source."""
     counts = {"recorded": 0, "parsed": 0, "timing": 0}
     if not page.objects:
         return counts
+    link_redirects(page)
     main = page.objects[0]
     known = {strip_fragment(o.url) for o in page.objects}
     for o in page.objects[1:]:

@@ -11,6 +11,7 @@ import json
 import os
 from datetime import datetime, timedelta, timezone
 
+from pltlab.archive.deps import link_redirects
 from pltlab.archive.model import Obj, Page
 from pltlab.errors import PltError
 
@@ -60,10 +61,7 @@ def _entry(o: Obj, start: datetime) -> dict:
     dur = max(0.0, (o.end_ms - s)) if o.end_ms is not None else 0.0
     ext = dict(o.extras)
     ext.update(body="full" if o.body is not None else "size-only")
-    if o.start_ms is not None:
-        ext["start_ms"] = o.start_ms
-    if o.end_ms is not None:
-        ext["end_ms"] = o.end_ms
+    ext["start_ms"], ext["end_ms"] = o.start_ms, o.end_ms  # null: unknown (not 0)
     init = {"type": o.initiator_type or ("other" if o.initiator is None else "parser")}
     if o.initiator:
         init["url"] = o.initiator
@@ -134,7 +132,8 @@ def _initiator(e: dict) -> tuple[str | None, str | None]:
     while not url and isinstance(stack, dict):  # script initiators: innermost frame with a URL
         url = next((f.get("url") for f in stack.get("callFrames", []) if f.get("url")), None)
         stack = stack.get("parent")
-    return url or None, init.get("type")
+    itype = init.get("type")
+    return url or None, (None if itype == "other" and not url else itype)
 
 
 def _body(content: dict, where: str) -> bytes | None:
@@ -143,7 +142,7 @@ def _body(content: dict, where: str) -> bytes | None:
         return None
     if content.get("encoding") == "base64":
         try:
-            return base64.b64decode(text, validate=False)
+            return base64.b64decode("".join(str(text).split()), validate=True)
         except (binascii.Error, ValueError):
             raise PltError(f"{where}: invalid base64 body") from None
     return str(text).encode("utf-8")
@@ -172,9 +171,10 @@ def _obj(e: dict, start: datetime | None, where: str) -> tuple[Obj, datetime | N
         raise PltError(f"{where}: invalid status {resp.get('status')!r}") from None
     init, itype = _initiator(e)
     t = _parse_time(e.get("startedDateTime"), where)
+    own = "start_ms" in ext  # our own files carry exact times (or null when unknown)
     s_ms = ext.pop("start_ms", None)
     e_ms = ext.pop("end_ms", None)
-    if s_ms is None and t is not None and start is not None:
+    if not own and t is not None and start is not None:
         s_ms = (t - start).total_seconds() * 1000
         tm = e.get("time")
         e_ms = s_ms + tm if isinstance(tm, (int, float)) and tm >= 0 else None
@@ -224,7 +224,7 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
         objs.sort(key=lambda o: o.start_ms if o.start_ms is not None else float("inf"))
         ext = dict(pm.get("_pltlab") or {})
         url = ext.pop("url", None) or objs[0].url
-        if ext.get("source") is None:
+        if ext.get("source") is None and (log.get("creator") or {}).get("name") != "pltlab":
             ext["source"] = os.path.basename(src)
         if skipped:
             ext["skipped_failed"] = skipped
@@ -234,7 +234,7 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
                     on_load_ms=onload if isinstance(onload, (int, float)) and onload >= 0 else None,
                     extras=ext)
         _move_main_first(page)
-        _link_redirects(page)
+        link_redirects(page)
         pages.append(page)
     if not pages:
         raise PltError(f"{src}: no entry with a response")
@@ -246,17 +246,6 @@ def _move_main_first(page: Page) -> None:
     if main is not None and main is not page.objects[0]:
         page.objects.remove(main)
         page.objects.insert(0, main)
-
-
-def _link_redirects(page: Page) -> None:
-    """A redirect's target is caused by the redirect response, whatever the recorder said."""
-    from urllib.parse import urljoin
-
-    for o in page.objects:
-        if o.redirect_url:
-            target = page.find(urljoin(o.url, o.redirect_url))
-            if target is not None and target is not o and target.initiator != o.url:
-                target.initiator, target.initiator_type = o.url, "redirect"
 
 
 def read_page(path: str) -> Page:

@@ -9,8 +9,10 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def strip_fragment(url: str) -> str:
-    """The URL as sent on the wire (a fragment is never requested)."""
-    return url.split("#", 1)[0]
+    """The URL as sent on the wire (a fragment is never requested); an empty query ("x?") is
+    dropped as urljoin drops it, so parsed references still match."""
+    url = url.split("#", 1)[0]
+    return url[:-1] if url.endswith("?") else url
 
 
 @dataclass

@@ -51,7 +51,8 @@ class Store:
         host = s.hostname or ""
         pq = s.path + (f"?{s.query}" if s.query else "")
         path = s.path + ("index.html" if s.path.endswith("/") or not s.path else "")
-        cands = [renames[pq]] if pq in renames else []
+        frag = urlsplit(url).fragment  # the recorder's rename keys keep the fragment
+        cands = [renames[k] for k in (pq + (f"#{frag}" if frag else ""), pq) if k in renames]
         cands += [path + (f"?{s.query}" if s.query else ""), path]
         for c in cands:
             full = self._inside(host + "/" + c.lstrip("/"), what)
@@ -145,10 +146,10 @@ def _page(url: str, log: fetchlog.FetchLog, store: Store, name: str) -> Page:
                 continue
             host = os.path.basename(os.path.dirname(path))
             u = f"http://{host}{pq}"
-            if u not in logged:
+            if strip_fragment(u) not in logged:
                 store.used.add(path)
                 objs.append(_cached(u, path, store, "renamed"))
-                logged.add(u)
+                logged.add(strip_fragment(u))
     return page
 
 

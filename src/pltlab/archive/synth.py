@@ -40,18 +40,32 @@ def loader(page: Page, o: Obj) -> Obj:
         if parent is None:
             break
         allowed = CAN_LOAD.get(kind(parent.mime, parent.url), set())
-        if parent.status < 300 or parent.status >= 400:
+        if 200 <= parent.status < 300 and parent.status != 204 and parent.size > 0:
             if allowed is None or k in allowed:
                 return parent
         cur = parent
-    return page.objects[0]
+    return main_document(page)
+
+
+def main_document(page: Page) -> Obj:
+    """The page's document at the end of the main URL's redirect chain."""
+    from urllib.parse import urljoin
+
+    cur, seen = page.objects[0], set()
+    while cur.redirect_url and cur.url not in seen:
+        seen.add(cur.url)
+        nxt = page.find(urljoin(cur.url, cur.redirect_url))
+        if nxt is None:
+            break
+        cur = nxt
+    return cur
 
 
 def children(page: Page, parent: Obj) -> list[Obj]:
     """Objects the synthesized `parent` must reference (redirect targets come via the redirect)."""
     out, seen = [], set()
     for o in page.objects:
-        if o is page.objects[0] or o.initiator_type == "redirect" or o.url in seen:
+        if o is page.objects[0] or o is parent or o.initiator_type == "redirect" or o.url in seen:
             continue
         if loader(page, o) is parent:
             seen.add(o.url)

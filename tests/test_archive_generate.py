@@ -1,0 +1,95 @@
+"""Synthetic pages and synthesized bodies (deterministic, right size and type, really referencing
+the page's sub-resources), and the bundled corpus."""
+
+import os
+
+import pytest
+
+from pltlab.archive import bundled, deps, synth
+from pltlab.archive.generate import generate
+from pltlab.archive.har import write_page
+from pltlab.archive.kinds import kind
+from pltlab.archive.refs import refs_of
+from tests.archive_helpers import CS244, needs_cs244
+
+
+@pytest.mark.parametrize("n,total,origins,depth", [(70, 2_300_000, 6, 3), (10, 50_000, 2, 1),
+                                                   (120, 4_000_000, 20, 6), (1, 1000, 1, 0)])
+def test_generator_meets_its_parameters(n, total, origins, depth):
+    p = generate(objects=n, total_bytes=total, origins=origins, depth=depth, seed=7)
+    assert len(p.objects) == n and p.total_bytes == total
+    assert len(p.origins) == origins and deps.depth(p) == depth
+    assert generate(objects=n, total_bytes=total, origins=origins, depth=depth, seed=7) == p
+    assert generate(objects=n, total_bytes=total, origins=origins, depth=depth, seed=8) != p or n == 1
+
+
+def _loaded_by_synthesized_bodies(page):
+    """URLs a browser would request when every body is the synthesized one (no script run:
+    JS-issued requests are recognised by their literal URL in the script)."""
+    bodies = {o.url: synth.body(page, o) for o in page.objects}
+    found, todo = {page.url}, [page.objects[0]]
+    while todo:
+        o = todo.pop()
+        b = bodies[o.url]
+        k = kind(o.mime, o.url)
+        if k in ("html", "css"):
+            urls = refs_of(b, o.mime, o.url)[1]
+            if k == "html":  # scripted fetches
+                urls += [c.url for c in page.objects if f'fetch("{c.url}"'.encode() in b]
+        elif k == "js":
+            urls = [c.url for c in page.objects if f'"{c.url}"'.encode() in b]
+        else:
+            urls = []
+        if o.redirect_url:  # the browser follows the redirect
+            urls.append(o.redirect_url)
+        for u in urls:
+            c = page.find(u)
+            if c is not None and c.url not in found:
+                found.add(c.url)
+                todo.append(c)
+    return found
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_synthesized_page_references_every_object_with_exact_sizes(seed):
+    p = generate(objects=70, total_bytes=2_300_000, origins=6, depth=4, seed=seed)
+    assert _loaded_by_synthesized_bodies(p) == {o.url for o in p.objects}
+    for o in p.objects:
+        b = synth.body(p, o)
+        assert len(b) == o.size and synth.body(p, o) == b
+    img = next(o for o in p.objects if o.mime == "image/png")
+    assert synth.body(p, img).startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_synthesized_image_formats():
+    from pltlab.archive.model import Obj, Page
+    p = Page(url="http://a.test/", objects=[Obj(url="http://a.test/", mime="text/html", size=500)])
+    for mime, magic in (("image/gif", b"GIF89a"), ("image/jpeg", b"\xff\xd8"), ("image/png", b"\x89PNG")):
+        for size in (100, 1000, 70_000):
+            o = Obj(url=f"http://a.test/{size}", mime=mime, size=size)
+            p.objects.append(o)
+            b = synth.body(p, o)
+            assert len(b) == size and b.startswith(magic)
+
+
+def test_bundled_pages_are_structure_only():
+    for name in bundled.names():
+        p = bundled.load(name)
+        assert p.objects and all(o.body is None for o in p.objects)
+        assert all(o.initiator for o in p.objects[1:])
+        assert _loaded_by_synthesized_bodies(p) == {o.url for o in p.objects}, name
+    wiki = bundled.load("wikipedia")
+    assert (len(wiki.objects), len(wiki.hosts)) == (29, 4)
+    assert wiki.extras["log_stats"]["URLRequestCount"] == 29
+    assert {n: bundled.load(n).extras["log_stats"]["URLRequestCount"] for n in bundled.PAPER} == \
+        {"amazon": 67, "nytimes": 191, "wsj": 125, "wikipedia": 29}
+
+
+@needs_cs244
+def test_bundled_pages_match_a_fresh_derivation(tmp_path, monkeypatch):
+    monkeypatch.setattr(bundled, "DIR", str(tmp_path))
+    bundled.regenerate(os.path.dirname(CS244))
+    for name in bundled.names():
+        fresh = (tmp_path / f"{name}.har").read_bytes()
+        with open(os.path.join(os.path.dirname(bundled.__file__), "tfo2013", f"{name}.har"), "rb") as f:
+            assert f.read() == fresh, f"{name}: bundled model is stale, run python3 -m pltlab.archive.bundled"
