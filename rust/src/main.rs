@@ -2,8 +2,12 @@
 //! Every subcommand speaks JSON: configuration in, results/statistics out.
 use clap::{Parser, Subcommand};
 
+mod certs;
 mod link;
+mod loader;
 mod probe;
+mod replay;
+mod shim;
 
 #[derive(Parser)]
 #[command(name = "pltlab-dp", version, about = "pltlab data plane")]
@@ -19,6 +23,14 @@ enum Cmd {
     /// Measurement probes used by `pltlab check` and the tests.
     #[command(subcommand)]
     Probe(probe::Cmd),
+    /// Replay server: serves a manifest of recorded responses on every origin.
+    Replay(replay::Args),
+    /// Built-in browser-like HTTP/1.1 page loader (JSON plan in, timings out).
+    Load(loader::Args),
+    /// Generates a CA and one certificate for every replayed https host.
+    Ca(certs::Args),
+    /// Writes the LD_PRELOAD TFO shim (for Chromium) to a file.
+    Shim(shim::Args),
 }
 
 fn main() {
@@ -26,6 +38,10 @@ fn main() {
     let res = match cli.cmd {
         Cmd::Link(a) => link::run(a),
         Cmd::Probe(c) => probe::run(c),
+        Cmd::Replay(a) => replay::run(a),
+        Cmd::Load(a) => loader::run(a),
+        Cmd::Ca(a) => certs::run(a),
+        Cmd::Shim(a) => shim::run(a),
     };
     if let Err(e) = res {
         eprintln!("pltlab-dp: error: {e:#}");

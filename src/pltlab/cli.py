@@ -174,21 +174,12 @@ def version():
         print(f"data plane: {e}")
 
 
-def _register_subpackages() -> None:
-    """Commands that live with their subsystem (each module exposes register(app))."""
-    import importlib
+# Commands that live with their subsystem.
+from pltlab.archive import commands as _archive_commands  # noqa: E402
+from pltlab.experiments import commands as _experiment_commands  # noqa: E402
 
-    for mod in ("pltlab.archive.commands",):
-        try:
-            module = importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if not (e.name and mod.startswith(e.name)):  # only a missing subsystem is tolerated
-                raise
-            continue
-        module.register(app)
-
-
-_register_subpackages()
+_archive_commands.register(app)
+_experiment_commands.register(app)
 
 
 def main() -> None:

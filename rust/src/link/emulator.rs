@@ -18,7 +18,7 @@ use super::pipeline::Direction;
 use super::sys::{self, Epoll};
 use super::tun::Tun;
 
-const BATCH: usize = 64;
+const BATCH: usize = 16;
 const T_CLIENT: u64 = 0;
 const T_SERVER: u64 = 1;
 const T_TIMER: u64 = 2;

@@ -80,14 +80,17 @@ fn open_tun(name: &str, offload: bool) -> Result<Tun> {
     }
     if offload {
         let sz: libc::c_int = 10;
-        // SAFETY: ioctls with an int argument / pointer to int.
+        // SAFETY: ioctl with a pointer to int.
         if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETVNETHDRSZ, &sz) } < 0 {
             return Err(io::Error::last_os_error()).context("TUNSETVNETHDRSZ");
         }
-        let feat = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
-        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, feat as libc::c_ulong) } < 0 {
-            return Err(io::Error::last_os_error()).context("TUNSETOFFLOAD");
-        }
+    }
+    // Offload features persist on the device: always set them (cleared
+    // without offload, or the kernel would hand us partial checksums).
+    let feat = if offload { TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 } else { 0 };
+    // SAFETY: ioctl with an integer argument.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, feat as libc::c_ulong) } < 0 {
+        return Err(io::Error::last_os_error()).context("TUNSETOFFLOAD");
     }
     Ok(Tun { fd, vnet: offload })
 }

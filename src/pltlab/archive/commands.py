@@ -33,6 +33,39 @@ def register(app: typer.Typer) -> None:
         print(f"wrote {len(rep['files'])} pages to {out}")
 
     @app.command()
+    def record(
+        targets: Annotated[list[str], typer.Argument(help="Page URLs and/or .pages files (one URL a line).")],
+        out: Annotated[str, typer.Option("-o", "--out", help="Archive directory to write (one HAR per URL).")],
+        netns: Annotated[str | None, typer.Option("--netns", help="Run Chromium inside this network namespace (tests, experiments).")] = None,
+        host_rule: Annotated[list[str] | None, typer.Option("--host-rule", help="HOST=IP: resolve HOST to IP; then every other name fails (repeatable).")] = None,
+        spki: Annotated[list[str] | None, typer.Option("--spki", help="Trust certificates with this base64 SHA-256 SPKI hash (repeatable).")] = None,
+        quiet_ms: Annotated[float, typer.Option("--quiet-ms", help="After the load event, wait until the network was idle this long.")] = 500,
+        timeout: Annotated[float, typer.Option("--timeout", help="Seconds per page, load and quiet period included.")] = 60,
+        chromium: Annotated[str | None, typer.Option("--chromium", help="Chromium binary (default: Debian's chromium, or $PLTLAB_CHROMIUM).")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    ):
+        """Record pages with headless Chromium (fresh profile, cache off): every response with
+        headers, body and initiator, HTTP and HTTPS. Writes the archive only if every page loads."""
+        from pltlab.archive.record import record as record_pages
+        from pltlab.chromium import parse_host_rules
+
+        def progress(p):
+            if not as_json:
+                s = p.summary()
+                plt = f"{p.on_load_ms:.0f} ms" if p.on_load_ms else "no load event"
+                print(f"{p.url}: {s['objects']} objects, {s['origins']} origins, {s['bytes']} bytes, "
+                      f"load {plt}" + (f", {len(p.extras['failed'])} failed" if p.extras.get("failed") else ""),
+                      flush=True)
+
+        rep = record_pages(targets, out, progress=progress, netns=netns,
+                           host_rules=parse_host_rules(host_rule or []), spki=spki or [],
+                           quiet_ms=quiet_ms, timeout_s=timeout, executable=chromium)
+        if as_json:
+            print(json.dumps(rep))
+            return
+        print(f"wrote {len(rep['files'])} pages to {out}")
+
+    @app.command()
     def pages(
         directory: Annotated[str, typer.Argument(help="Archive directory.")],
         as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,

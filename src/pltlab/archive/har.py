@@ -172,6 +172,9 @@ def _obj(e: dict, start: datetime | None, where: str) -> tuple[Obj, datetime | N
     init, itype = _initiator(e)
     t = _parse_time(e.get("startedDateTime"), where)
     own = "start_ms" in ext  # our own files carry exact times (or null when unknown)
+    wait = (e.get("timings") or {}).get("wait") if isinstance(e.get("timings"), dict) else None
+    if not own and isinstance(wait, (int, float)) and wait > 0:
+        ext["wait_ms"] = float(wait)  # server think time, for replay's optional think time
     s_ms = ext.pop("start_ms", None)
     e_ms = ext.pop("end_ms", None)
     if not own and t is not None and start is not None:

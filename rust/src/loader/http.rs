@@ -1,0 +1,331 @@
+//! HTTP/1.x wire helpers shared by the loader and the replay server:
+//! response-head parsing, message framing, and an incremental body decoder
+//! (Content-Length, chunked, close-delimited). No I/O here.
+use anyhow::{anyhow, bail, Result};
+
+pub const MAX_HEADERS: usize = 128;
+pub const MAX_HEAD_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body (HEAD, 1xx, 204, 304).
+    Empty,
+    Length(u64),
+    Chunked,
+    /// Body ends when the peer closes the connection.
+    Close,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResponseHead {
+    pub status: u16,
+    pub head_len: usize,
+    pub framing: Framing,
+    /// The connection may carry another request after this response.
+    pub keep_alive: bool,
+}
+
+fn has_token(v: &[u8], token: &str) -> bool {
+    std::str::from_utf8(v)
+        .map(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+        .unwrap_or(false)
+}
+
+/// Parses a response head from `buf`. Ok(None) = incomplete.
+pub fn parse_response_head(buf: &[u8], head_request: bool) -> Result<Option<ResponseHead>> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut r = httparse::Response::new(&mut headers);
+    let n = match r.parse(buf).map_err(|e| anyhow!("malformed HTTP response head: {e}"))? {
+        httparse::Status::Complete(n) => n,
+        httparse::Status::Partial => {
+            if buf.len() > MAX_HEAD_BYTES {
+                bail!("HTTP response head larger than {MAX_HEAD_BYTES} bytes");
+            }
+            return Ok(None);
+        }
+    };
+    let status = r.code.unwrap_or(0);
+    let minor = r.version.unwrap_or(1);
+    let mut chunked = false;
+    let mut length: Option<u64> = None;
+    let mut conn_close = false;
+    let mut conn_keep = false;
+    for h in r.headers.iter() {
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            if has_token(h.value, "chunked") {
+                chunked = true;
+            }
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            let s = std::str::from_utf8(h.value).unwrap_or("").trim();
+            let v: u64 = s.parse().map_err(|_| anyhow!("bad Content-Length {s:?}"))?;
+            if let Some(old) = length {
+                if old != v {
+                    bail!("conflicting Content-Length headers");
+                }
+            }
+            length = Some(v);
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            conn_close |= has_token(h.value, "close");
+            conn_keep |= has_token(h.value, "keep-alive");
+        }
+    }
+    let framing = if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
+        Framing::Empty
+    } else if chunked {
+        Framing::Chunked
+    } else if let Some(l) = length {
+        Framing::Length(l)
+    } else {
+        Framing::Close
+    };
+    let keep_alive = framing != Framing::Close && if minor == 0 { conn_keep && !conn_close } else { !conn_close };
+    Ok(Some(ResponseHead { status, head_len: n, framing, keep_alive }))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailer,
+    Done,
+}
+
+/// Incremental body decoder. `feed` consumes bytes of the body (and its
+/// chunked framing) and tells when the message is complete; bytes after the
+/// end are left unconsumed. `body_bytes` counts payload bytes (without framing).
+#[derive(Debug)]
+pub struct BodyDecoder {
+    framing: Framing,
+    remaining: u64,
+    chunk: Chunk,
+    line: Vec<u8>,
+    pub body_bytes: u64,
+    done: bool,
+}
+
+impl BodyDecoder {
+    pub fn new(framing: Framing) -> Self {
+        let (remaining, done) = match framing {
+            Framing::Empty => (0, true),
+            Framing::Length(n) => (n, n == 0),
+            _ => (0, false),
+        };
+        BodyDecoder { framing, remaining, chunk: Chunk::Size, line: Vec::new(), body_bytes: 0, done }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Feeds bytes; returns how many were consumed. Once done, consumes nothing.
+    pub fn feed(&mut self, data: &[u8]) -> Result<usize> {
+        if self.done {
+            return Ok(0);
+        }
+        match self.framing {
+            Framing::Empty => Ok(0),
+            Framing::Length(_) => {
+                let n = (data.len() as u64).min(self.remaining) as usize;
+                self.remaining -= n as u64;
+                self.body_bytes += n as u64;
+                self.done = self.remaining == 0;
+                Ok(n)
+            }
+            Framing::Close => {
+                self.body_bytes += data.len() as u64;
+                Ok(data.len())
+            }
+            Framing::Chunked => self.feed_chunked(data),
+        }
+    }
+
+    /// The peer closed the connection: fine only for close-delimited bodies.
+    pub fn eof(&mut self) -> Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        if self.framing == Framing::Close {
+            self.done = true;
+            return Ok(());
+        }
+        bail!("connection closed before the end of the response body ({} bytes received)", self.body_bytes)
+    }
+
+    fn take_line(&mut self, data: &[u8], pos: &mut usize) -> Result<Option<Vec<u8>>> {
+        while *pos < data.len() {
+            let b = data[*pos];
+            *pos += 1;
+            if b == b'\n' {
+                let mut l = std::mem::take(&mut self.line);
+                if l.last() == Some(&b'\r') {
+                    l.pop();
+                }
+                return Ok(Some(l));
+            }
+            if self.line.len() >= 8192 {
+                bail!("chunked encoding: line too long");
+            }
+            self.line.push(b);
+        }
+        Ok(None)
+    }
+
+    fn feed_chunked(&mut self, data: &[u8]) -> Result<usize> {
+        let mut pos = 0;
+        while pos < data.len() && self.chunk != Chunk::Done {
+            match self.chunk {
+                Chunk::Size => {
+                    if let Some(l) = self.take_line(data, &mut pos)? {
+                        let s = std::str::from_utf8(&l).map_err(|_| anyhow!("chunked encoding: bad size line"))?;
+                        let hex = s.split(';').next().unwrap_or("").trim();
+                        let n = u64::from_str_radix(hex, 16)
+                            .map_err(|_| anyhow!("chunked encoding: bad chunk size {hex:?}"))?;
+                        self.chunk = if n == 0 { Chunk::Trailer } else { Chunk::Data(n) };
+                    }
+                }
+                Chunk::Data(n) => {
+                    let k = ((data.len() - pos) as u64).min(n);
+                    pos += k as usize;
+                    self.body_bytes += k;
+                    self.chunk = if k == n { Chunk::DataEnd } else { Chunk::Data(n - k) };
+                }
+                Chunk::DataEnd => {
+                    if let Some(l) = self.take_line(data, &mut pos)? {
+                        if !l.is_empty() {
+                            bail!("chunked encoding: missing CRLF after chunk data");
+                        }
+                        self.chunk = Chunk::Size;
+                    }
+                }
+                Chunk::Trailer => {
+                    if let Some(l) = self.take_line(data, &mut pos)? {
+                        if l.is_empty() {
+                            self.chunk = Chunk::Done;
+                        }
+                    }
+                }
+                Chunk::Done => unreachable!(),
+            }
+        }
+        self.done = self.chunk == Chunk::Done;
+        Ok(pos)
+    }
+}
+
+/// Chunked wire form of `body` (chunks of at most `chunk` bytes + last-chunk).
+pub fn encode_chunked(body: &[u8], chunk: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + body.len() / chunk.max(1) * 10 + 16);
+    for c in body.chunks(chunk.max(1)) {
+        out.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+        out.extend_from_slice(c);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed_all(d: &mut BodyDecoder, data: &[u8], step: usize) -> usize {
+        let mut used = 0;
+        for c in data.chunks(step) {
+            let mut off = 0;
+            while off < c.len() && !d.is_done() {
+                let n = d.feed(&c[off..]).unwrap();
+                if n == 0 {
+                    break;
+                }
+                off += n;
+            }
+            used += off;
+            if d.is_done() {
+                break;
+            }
+        }
+        used
+    }
+
+    #[test]
+    fn content_length() {
+        let h = parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA", false).unwrap().unwrap();
+        assert_eq!(h.framing, Framing::Length(5));
+        assert!(h.keep_alive);
+        let mut d = BodyDecoder::new(h.framing);
+        assert_eq!(d.feed(b"hel").unwrap(), 3);
+        assert_eq!(d.feed(b"loEXTRA").unwrap(), 2);
+        assert!(d.is_done());
+        assert_eq!(d.body_bytes, 5);
+    }
+
+    #[test]
+    fn partial_head() {
+        assert!(parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Le", false).unwrap().is_none());
+        assert!(parse_response_head(b"garbage\r\n\r\n", false).is_err());
+    }
+
+    #[test]
+    fn chunked_any_split() {
+        let body: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let mut wire = encode_chunked(&body, 777);
+        // chunk extension + trailer
+        wire.truncate(wire.len() - 5);
+        wire.extend_from_slice(b"0;ext=1\r\nX-Trailer: 1\r\n\r\nNEXT");
+        for step in [1, 2, 3, 7, 100, 4096, wire.len()] {
+            let mut d = BodyDecoder::new(Framing::Chunked);
+            let used = feed_all(&mut d, &wire, step);
+            assert!(d.is_done(), "step {step}");
+            assert_eq!(d.body_bytes, body.len() as u64);
+            assert_eq!(used, wire.len() - 4, "step {step}");
+        }
+        let h = parse_response_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::Chunked);
+    }
+
+    #[test]
+    fn chunked_errors() {
+        let mut d = BodyDecoder::new(Framing::Chunked);
+        assert!(d.feed(b"zz\r\n").is_err());
+        let mut d = BodyDecoder::new(Framing::Chunked);
+        assert!(d.feed(b"3\r\nabcX\r\n").is_err());
+        let mut d = BodyDecoder::new(Framing::Chunked);
+        d.feed(b"3\r\nab").unwrap();
+        assert!(d.eof().is_err());
+    }
+
+    #[test]
+    fn close_delimited_and_keepalive_rules() {
+        let h = parse_response_head(b"HTTP/1.1 200 OK\r\n\r\n", false).unwrap().unwrap();
+        assert_eq!(h.framing, Framing::Close);
+        assert!(!h.keep_alive);
+        let mut d = BodyDecoder::new(h.framing);
+        d.feed(b"abc").unwrap();
+        d.feed(b"de").unwrap();
+        assert!(!d.is_done());
+        d.eof().unwrap();
+        assert!(d.is_done());
+        assert_eq!(d.body_bytes, 5);
+
+        let h = parse_response_head(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", false).unwrap().unwrap();
+        assert!(!h.keep_alive);
+        let h = parse_response_head(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 1\r\n\r\n", false)
+            .unwrap()
+            .unwrap();
+        assert!(h.keep_alive);
+        let h = parse_response_head(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n", false)
+            .unwrap()
+            .unwrap();
+        assert!(!h.keep_alive);
+        for (s, head) in [("204 No Content", false), ("304 Not Modified", false), ("200 OK", true)] {
+            let raw = format!("HTTP/1.1 {s}\r\nContent-Length: 10\r\n\r\n");
+            let h = parse_response_head(raw.as_bytes(), head).unwrap().unwrap();
+            assert_eq!(h.framing, Framing::Empty, "{s}");
+            assert!(BodyDecoder::new(h.framing).is_done());
+        }
+        assert!(parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false).is_err());
+    }
+}

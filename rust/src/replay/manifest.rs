@@ -1,0 +1,239 @@
+//! Replay manifest (docs/dataplane-interfaces.md) and its preparation: every
+//! response's head is serialized once and every body is loaded once.
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct Listen {
+    pub ip: std::net::IpAddr,
+    pub port: u16,
+    #[serde(default)]
+    pub tls: bool,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum BodySpec {
+    File { file: PathBuf, #[serde(default)] offset: u64, length: u64 },
+    Synth { synth: u64, #[serde(default)] mime: Option<String> },
+}
+
+fn get() -> String {
+    "GET".into()
+}
+fn default_status() -> u16 {
+    200
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct ResponseSpec {
+    #[serde(default = "get")]
+    pub method: String,
+    pub host: String,
+    pub path: String,
+    #[serde(default)]
+    pub query: String,
+    #[serde(default = "default_status")]
+    pub status: u16,
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    #[serde(default)]
+    pub body: Option<BodySpec>,
+    #[serde(default)]
+    pub chunked: bool,
+    #[serde(default)]
+    pub wait_ms: Option<f64>,
+}
+
+fn default_tfo_queue() -> u32 {
+    4096
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct Manifest {
+    pub listen: Vec<Listen>,
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
+    #[serde(default = "default_tfo_queue")]
+    pub tfo_queue: u32,
+    #[serde(default)]
+    pub think_time: bool,
+    pub responses: Vec<ResponseSpec>,
+    #[serde(default)]
+    pub stats: Option<PathBuf>,
+}
+
+/// A body: a slice of a shared buffer (file contents or synthetic bytes).
+#[derive(Clone)]
+pub struct Body {
+    pub data: Arc<Vec<u8>>,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Body {
+    pub fn bytes(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+}
+
+pub struct Prepared {
+    /// Status line + recorded headers (hop-by-hop and framing headers removed),
+    /// without the terminating empty line.
+    pub head: Vec<u8>,
+    pub body: Body,
+    /// Chunked wire form of the body, when the recording was chunked.
+    pub chunked_wire: Option<Vec<u8>>,
+    pub wait: Option<std::time::Duration>,
+    /// The status forbids a body (1xx/204/304).
+    pub no_body: bool,
+}
+
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "content-length",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        410 => "Gone",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Unknown",
+    }
+}
+
+/// Deterministic synthetic content: printable for text types, a byte ramp otherwise.
+fn synth_bytes(n: usize, text: bool) -> Vec<u8> {
+    if text {
+        const P: &[u8] = b"/* pltlab synthetic body */ abcdefghijklmnopqrstuvwxyz0123456789\n";
+        P.iter().cycle().take(n).copied().collect()
+    } else {
+        (0..n).map(|i| (i.wrapping_mul(31) % 251) as u8).collect()
+    }
+}
+
+pub fn load(path: &std::path::Path) -> Result<Manifest> {
+    let data = std::fs::read(path).with_context(|| format!("cannot read manifest {}", path.display()))?;
+    let m: Manifest = serde_json::from_slice(&data).with_context(|| format!("bad manifest {}", path.display()))?;
+    if m.listen.is_empty() {
+        bail!("manifest has no listen addresses");
+    }
+    if m.listen.iter().any(|l| l.tls) && m.tls.is_none() {
+        bail!("manifest has a tls listen address but no \"tls\": {{\"cert\", \"key\"}}");
+    }
+    Ok(m)
+}
+
+pub fn prepare(m: &Manifest) -> Result<Vec<Prepared>> {
+    let mut files: HashMap<PathBuf, Arc<Vec<u8>>> = HashMap::new();
+    let max_text = m.responses.iter().filter_map(|r| match &r.body {
+        Some(BodySpec::Synth { synth, mime }) if is_text(mime.as_deref()) => Some(*synth as usize),
+        _ => None,
+    });
+    let max_bin = m.responses.iter().filter_map(|r| match &r.body {
+        Some(BodySpec::Synth { synth, mime }) if !is_text(mime.as_deref()) => Some(*synth as usize),
+        _ => None,
+    });
+    let synth_text = Arc::new(synth_bytes(max_text.max().unwrap_or(0), true));
+    let synth_bin = Arc::new(synth_bytes(max_bin.max().unwrap_or(0), false));
+    let empty = Arc::new(Vec::new());
+    let mut out = Vec::with_capacity(m.responses.len());
+    for (i, r) in m.responses.iter().enumerate() {
+        let mut synth_mime = None;
+        let body = match &r.body {
+            None => Body { data: empty.clone(), start: 0, end: 0 },
+            Some(BodySpec::File { file, offset, length }) => {
+                let data = match files.get(file) {
+                    Some(d) => d.clone(),
+                    None => {
+                        let d = Arc::new(
+                            std::fs::read(file).with_context(|| format!("response {i}: cannot read body file {}", file.display()))?,
+                        );
+                        files.insert(file.clone(), d.clone());
+                        d
+                    }
+                };
+                let (s, e) = (*offset as usize, (*offset + *length) as usize);
+                if e > data.len() {
+                    bail!("response {i}: body {}+{} beyond the end of {} ({} bytes)", offset, length, file.display(), data.len());
+                }
+                Body { data, start: s, end: e }
+            }
+            Some(BodySpec::Synth { synth, mime }) => {
+                synth_mime = mime.clone();
+                let d = if is_text(mime.as_deref()) { &synth_text } else { &synth_bin };
+                Body { data: d.clone(), start: 0, end: *synth as usize }
+            }
+        };
+        let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status)).into_bytes();
+        let mut has_ct = false;
+        for (k, v) in &r.headers {
+            let lk = k.to_ascii_lowercase();
+            if HOP_BY_HOP.contains(&lk.as_str()) || k.is_empty() || k.starts_with(':') {
+                continue;
+            }
+            if k.contains(['\r', '\n', ':']) || v.contains(['\r', '\n']) {
+                bail!("response {i}: header {k:?} has forbidden characters");
+            }
+            has_ct |= lk == "content-type";
+            head.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+        }
+        if let (false, Some(mime)) = (has_ct, synth_mime) {
+            head.extend_from_slice(format!("Content-Type: {mime}\r\n").as_bytes());
+        }
+        let no_body = (100..200).contains(&r.status) || r.status == 204 || r.status == 304;
+        let chunked_wire = (r.chunked && !no_body).then(|| crate::loader::http::encode_chunked(body.bytes(), 16 * 1024));
+        let wait = match r.wait_ms {
+            Some(w) if m.think_time && w > 0.0 => Some(std::time::Duration::from_secs_f64(w / 1000.0)),
+            _ => None,
+        };
+        out.push(Prepared { head, body, chunked_wire, wait, no_body });
+    }
+    Ok(out)
+}
+
+fn is_text(mime: Option<&str>) -> bool {
+    match mime {
+        None => false,
+        Some(m) => {
+            let m = m.to_ascii_lowercase();
+            m.starts_with("text/") || m.contains("javascript") || m.contains("json") || m.contains("xml")
+        }
+    }
+}

@@ -1,0 +1,498 @@
+//! Replay server + loader integration tests on 127.0.0.1 (random ports).
+use super::*;
+use crate::loader::{self, Object, Plan};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+
+pub struct TestServer {
+    pub http: SocketAddr,
+    pub https: SocketAddr,
+    pub shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    th: Option<std::thread::JoinHandle<()>>,
+    pub dir: PathBuf,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.th.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!("pltlab-rp-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Relaxed)));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Starts a replay server (http + https on 127.0.0.1, port 0) for `responses`.
+pub fn start_server(responses: serde_json::Value, think_time: bool) -> TestServer {
+    let dir = tmpdir("srv");
+    let g = crate::certs::generate(&["a.test".into(), "b.test".into()]).unwrap();
+    std::fs::write(dir.join("ca.pem"), &g.ca_pem).unwrap();
+    std::fs::write(dir.join("hosts.pem"), &g.leaf_pem).unwrap();
+    std::fs::write(dir.join("hosts.key"), &g.leaf_key_pem).unwrap();
+    let m: manifest::Manifest = serde_json::from_value(serde_json::json!({
+        "listen": [{"ip": "127.0.0.1", "port": 0, "tls": false}, {"ip": "127.0.0.1", "port": 0, "tls": true}],
+        "tls": {"cert": dir.join("hosts.pem"), "key": dir.join("hosts.key")},
+        "think_time": think_time,
+        "responses": responses,
+    }))
+    .unwrap();
+    let shared = build_shared(&m).unwrap();
+    let (atx, arx) = std::sync::mpsc::channel();
+    let (stx, srx) = tokio::sync::oneshot::channel::<()>();
+    let sh2 = shared.clone();
+    let th = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let srv = start(&m, sh2).unwrap();
+            atx.send(srv.addrs.clone()).unwrap();
+            let _ = srx.await;
+        });
+    });
+    let addrs = arx.recv().unwrap();
+    TestServer { http: addrs[0].0, https: addrs[1].0, shared, stop: Some(stx), th: Some(th), dir }
+}
+
+fn obj(url: &str, host: &str, addr: SocketAddr, tls: bool, parent: Option<usize>) -> Object {
+    Object {
+        url: url.into(),
+        method: "GET".into(),
+        host: host.into(),
+        ip: addr.ip(),
+        port: addr.port(),
+        tls,
+        parent,
+        delay_ms: 0.0,
+    }
+}
+
+fn plan(objects: Vec<Object>, ca: Option<PathBuf>) -> Plan {
+    Plan { objects, max_conns_per_host: 6, tfo: false, dns_delay_ms: 0.0, ca, timeout_s: 20.0 }
+}
+
+fn page() -> serde_json::Value {
+    let mut r = vec![serde_json::json!({"host": "a.test", "path": "/", "status": 200,
+        "headers": [["Content-Type", "text/html"], ["Connection", "close"], ["Content-Length", "999"]],
+        "body": {"synth": 3000, "mime": "text/html"}})];
+    for i in 0..30 {
+        r.push(serde_json::json!({"host": if i % 2 == 0 { "a.test" } else { "b.test" }, "path": format!("/o{i}"),
+            "query": "v=1", "status": 200, "headers": [["X-I", i.to_string()]],
+            "body": {"synth": 1000 + 1000 * i}, "chunked": i % 3 == 0}));
+    }
+    serde_json::Value::Array(r)
+}
+
+fn page_plan(addr: SocketAddr, tls: bool, ca: Option<PathBuf>) -> Plan {
+    let scheme = if tls { "https" } else { "http" };
+    let mut objs = vec![obj(&format!("{scheme}://a.test/"), "a.test", addr, tls, None)];
+    for i in 0..30 {
+        let h = if i % 2 == 0 { "a.test" } else { "b.test" };
+        // query differs from the recording: exercises the fallback
+        objs.push(obj(&format!("{scheme}://{h}/o{i}?v=2"), h, addr, tls, Some(if i < 20 { 0 } else { i - 19 })));
+    }
+    objs.push(obj(&format!("{scheme}://a.test/missing?x=1"), "a.test", addr, tls, Some(0)));
+    plan(objs, ca)
+}
+
+fn check_page(out: &loader::Output) {
+    assert_eq!(out.requests.len(), 32);
+    assert_eq!(out.requests[0].bytes, 3000);
+    assert_eq!(out.requests[0].status, 200);
+    for i in 0..30u64 {
+        let r = &out.requests[1 + i as usize];
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.bytes, 1000 + 1000 * i, "{r:?}");
+    }
+    assert_eq!(out.requests[31].status, 404);
+    // children after parents
+    for (i, r) in out.requests.iter().enumerate().skip(1) {
+        let p = if i <= 20 || i == 31 { 0 } else { i - 20 };
+        assert!(r.request_ms >= out.requests[p].last_byte_ms, "{i} before its parent {p}");
+        assert!(r.ready_ms >= out.requests[p].last_byte_ms);
+    }
+    // at most 6 connections per host, keep-alive reuse
+    for h in ["a.test", "b.test"] {
+        let n = out.connections.iter().filter(|c| c.host == h).count();
+        assert!(n <= 6, "{h}: {n} connections");
+    }
+    assert!(out.connections.len() < 32);
+    assert!(out.requests.iter().any(|r| !r.new_conn));
+    let plt = out.requests.iter().map(|r| r.last_byte_ms).fold(0.0, f64::max);
+    assert_eq!(out.plt_ms, plt);
+}
+
+#[test]
+fn http_page_load() {
+    let srv = start_server(page(), false);
+    let out = loader::load(page_plan(srv.http, false, None)).unwrap();
+    check_page(&out);
+    // the main document was recorded with Connection: close, but that is hop-by-hop:
+    // the server keeps the connection open
+    assert!(out.connections[0].requests.len() > 1);
+    let st = srv.shared.stats.json();
+    assert_eq!(st["not_found"], 1);
+    assert_eq!(st["not_found_urls"][0]["url"], "a.test/missing?x=1");
+    assert_eq!(st["fallback_matches"], 30);
+    assert_eq!(st["requests"], 32);
+    assert_eq!(st["connections"].as_u64().unwrap(), out.connections.len() as u64);
+}
+
+#[test]
+fn https_page_load() {
+    let srv = start_server(page(), false);
+    let out = loader::load(page_plan(srv.https, true, Some(srv.dir.join("ca.pem")))).unwrap();
+    check_page(&out);
+    for r in out.requests.iter().filter(|r| r.new_conn) {
+        let te = r.tls_end_ms.unwrap();
+        assert!(te >= r.connect_end_ms.unwrap() && r.request_ms >= te);
+    }
+    let st = srv.shared.stats.json();
+    assert_eq!(st["tls_connections"].as_u64().unwrap(), out.connections.len() as u64);
+    assert_eq!(st["tls_handshake_errors"], 0);
+}
+
+#[test]
+fn https_untrusted_ca_fails() {
+    let srv = start_server(page(), false);
+    let other = tmpdir("ca");
+    let g = crate::certs::generate(&["a.test".into()]).unwrap();
+    std::fs::write(other.join("ca.pem"), &g.ca_pem).unwrap();
+    let e = loader::load(page_plan(srv.https, true, Some(other.join("ca.pem")))).unwrap_err();
+    assert!(format!("{e:#}").contains("TLS handshake"), "{e:#}");
+    std::fs::remove_dir_all(other).ok();
+}
+
+#[test]
+fn connection_limit_and_fifo() {
+    let mut r = vec![serde_json::json!({"host": "a.test", "path": "/", "body": {"synth": 10}})];
+    for i in 0..40 {
+        r.push(serde_json::json!({"host": "a.test", "path": format!("/{i}"), "body": {"synth": 20000}}));
+    }
+    let srv = start_server(serde_json::Value::Array(r), false);
+    let mk = |max: usize| {
+        let mut objs = vec![obj("http://a.test/", "a.test", srv.http, false, None)];
+        for i in 0..40 {
+            objs.push(obj(&format!("http://a.test/{i}"), "a.test", srv.http, false, Some(0)));
+        }
+        let mut p = plan(objs, None);
+        p.max_conns_per_host = max;
+        p
+    };
+    for max in [1, 2, 6] {
+        let out = loader::load(mk(max)).unwrap();
+        assert_eq!(out.connections.len(), max, "max {max}");
+        // never more than `max` requests in flight at once
+        let mut ev: Vec<(f64, i32)> = Vec::new();
+        for r in &out.requests {
+            ev.push((r.request_ms, 1));
+            ev.push((r.last_byte_ms, -1));
+        }
+        ev.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let (mut cur, mut peak) = (0, 0);
+        for (_, d) in ev {
+            cur += d;
+            peak = peak.max(cur);
+        }
+        assert!(peak <= max as i32, "max {max}: peak {peak}");
+        // FIFO: requests are sent in the order they became ready (index order here)
+        let mut order: Vec<&loader::Rec> = out.requests.iter().skip(1).collect();
+        order.sort_by(|a, b| a.request_ms.partial_cmp(&b.request_ms).unwrap());
+        let idx: Vec<usize> = order.iter().map(|r| r.index).collect();
+        assert_eq!(idx, (1..=40).collect::<Vec<_>>(), "max {max}");
+        assert!(out.requests.iter().all(|r| r.bytes == if r.index == 0 { 10 } else { 20000 }));
+    }
+}
+
+#[test]
+fn delays_and_think_time() {
+    let r = serde_json::json!([
+        {"host": "a.test", "path": "/", "body": {"synth": 10}, "wait_ms": 40.0},
+        {"host": "a.test", "path": "/c", "body": {"synth": 10}},
+    ]);
+    let srv = start_server(r, true);
+    let mut objs = vec![obj("http://a.test/", "a.test", srv.http, false, None)];
+    let mut c = obj("http://a.test/c", "a.test", srv.http, false, Some(0));
+    c.delay_ms = 30.0;
+    objs.push(c);
+    let mut p = plan(objs, None);
+    p.dns_delay_ms = 20.0;
+    let out = loader::load(p).unwrap();
+    let (a, b) = (&out.requests[0], &out.requests[1]);
+    assert!(a.connect_start_ms.unwrap() >= 20.0, "{a:?}");
+    assert!(a.first_byte_ms - a.request_ms >= 40.0, "{a:?}");
+    assert!(b.ready_ms - a.last_byte_ms >= 30.0, "{b:?}");
+    assert!(!b.new_conn && b.conn_id == a.conn_id);
+    assert!(out.plt_ms >= 90.0);
+}
+
+fn raw_exchange(addr: SocketAddr, req: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn http10_and_framing() {
+    let r = serde_json::json!([
+        {"host": "a.test", "path": "/ch", "body": {"synth": 40000}, "chunked": true,
+         "headers": [["Transfer-Encoding", "chunked"], ["X-Rec", "yes"]]},
+        {"host": "a.test", "path": "/nc", "status": 304, "headers": [["ETag", "\"x\""]], "body": {"synth": 50}},
+    ]);
+    let srv = start_server(r, false);
+    // HTTP/1.0: Content-Length framing even though recorded chunked, then close
+    let out = raw_exchange(srv.http, b"GET /ch HTTP/1.0\r\nHost: a.test\r\n\r\n");
+    let text = String::from_utf8_lossy(&out[..200]).to_string();
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(text.contains("Content-Length: 40000\r\n") && text.contains("Connection: close\r\n"), "{text}");
+    assert!(text.contains("X-Rec: yes\r\n") && !text.contains("Transfer-Encoding"), "{text}");
+    let h = crate::loader::http::parse_response_head(&out, false).unwrap().unwrap();
+    assert_eq!(out.len() - h.head_len, 40000);
+    // HTTP/1.1 + Connection: close: chunked as recorded
+    let out = raw_exchange(srv.http, b"GET /ch HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n");
+    let h = crate::loader::http::parse_response_head(&out, false).unwrap().unwrap();
+    assert_eq!(h.framing, crate::loader::http::Framing::Chunked);
+    let mut d = crate::loader::http::BodyDecoder::new(h.framing);
+    assert_eq!(d.feed(&out[h.head_len..]).unwrap(), out.len() - h.head_len);
+    assert!(d.is_done() && d.body_bytes == 40000);
+    // 304: no body; HEAD: no body; host-less 1.0 request matches by path
+    let out = raw_exchange(srv.http, b"GET /nc HTTP/1.0\r\n\r\n");
+    assert!(out.starts_with(b"HTTP/1.1 304 Not Modified\r\n") && out.ends_with(b"\r\n\r\n"));
+    let out = raw_exchange(srv.http, b"HEAD /ch HTTP/1.0\r\nHost: a.test\r\n\r\n");
+    assert!(out.ends_with(b"\r\n\r\n") && String::from_utf8_lossy(&out).contains("Content-Length: 40000"));
+    // keep-alive with two requests in one write (pipelined) are answered in order
+    let out = raw_exchange(
+        srv.http,
+        b"GET /nc HTTP/1.1\r\nHost: a.test\r\n\r\nGET /zz HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n",
+    );
+    let t = String::from_utf8_lossy(&out);
+    assert!(t.starts_with("HTTP/1.1 304") && t.contains("HTTP/1.1 404 Not Found"), "{t}");
+    // garbage -> 400
+    let out = raw_exchange(srv.http, b"\x01\x02 nonsense\r\n\r\n");
+    assert!(out.starts_with(b"HTTP/1.1 400"));
+}
+
+/// A fake origin: answers each connection with `resp` (then closes if `close`).
+fn fake_origin(resp: &'static [u8], close: bool) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    let th = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = s.read(&mut buf);
+        s.write_all(resp).unwrap();
+        if !close {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+    });
+    (a, th)
+}
+
+#[test]
+fn loader_close_delimited_body() {
+    let (a, th) = fake_origin(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello world, no length", true);
+    let out = loader::load(plan(vec![obj("http://a.test/", "a.test", a, false, None)], None)).unwrap();
+    assert_eq!(out.requests[0].bytes, 22);
+    th.join().unwrap();
+}
+
+#[test]
+fn loader_fails_on_truncated_response() {
+    let (a, th) = fake_origin(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nabc", true);
+    let e = loader::load(plan(vec![obj("http://a.test/x", "a.test", a, false, None)], None)).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(msg.contains("http://a.test/x") && msg.contains("closed before the end of the response body"), "{msg}");
+    th.join().unwrap();
+}
+
+#[test]
+fn loader_fails_on_refused_and_timeout() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    drop(l);
+    let e = loader::load(plan(vec![obj("http://a.test/", "a.test", a, false, None)], None)).unwrap_err();
+    assert!(format!("{e:#}").contains("connect to 127.0.0.1"), "{e:#}");
+    // silent server -> timeout
+    let (a, th) = fake_origin(b"", false);
+    let mut p = plan(vec![obj("http://a.test/", "a.test", a, false, None)], None);
+    p.timeout_s = 0.2;
+    let e = loader::load(p).unwrap_err();
+    assert!(format!("{e:#}").contains("timed out"), "{e:#}");
+    th.join().unwrap();
+}
+
+#[test]
+fn server_stopped_mid_load_fails_clearly() {
+    let mut r = vec![serde_json::json!({"host": "a.test", "path": "/", "body": {"synth": 10}})];
+    for i in 0..10 {
+        r.push(serde_json::json!({"host": "a.test", "path": format!("/{i}"), "body": {"synth": 10}, "wait_ms": 100.0}));
+    }
+    let mut srv = start_server(serde_json::Value::Array(r), true);
+    let a = srv.http;
+    let mut objs = vec![obj("http://a.test/", "a.test", a, false, None)];
+    for i in 0..10 {
+        objs.push(obj(&format!("http://a.test/{i}"), "a.test", a, false, Some(if i == 0 { 0 } else { i })));
+    }
+    let stop = srv.stop.take().unwrap();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        let _ = stop.send(());
+    });
+    let e = loader::load(plan(objs, None)).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(msg.contains("closed by the server") || msg.contains("connect to") || msg.contains("reset"), "{msg}");
+    killer.join().unwrap();
+}
+
+#[test]
+fn plan_validation() {
+    let a = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9);
+    let mut p = plan(vec![obj("http://a/", "a", a, false, Some(1)), obj("http://a/b", "a", a, false, Some(0))], None);
+    assert!(format!("{:#}", loader::load(p.clone()).unwrap_err()).contains("cycle"));
+    p.objects[0].parent = Some(5);
+    assert!(format!("{:#}", loader::load(p.clone()).unwrap_err()).contains("bad parent"));
+    let p = plan(vec![obj("https://a/", "a", a, true, None)], None);
+    assert!(format!("{:#}", loader::load(p).unwrap_err()).contains("no \"ca\""));
+    assert_eq!(loader::target_of("https://a.b/x/y?q=1#f"), "/x/y?q=1");
+    assert_eq!(loader::target_of("http://a.b"), "/");
+    assert_eq!(loader::target_of("http://a.b?x"), "/?x");
+}
+
+/// A throwaway network namespace (deleted on drop), lo up, given tcp_fastopen.
+struct Netns(String);
+impl Netns {
+    fn new(tfo: u32) -> Option<Netns> {
+        use std::process::Command;
+        if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipping: needs root + ip");
+            return None;
+        }
+        static N: AtomicU64 = AtomicU64::new(0);
+        let ns = Netns(format!("pltrp-t{}-{}", std::process::id(), N.fetch_add(1, Relaxed)));
+        assert!(Command::new("ip").args(["netns", "add", &ns.0]).status().unwrap().success());
+        ns.run(&["ip", "link", "set", "lo", "up"]);
+        ns.run(&["sysctl", "-qw", &format!("net.ipv4.tcp_fastopen={tfo}")]);
+        Some(ns)
+    }
+    fn run(&self, args: &[&str]) -> String {
+        let o = std::process::Command::new("ip").args(["netns", "exec", &self.0]).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    }
+    fn counter(&self, name: &str) -> u64 {
+        let out = self.run(&["nstat", "-azs", name]);
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|x| x.parse().ok())
+            .expect("nstat output")
+    }
+    /// Runs `f` on a thread that entered the namespace (threads it spawns inherit it).
+    fn enter<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let nsf = std::fs::File::open(format!("/run/netns/{}", self.0)).unwrap();
+        std::thread::spawn(move || {
+            nix::sched::setns(nsf, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+}
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn tfo_loads_in_namespace() {
+    let Some(ns) = Netns::new(3) else { return };
+    let before = ns.counter("TcpExtTCPFastOpenActive");
+    let (o1, o2, st) = ns.enter(|| {
+        let srv = start_server(page(), false);
+        let mut p = page_plan(srv.http, false, None);
+        p.tfo = true;
+        let o1 = loader::load(p.clone()).unwrap();
+        let o2 = loader::load(p).unwrap();
+        // https too (the ClientHello rides in the SYN)
+        let mut pt = page_plan(srv.https, true, Some(srv.dir.join("ca.pem")));
+        pt.tfo = true;
+        loader::load(pt.clone()).unwrap();
+        let o3 = loader::load(pt).unwrap();
+        assert!(o3.connections.iter().all(|c| c.tfo), "{:?}", o3.connections);
+        (o1, o2, srv.shared.stats.json())
+    });
+    assert!(o1.tfo_available && o1.errors.is_empty());
+    // first visit: no cookie for the first connection
+    assert!(!o1.connections[0].tfo && o1.connections[0].tfo_client_fail == 1, "{:?}", o1.connections[0]);
+    assert!(o2.connections.iter().all(|c| c.tfo), "{:?}", o2.connections);
+    assert!(o2.requests.iter().all(|r| r.tfo));
+    let after = ns.counter("TcpExtTCPFastOpenActive");
+    assert!(after - before >= o2.connections.len() as u64, "{before} -> {after}");
+    assert!(st["tfo_connections"].as_u64().unwrap() >= o2.connections.len() as u64, "{st}");
+    assert_eq!(ns.counter("TcpExtTCPFastOpenListenOverflow"), 0);
+}
+
+#[test]
+fn tfo_refused_by_sysctl_is_reported() {
+    let Some(ns) = Netns::new(0) else { return };
+    let out = ns.enter(|| {
+        let srv = start_server(page(), false);
+        let mut p = page_plan(srv.http, false, None);
+        p.tfo = true;
+        loader::load(p).unwrap()
+    });
+    assert!(!out.tfo_available && out.tfo_requested);
+    assert!(out.errors.iter().any(|e| e.contains("EOPNOTSUPP") || e.contains("not supported")), "{:?}", out.errors);
+    assert!(out.connections.iter().all(|c| !c.tfo));
+    assert_eq!(out.requests.len(), 32);
+}
+
+#[test]
+fn shim_turns_on_tfo_for_plain_connect() {
+    let Some(ns) = Netns::new(3) else { return };
+    if std::process::Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("skipping: needs python3");
+        return;
+    }
+    let dir = tmpdir("shim");
+    let so = dir.join("libpltlab_tfo_shim.so");
+    crate::shim::write(&so).unwrap();
+    let script = r#"
+import socket, threading, sys
+srv = socket.socket(); srv.setsockopt(socket.IPPROTO_TCP, 23, 16)
+srv.bind(("127.0.0.1", 0)); srv.listen(16); port = srv.getsockname()[1]
+def serve():
+    for _ in range(3):
+        c, _ = srv.accept(); c.sendall(b"ok:" + c.recv(100)); c.close()
+t = threading.Thread(target=serve); t.start()
+for i in range(3):
+    s = socket.socket(); s.connect(("127.0.0.1", port)); s.sendall(b"hi"); assert s.recv(100) == b"ok:hi"; s.close()
+t.join()
+"#;
+    let run = |preload: bool| {
+        let before = ns.counter("TcpExtTCPFastOpenActive");
+        let mut c = std::process::Command::new("ip");
+        c.args(["netns", "exec", &ns.0, "python3", "-c", script]);
+        if preload {
+            c.env("LD_PRELOAD", &so);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ns.counter("TcpExtTCPFastOpenActive") - before
+    };
+    assert_eq!(run(false), 0);
+    assert_eq!(run(true), 2, "first connect fetches the cookie, the next two use it");
+    std::fs::remove_dir_all(dir).ok();
+}

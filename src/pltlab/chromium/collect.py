@@ -1,0 +1,159 @@
+"""Per-request records built from the CDP Network domain's events."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Request:
+    """One request of a load (a redirect hop is a request of its own)."""
+
+    url: str
+    method: str = "GET"
+    resource_type: str = ""  # CDP type: Document, Stylesheet, Script, Image, Font, Fetch, ...
+    initiator_type: str | None = None  # CDP initiator type (parser, script, preload, ...) or redirect
+    initiator_url: str | None = None  # the document, stylesheet or script that caused the request
+    start_ms: float = 0.0  # requestWillBeSent, relative to the first request of the load
+    end_ms: float | None = None  # loadingFinished / loadingFailed
+    status: int = 0  # 0: no response
+    status_text: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    mime: str = ""
+    protocol: str = ""
+    remote: str = ""  # ip:port
+    connection_id: int | None = None
+    connection_reused: bool | None = None
+    timing: dict | None = None  # CDP ResourceTiming (ms offsets from its requestTime)
+    encoded_bytes: int = 0  # bytes on the wire, headers included
+    data_bytes: int = 0  # decoded body bytes received
+    body: bytes | None = None
+    redirect_url: str = ""
+    error: str = ""  # loadingFailed errorText
+    blocked: bool = False  # by the driver's block list (never sent)
+    request_id: str = ""
+    finished: bool = False
+
+
+def _initiator(init: dict) -> tuple[str | None, str | None]:
+    """(type, url): script initiators give the innermost stack frame that has a URL."""
+    url = init.get("url")
+    stack = init.get("stack")
+    while not url and isinstance(stack, dict):
+        url = next((f["url"] for f in stack.get("callFrames", []) if f.get("url")), None)
+        stack = stack.get("parent")
+    return init.get("type"), url or None
+
+
+def _headers(h: dict) -> list[tuple[str, str]]:
+    # CDP joins repeated headers (Set-Cookie, ...) with newlines.
+    return [(k, v) for k, vs in h.items() for v in str(vs).split("\n")]
+
+
+class Collector:
+    """Subscribes to a CDP session's Network events; every handler only records."""
+
+    EVENTS = ("requestWillBeSent", "responseReceived", "dataReceived", "loadingFinished",
+              "loadingFailed")
+
+    def __init__(self, cdp):
+        self.requests: list[Request] = []
+        self._live: dict[str, Request] = {}
+        self._t0: float | None = None
+        self.wall_start: float | None = None  # epoch seconds of the first request
+        self.last_activity = time.monotonic()
+        for ev in self.EVENTS:
+            cdp.on(f"Network.{ev}", getattr(self, f"_on_{ev}"))
+
+    def inflight(self) -> int:
+        return len(self._live)
+
+    def _ms(self, ts: float) -> float:
+        return (ts - self._t0) * 1000.0
+
+    def _touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+    def _on_requestWillBeSent(self, p: dict) -> None:
+        self._touch()
+        rid, req = p["requestId"], p["request"]
+        if self._t0 is None:
+            self._t0, self.wall_start = p["timestamp"], p.get("wallTime")
+        prev = self._live.pop(rid, None)
+        itype, iurl = _initiator(p.get("initiator") or {})
+        if prev is not None and p.get("redirectResponse"):
+            self._response(prev, p["redirectResponse"])
+            prev.redirect_url, prev.end_ms, prev.finished = req["url"], self._ms(p["timestamp"]), True
+            prev.body = b""  # Chromium does not keep redirect bodies
+            itype, iurl = "redirect", prev.url
+        r = Request(url=req["url"], method=req.get("method", "GET"), resource_type=p.get("type", ""),
+                    initiator_type=itype, initiator_url=iurl, start_ms=self._ms(p["timestamp"]),
+                    request_id=rid)
+        self.requests.append(r)
+        self._live[rid] = r
+
+    def _response(self, r: Request, resp: dict) -> None:
+        r.status, r.status_text = resp.get("status", 0), resp.get("statusText", "")
+        r.headers = _headers(resp.get("headers") or {})
+        r.mime = resp.get("mimeType", "")
+        r.protocol = resp.get("protocol", "")
+        ip = resp.get("remoteIPAddress")
+        r.remote = f"{ip}:{resp.get('remotePort')}" if ip else ""
+        cid = resp.get("connectionId")
+        r.connection_id = int(cid) if cid is not None else None
+        r.connection_reused = resp.get("connectionReused")
+        r.timing = resp.get("timing")
+
+    def _on_responseReceived(self, p: dict) -> None:
+        self._touch()
+        r = self._live.get(p["requestId"])
+        if r is not None:
+            self._response(r, p["response"])
+
+    def _on_dataReceived(self, p: dict) -> None:
+        r = self._live.get(p["requestId"])
+        if r is not None:
+            r.data_bytes += p.get("dataLength", 0)
+
+    def _on_loadingFinished(self, p: dict) -> None:
+        self._touch()
+        r = self._live.pop(p["requestId"], None)
+        if r is not None:
+            r.end_ms, r.finished = self._ms(p["timestamp"]), True
+            r.encoded_bytes = int(p.get("encodedDataLength", 0))
+
+    def _on_loadingFailed(self, p: dict) -> None:
+        self._touch()
+        r = self._live.pop(p["requestId"], None)
+        if r is not None:
+            r.end_ms, r.blocked = self._ms(p["timestamp"]), bool(p.get("blockedReason"))
+            r.error = p.get("errorText") or p.get("blockedReason") or "failed"
+
+    def fetch_bodies(self, cdp) -> int:
+        """Bodies of finished responses (decoded, as the page saw them); returns how many failed."""
+        import base64
+
+        missing = 0
+        for r in self.requests:
+            if not r.finished or r.body is not None or not r.url.startswith(("http:", "https:")):
+                continue
+            try:
+                res = cdp.send("Network.getResponseBody", {"requestId": r.request_id})
+            except Exception:  # evicted, or a response without body (204, HEAD)
+                missing += r.status not in (204, 304) and r.method != "HEAD"
+                continue
+            b = res.get("body", "")
+            r.body = base64.b64decode(b) if res.get("base64Encoded") else _encode(b, r)
+        return missing
+
+
+def _encode(text: str, r: Request) -> bytes:
+    """CDP hands text bodies over decoded; encode them back with the declared charset."""
+    ctype = next((v for k, v in r.headers if k.lower() == "content-type"), "")
+    m = re.search(r"charset=[\"']?([\w.:-]+)", ctype, re.I)
+    try:
+        return text.encode(m.group(1) if m else "utf-8")
+    except (LookupError, UnicodeEncodeError):
+        return text.encode("utf-8")

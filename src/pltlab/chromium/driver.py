@@ -1,0 +1,209 @@
+"""Headless Chromium through Playwright: one driver, a fresh browser and profile per load."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from pltlab.chromium import flags, procs
+from pltlab.chromium.collect import Collector, Request
+from pltlab.errors import PltError
+from pltlab.net import nsutil
+
+PROFILE_PREFIX = "pltlab-chromium-"
+# PLT from Navigation Timing (level 2 entry, level 1 as fallback); 0 until the load event ends.
+NAV_JS = """() => {
+  const n = performance.getEntriesByType('navigation')[0];
+  if (n) return {navigationStart: 0, responseStart: n.responseStart,
+                 domContentLoadedEventEnd: n.domContentLoadedEventEnd,
+                 loadEventStart: n.loadEventStart, loadEventEnd: n.loadEventEnd};
+  const t = performance.timing, s = t.navigationStart;
+  return {navigationStart: 0, responseStart: t.responseStart - s,
+          domContentLoadedEventEnd: t.domContentLoadedEventEnd - s,
+          loadEventStart: t.loadEventStart - s, loadEventEnd: t.loadEventEnd ? t.loadEventEnd - s : 0};
+}"""
+
+
+@dataclass
+class LoadResult:
+    url: str
+    final_url: str
+    title: str
+    plt_ms: float | None  # loadEventEnd - navigationStart
+    nav_timing: dict  # ms since navigationStart
+    requests: list[Request]  # in start order; redirect hops are separate requests
+    started: float | None  # epoch seconds of the first request
+    browser_version: str
+    missing_bodies: int = 0  # finished responses whose body Chromium no longer had
+    unfinished: list[str] = field(default_factory=list)  # URLs still loading at the deadline
+
+
+class Chromium:
+    """Drives Chromium, optionally inside network namespace ``netns``.
+
+        with Chromium(netns=topo.client_ns, host_rules={"a.test": ip}) as c:
+            res = c.load("http://a.test/")
+
+    The Playwright driver (node) is started while this thread is inside ``netns``, so node and
+    every browser it launches live there. Each load gets a new browser with a temp profile that is
+    removed, with every browser process, whatever happens.
+    """
+
+    def __init__(self, netns: str | None = None, executable: str | None = None,
+                 host_rules: dict[str, str] | None = None, spki: list[str] | tuple = (),
+                 env: dict[str, str] | None = None, extra_args: list[str] | tuple = (),
+                 timeout_s: float = 60.0, quiet_ms: float = 500.0, bodies: bool = True,
+                 block: list[str] | tuple = ("*/favicon.ico",)):
+        self.netns, self.host_rules = netns, dict(host_rules or {})
+        self.env, self.timeout_s, self.quiet_ms, self.bodies = env, timeout_s, quiet_ms, bodies
+        self.block = tuple(block)  # URL patterns never fetched: the browser's own favicon request
+        self.args = flags.build_args(self.host_rules, spki, extra_args)
+        if netns is None and any(flags.emulated(ip) for ip in self.host_rules.values()):
+            raise PltError("host rules point into the emulated network (198.18.0.0/15): "
+                           "run inside its client namespace (netns)")
+        self.executable = flags.find_executable(executable)
+        self._pw = None
+        self._driver_pid: int | None = None
+
+    # ---- driver lifecycle ----------------------------------------------------------------
+    def __enter__(self) -> "Chromium":
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close(abort=exc[0] is not None)
+        return False
+
+    def start(self) -> None:
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            raise PltError("the Python package playwright is missing: pip install playwright "
+                           "(no browser download needed: Debian's chromium is used)") from None
+
+        where = nsutil.in_netns(self.netns) if self.netns else contextlib.nullcontext()
+        before = set(procs.children("run-driver"))
+        try:
+            with where:
+                self._pw = sync_playwright().start()
+        except PltError:
+            raise
+        except Exception as e:
+            raise PltError(f"cannot start the Playwright driver: {_first_line(e)}") from None
+        new = sorted(set(procs.children("run-driver")) - before)  # node, our child
+        self._driver_pid = new[0] if len(new) == 1 else None
+        if self.netns and self._driver_pid:
+            self._check_netns([self._driver_pid], "the Playwright driver")
+
+    def close(self, abort: bool = False) -> None:
+        """Stop the driver. ``abort``: after an exception or Ctrl-C, kill it instead of asking."""
+        pw, self._pw = self._pw, None
+        if pw is None:
+            return
+        if abort and self._driver_pid:
+            procs.kill_all([self._driver_pid])
+        try:
+            pw.stop()
+        except BaseException:  # noqa: BLE001 - the driver may be dead already
+            pass
+        if self._driver_pid:
+            procs.kill_all([self._driver_pid])
+
+    def _check_netns(self, pids: list[int], what: str) -> None:
+        want = procs.path_netns_id(nsutil.ns_path(self.netns))
+        wrong = [p for p in pids if procs.netns_id(p) not in (want, None)]
+        if wrong:
+            raise PltError(f"{what} is not in namespace {self.netns} (pids {wrong})")
+
+    # ---- one load ------------------------------------------------------------------------
+    def load(self, url: str) -> LoadResult:
+        if self._pw is None:
+            raise RuntimeError("Chromium.load() outside of `with Chromium(...)`")
+        profile = tempfile.mkdtemp(prefix=PROFILE_PREFIX)
+        ctx = None
+        graceful = True  # after Ctrl-C the driver's event loop may be mid-call: just kill
+        try:
+            ctx = self._launch(profile)
+            if self.netns:
+                self._check_netns(procs.pids_with_arg(profile), "chromium")
+            return self._load(ctx, url)
+        except BaseException as e:
+            graceful = isinstance(e, Exception)
+            raise
+        finally:
+            if ctx is not None and graceful:
+                with contextlib.suppress(Exception):
+                    ctx.close()
+            procs.kill_all(procs.pids_with_arg(profile))
+            shutil.rmtree(profile, ignore_errors=True)
+
+    def _launch(self, profile: str):
+        # No speculative preconnects: every connection is one the page asked for.
+        os.makedirs(os.path.join(profile, "Default"))
+        with open(os.path.join(profile, "Default", "Preferences"), "w") as f:
+            json.dump({"net": {"network_prediction_options": 2}}, f)
+        env = {**os.environ, **self.env} if self.env else None
+        try:
+            return self._pw.chromium.launch_persistent_context(
+                profile, executable_path=self.executable, headless=True, args=self.args, env=env,
+                timeout=self.timeout_s * 1000)
+        except Exception as e:
+            raise PltError(f"chromium ({self.executable}) failed to start: {_first_line(e)}") from None
+
+    def _load(self, ctx, url: str) -> LoadResult:
+        page = ctx.pages[0] if ctx.pages else ctx.new_page()
+        cdp = ctx.new_cdp_session(page)
+        col = Collector(cdp)
+        cdp.send("Network.enable", {"maxTotalBufferSize": 512 << 20, "maxResourceBufferSize": 128 << 20})
+        cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+        if self.block:
+            cdp.send("Network.setBlockedURLs", {"urls": list(self.block)})
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            page.goto(url, wait_until="load", timeout=self.timeout_s * 1000)
+        except Exception as e:
+            raise PltError(f"{url}: {_first_line(e)}") from None
+        nav = self._wait_quiet(page, col, deadline)
+        missing = col.fetch_bodies(cdp) if self.bodies else 0
+        end = nav.get("loadEventEnd") or 0
+        try:
+            title = page.title()
+        except Exception:
+            title = ""
+        return LoadResult(
+            url=url, final_url=page.url, title=title, plt_ms=end or None, nav_timing=nav,
+            requests=col.requests, started=col.wall_start, browser_version=ctx.browser.version
+            if ctx.browser else "", missing_bodies=missing,
+            unfinished=[r.url for r in col.requests if not r.finished and not r.error])
+
+    def _wait_quiet(self, page, col: Collector, deadline: float) -> dict:
+        """Until the load event has ended and no request started or ended for quiet_ms."""
+        nav: dict = {}
+        while True:
+            if not nav.get("loadEventEnd"):
+                try:
+                    nav = page.evaluate(NAV_JS)
+                except Exception:  # a script navigated the page meanwhile: ask the next one
+                    nav = {}
+            now = time.monotonic()
+            quiet = col.inflight() == 0 and (now - col.last_activity) * 1000 >= self.quiet_ms
+            if (quiet and nav.get("loadEventEnd")) or now >= deadline:
+                return nav
+            page.wait_for_timeout(20)  # lets the event loop deliver CDP events
+
+
+def load(url: str, **kw) -> LoadResult:
+    """One load with a driver of its own (see Chromium for the options)."""
+    with Chromium(**kw) as c:
+        return c.load(url)
+
+
+def _first_line(e: BaseException) -> str:
+    msg = str(getattr(e, "message", None) or e).strip()
+    lines = [ln.strip() for ln in msg.splitlines() if ln.strip() and not set(ln.strip()) <= set("=")]
+    return lines[0] if lines else type(e).__name__

@@ -1,0 +1,154 @@
+"""One configuration of one page, loaded repeatedly over an emulated WAN with replay servers.
+
+Validity: every load records the TFO counters of both sides. A load asked to use TFO whose
+client shows no TFO connection (TCPFastOpenActive did not rise) is invalid, and so is a load
+without TFO where it rose; invalid loads are reported, never averaged in.
+"""
+
+import os
+import statistics
+from dataclasses import dataclass, field
+
+from pltlab.archive.model import Page
+from pltlab.errors import PltError
+from pltlab.loaders import builtin, plan as plans
+from pltlab.net import LinkSpec, TcpKnobs, Topology, TopologySpec
+from pltlab.replay import hosts as hostmap
+from pltlab.replay.server import ReplayServer
+
+COUNTERS_CLIENT = ("TCPFastOpenActive", "TCPFastOpenActiveFail", "TCPFastOpenCookieReqd")
+COUNTERS_SERVER = ("TCPFastOpenPassive", "TCPFastOpenPassiveFail", "TCPFastOpenListenOverflow",
+                   "TCPFastOpenCookieReqd")
+
+
+@dataclass
+class RunConfig:
+    rtt: str = "100ms"
+    rate: str | None = None
+    rate_up: str | None = None
+    loss: str | None = None
+    queue: str | None = None
+    icw: int | None = None
+    cc: str = "cubic"
+    client: str = "builtin"
+    warm: bool = True  # TFO cookies warmed by a prior visit (else: cold, keys reset)
+    reps: int = 1
+    seed: int = 1
+    tfo_modes: tuple[bool, ...] = (False, True)
+    max_conns_per_host: int = 6
+    think_time: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def link(self) -> LinkSpec:
+        return LinkSpec.build(rtt=self.rtt, rate=self.rate, rate_up=self.rate_up, loss=self.loss,
+                              queue=self.queue, seed=self.seed)
+
+
+def _delta(after: dict, before: dict, keys) -> dict:
+    return {k: after.get(k, 0) - before.get(k, 0) for k in keys}
+
+
+def judge(tfo: bool, counters: dict, requests: list[dict]) -> str | None:
+    """Why a load is invalid, or None."""
+    active = counters["client"].get("TCPFastOpenActive", 0)
+    if tfo and active == 0:
+        return "TFO requested but the client's TCPFastOpenActive did not rise: no connection used TFO"
+    if not tfo and active > 0:
+        return "TFO off but the client's TCPFastOpenActive rose"
+    if counters["server"].get("TCPFastOpenListenOverflow", 0) > 0:
+        return "the server's TFO queue overflowed (TCPFastOpenListenOverflow > 0)"
+    return None
+
+
+class PageRunner:
+    """Topology + replay for one page and one link configuration; loads it on demand."""
+
+    def __init__(self, page: Page, cfg: RunConfig):
+        self.page, self.cfg = page, cfg
+        self.hosts = hostmap.assign([page])
+        spec = TopologySpec(origins=max(1, len(self.hosts)), link=cfg.link(),
+                            knobs=TcpKnobs(initcwnd=cfg.icw, cc=cfg.cc))
+        self.topo = Topology(spec)
+        self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
+        self.replay: ReplayServer | None = None
+
+    def __enter__(self):
+        self.topo.__enter__()
+        try:
+            self.replay = ReplayServer(self.topo, [self.page], self.host_ips, self.topo.workdir,
+                                       think_time=self.cfg.think_time)
+            self.replay.start()
+        except BaseException:
+            self.topo.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if self.replay:
+                self.replay.stop()
+        finally:
+            self.topo.__exit__(*exc)
+        return False
+
+    def _load_once(self, tfo: bool) -> dict:
+        if self.cfg.client == "chromium":
+            from pltlab.loaders import chromium
+
+            return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo)
+        plan = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
+                           max_conns_per_host=self.cfg.max_conns_per_host)
+        return builtin.load(self.topo, plan, self.topo.workdir)
+
+    def load(self, tfo: bool, rep: int) -> dict:
+        """One measured load (after the warm-up policy); returns the run record."""
+        if not self.replay.alive():
+            raise PltError(f"replay server died: {self.replay.error()}")
+        if tfo and self.cfg.warm:
+            self._load_once(True)  # the prior visit that caches the TFO cookies
+        elif tfo:
+            self.topo.reset_tfo()
+        c0 = self.topo.counters()
+        res = self._load_once(tfo)
+        c1 = self.topo.counters()
+        counters = {"client": _delta(c1["client"], c0["client"], COUNTERS_CLIENT),
+                    "server": _delta(c1["server"], c0["server"], COUNTERS_SERVER)}
+        reason = judge(tfo, counters, res.get("requests", []))
+        link = self.cfg.link()
+        return {
+            "page": self.page.url, "rtt_ms": link.rtt_us / 1000,
+            "rate_mbit": (link.rate_down_bps / 1e6) if link.rate_down_bps else None,
+            "loss": link.loss_down, "tfo": tfo, "icw": self.cfg.icw, "cc": self.cfg.cc,
+            "client": self.cfg.client, "rep": rep, "plt_ms": res["plt_ms"], "valid": reason is None,
+            "invalid_reason": reason, "tfo_counters": counters,
+            "not_found": sum(1 for r in res.get("requests", []) if r.get("status") == 404),
+            "requests": res.get("requests", []),
+        }
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    groups: dict[tuple, list[float]] = {}
+    for r in runs:
+        if r["valid"]:
+            groups.setdefault((r["page"], r["rtt_ms"], r["tfo"]), []).append(r["plt_ms"])
+    out = []
+    for (page, rtt, tfo), v in sorted(groups.items()):
+        mean = statistics.fmean(v)
+        out.append({"page": page, "rtt_ms": rtt, "tfo": tfo, "n": len(v), "mean_ms": round(mean, 3),
+                    "median_ms": round(statistics.median(v), 3),
+                    "cv": round(statistics.pstdev(v) / mean, 5) if len(v) > 1 and mean else 0.0})
+    return out
+
+
+def run_page(page: Page, cfg: RunConfig, on_run=None) -> list[dict]:
+    """All repetitions of all TFO modes; the order alternates modes within each repetition."""
+    runs = []
+    with PageRunner(page, cfg) as pr:
+        for rep in range(1, cfg.reps + 1):
+            modes = cfg.tfo_modes if rep % 2 else tuple(reversed(cfg.tfo_modes))
+            for tfo in modes:
+                r = pr.load(tfo, rep)
+                runs.append(r)
+                if on_run:
+                    on_run(r)
+    return runs

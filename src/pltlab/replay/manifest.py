@@ -1,0 +1,58 @@
+"""Turning archived pages into the replay server's manifest (docs/dataplane-interfaces.md)."""
+
+import os
+from urllib.parse import urlsplit
+
+from pltlab.archive import synth
+from pltlab.archive.model import Page
+
+# Framing and transfer headers are the server's business: bodies are stored decoded.
+_DROP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
+         "proxy-connection", "upgrade", "trailer", "te", "alt-svc", "strict-transport-security"}
+
+
+def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict | None,
+          tfo_queue: int = 4096, think_time: bool = False) -> dict:
+    """Manifest serving every object of ``pages``; bodies (recorded or synthesized) go into one
+    file in ``workdir``."""
+    blob_path = os.path.join(workdir, "bodies.bin")
+    responses, seen, listen = [], set(), set()
+    with open(blob_path, "wb") as blob:
+        for page in pages:
+            for o in page.objects:
+                if o.scheme not in ("http", "https") or o.host not in host_ips:
+                    continue
+                parts = urlsplit(o.url)
+                key = (o.method, o.host, parts.path or "/", parts.query)
+                listen.add((host_ips[o.host], o.port, o.scheme == "https"))
+                if key in seen:
+                    continue
+                seen.add(key)
+                body = o.body if o.body is not None else synth.body(page, o)
+                offset = blob.tell()
+                blob.write(body)
+                headers = [[k, v] for k, v in o.headers if k.lower() not in _DROP]
+                if o.mime and not any(k.lower() == "content-type" for k, _ in headers):
+                    headers.append(["Content-Type", o.mime])
+                chunked = (o.header("transfer-encoding") or "").lower() == "chunked"
+                responses.append({
+                    "method": o.method, "host": o.host, "path": parts.path or "/", "query": parts.query,
+                    "status": o.status, "headers": headers,
+                    "body": {"file": blob_path, "offset": offset, "length": len(body)},
+                    "chunked": chunked, "wait_ms": _wait_ms(o),
+                })
+    if any(t for _, _, t in listen) and not tls:
+        raise ValueError("https origins need TLS material")
+    return {
+        "listen": [{"ip": ip, "port": port, "tls": t} for ip, port, t in sorted(listen)],
+        "tls": tls,
+        "tfo_queue": tfo_queue,
+        "think_time": think_time,
+        "responses": responses,
+        "stats": os.path.join(workdir, "replay-stats.json"),
+    }
+
+
+def _wait_ms(o) -> float:
+    w = o.extras.get("wait_ms")
+    return float(w) if isinstance(w, (int, float)) and w > 0 else 0.0

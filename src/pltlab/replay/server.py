@@ -1,0 +1,89 @@
+"""Starting and stopping `pltlab-dp replay` for a set of pages inside a topology."""
+
+import json
+import os
+import select
+import signal
+import subprocess
+
+from pltlab import dataplane
+from pltlab.archive.model import Page
+from pltlab.errors import PltError
+from pltlab.net import Topology
+from pltlab.replay import manifest
+
+
+def make_ca(workdir: str, hosts: list[str]) -> dict:
+    """Per-corpus CA and one leaf certificate for every https host; returns paths and the SPKI."""
+    cp = subprocess.run([dataplane.binary(), "ca", "--out", workdir, *sum((["--host", h] for h in hosts), [])],
+                        capture_output=True, text=True)
+    if cp.returncode != 0:
+        raise PltError(f"certificate generation failed: {(cp.stderr.strip().splitlines() or ['?'])[-1]}")
+    info = json.loads(cp.stdout.strip().splitlines()[-1])
+    return info
+
+
+class ReplayServer:
+    def __init__(self, topo: Topology, pages: list[Page], host_ips: dict[str, str], workdir: str,
+                 think_time: bool = False):
+        self.topo, self.workdir = topo, workdir
+        https = sorted({o.host for p in pages for o in p.objects if o.scheme == "https" and o.host in host_ips})
+        self.tls = make_ca(workdir, https) if https else None
+        tls_cfg = {"cert": self.tls["cert"], "key": self.tls["key"]} if self.tls else None
+        self.manifest = manifest.build(pages, host_ips, workdir, tls_cfg, think_time=think_time)
+        self.proc = None
+        self.stats: dict | None = None
+
+    @property
+    def ca(self) -> str | None:
+        return self.tls["ca"] if self.tls else None
+
+    @property
+    def spki(self) -> str | None:
+        return self.tls["spki"] if self.tls else None
+
+    def start(self, timeout: float = 10.0) -> None:
+        path = os.path.join(self.workdir, "replay.json")
+        with open(path, "w") as f:
+            json.dump(self.manifest, f)
+        self._err = open(os.path.join(self.workdir, "replay.stderr"), "w+")
+        self.proc = self.topo.popen("server", [dataplane.binary(), "replay", "--manifest", path],
+                                    stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
+                                    text=True)
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if '"ready"' not in line:
+            self.proc.kill()
+            self.proc.wait()
+            raise PltError(f"replay server did not start: {self._stderr_tail()}")
+
+    def _stderr_tail(self) -> str:
+        self._err.flush()
+        self._err.seek(0)
+        lines = [ln for ln in self._err.read().splitlines() if ln.strip()]
+        return lines[-1] if lines else "no output"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def error(self) -> str:
+        return self._stderr_tail()
+
+    def stop(self) -> dict | None:
+        if self.proc is None:
+            return self.stats
+        p, self.proc = self.proc, None
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        try:
+            with open(self.manifest["stats"]) as f:
+                self.stats = json.load(f)
+        except (OSError, ValueError):
+            self.stats = None
+        self._err.close()
+        return self.stats
