@@ -37,13 +37,18 @@ def project_state() -> dict:
     return {"namespaces": nss, "links": ours, "dataplane_processes": sorted(procs)}
 
 
+def leaked(before: dict) -> dict:
+    """What appeared since ``before`` and is still there (others' runs may come and go meanwhile)."""
+    after = project_state()
+    return {k: sorted(set(after[k]) - set(before[k])) for k in after if set(after[k]) - set(before[k])}
+
+
 @pytest.fixture(autouse=True)
 def no_leaks():
     """Every test must leave no namespace, link, TUN or data-plane process behind."""
     before = project_state()
     yield
-    after = project_state()
-    assert after == before, f"leak: before={before} after={after}"
+    assert not leaked(before), f"leak: {leaked(before)}"
 
 
 @pytest.fixture(scope="session", autouse=True)

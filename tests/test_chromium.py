@@ -34,7 +34,8 @@ def test_load_in_namespace(site, monkeypatch):
         assert procs.netns_id(c._driver_pid) == client  # node runs in the client namespace
         r1 = c.load("http://a.test/index.html")
         r2 = c.load("http://a.test/index.html")
-    assert seen["ns"] == {client}  # ... and so does every chromium process
+        driver = c._driver_pid
+    assert driver and not procs._alive(driver)  # node stopped with the driver    assert seen["ns"] == {client}  # ... and so does every chromium process
     assert len(seen["env"]) == 1 and b"\0PLTLAB_TEST_MARK=42\0" in b"\0" + seen["env"][0]
     assert leftover_browsers() == before
 

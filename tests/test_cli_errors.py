@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import pltlab_cmd, project_state
+from tests.conftest import leaked, pltlab_cmd, project_state
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -25,4 +25,4 @@ def test_bad_parameters(args, needle):
     lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, cp.stderr
     assert lines[0].startswith("pltlab: error:") and needle in lines[0], lines[0]
-    assert project_state() == before
+    assert not leaked(before)

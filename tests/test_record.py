@@ -39,7 +39,8 @@ SITE = {
 </body></html>""",
         "logo.png": PNG,
         "late.js": b"document.title += ' (late)';",
-        "hang.html": None,  # the server never answers (Ctrl-C test)
+        "hang.html": None,  # the server never answers /hang* (Ctrl-C test)
+        "poll.html": b"<!doctype html><script>fetch('/hang-poll')</script><img src='/logo.png'>",
     },
     "b.test": {
         "style.css": b"""@font-face { font-family: T; src: url(https://c.test/font.woff2) format("woff2"); }
@@ -65,8 +66,8 @@ EXPECTED = [
     ("https://c.test/app.js", "http://a.test/index.html", "parser"),
     ("http://a.test/logo.png", "http://a.test/index.html", "parser"),
     ("http://b.test/photo.png", "http://a.test/index.html", "parser"),
-    ("http://b.test/bg.png", "http://b.test/style.css", None),
-    ("https://c.test/font.woff2", "http://b.test/style.css", None),
+    ("http://b.test/bg.png", "http://b.test/style.css", "css"),
+    ("https://c.test/font.woff2", "http://b.test/style.css", "css"),
     ("https://c.test/data.json", "https://c.test/app.js", "script"),
     ("http://a.test/late.js", "https://c.test/app.js", "script"),
 ]
@@ -89,6 +90,8 @@ class H(http.server.SimpleHTTPRequestHandler):
     def end_headers(self):
         self.send_header("Access-Control-Allow-Origin", "*")
         self.send_header("X-Test-Origin", os.path.basename(root))
+        self.send_header("Set-Cookie", "a=1")
+        self.send_header("Set-Cookie", "b=2")
         super().end_headers()
     def log_message(self, *a):
         pass
@@ -221,11 +224,12 @@ def test_record_multi_origin_site(site, tmp_path):
     for url, init, how in EXPECTED:
         o = page.find(url)
         assert o.initiator == init, (url, o.initiator, o.initiator_type)
-        if how:
-            assert o.initiator_type == how, (url, o.initiator_type)
+        assert o.initiator_type == how, (url, o.initiator_type)
         assert o.status == 200 and o.body == body_of(url), url
         host = url.split("/")[2]
-        assert o.header("X-Test-Origin") == host  # recorded response headers
+        assert o.header("X-Test-Origin") == host  # recorded response headers, as sent
+        assert [v for k, v in o.headers if k == "Set-Cookie"] == ["a=1", "b=2"]
+        assert o.headers[0][0] == "Server" and o.header("Content-Length") == str(len(o.body))
         assert o.extras["remote"].split(":")[0] == site.rules[host]
         assert o.start_ms is not None and o.end_ms >= o.start_ms
     assert page.find("https://c.test/font.woff2").mime == "font/woff2"
@@ -257,10 +261,22 @@ def test_record_json_report_har_fields_and_redirect(site, tmp_path):
         har = json.load(f)
     entries = {e["request"]["url"]: e for e in har["log"]["entries"]}
     font = entries["https://c.test/font.woff2"]
-    assert font["_initiator"] == {"type": font["_initiator"]["type"], "url": "http://b.test/style.css"}
+    assert font["_initiator"] == {"type": "css", "url": "http://b.test/style.css"}
     assert font["response"]["content"]["encoding"] == "base64"
     assert entries["https://c.test/data.json"]["_initiator"] == {"type": "script", "url": "https://c.test/app.js"}
     assert har["log"]["pages"][0]["pageTimings"]["onLoad"] > 0
+
+
+def test_record_request_that_never_ends(site, tmp_path):
+    out = tmp_path / "a"
+    t0 = time.monotonic()
+    cp = pltlab_cmd("record", "http://a.test/poll.html", "-o", str(out), "--quiet-ms", "200",
+                    *site.cli_args())
+    assert cp.returncode == 0, cp.stderr
+    assert time.monotonic() - t0 < 20  # 10 quiet periods of silence end the wait, not --timeout
+    (_, page), = read_corpus(str(out))
+    assert [o.url for o in page.objects] == ["http://a.test/poll.html", "http://a.test/logo.png"]
+    assert page.extras["unfinished"] == ["http://a.test/hang-poll"]
 
 
 def test_record_failure_writes_nothing(site, tmp_path):
@@ -274,7 +290,8 @@ def test_record_failure_writes_nothing(site, tmp_path):
     assert "Traceback" not in cp.stderr
 
 
-def test_record_ctrl_c_kills_browser(site, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_record_interrupted_kills_browser(site, tmp_path, sig):
     before = leftover_browsers()
     out = tmp_path / "archive"
     p = subprocess.Popen([sys.executable, "-m", "pltlab", "record", "http://a.test/hang.html", "-o",
@@ -286,13 +303,16 @@ def test_record_ctrl_c_kills_browser(site, tmp_path):
             assert time.monotonic() < deadline and p.poll() is None, p.communicate()
             time.sleep(0.1)
         assert len(leftover_browsers()) > len(before)  # the browser is up, mid-load
-        os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+        if sig == signal.SIGINT:
+            os.killpg(p.pid, sig)  # as a terminal's Ctrl-C: the whole process group
+        else:
+            p.send_signal(sig)  # as `kill`: the recorder alone
         _, err = p.communicate(timeout=30)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert p.returncode == 128 + signal.SIGINT, err
+    assert p.returncode == 128 + sig, err
     assert leftover_browsers() == before
     assert not out.exists()
 

@@ -2,7 +2,7 @@
 
 import json
 
-from tests.conftest import pltlab_cmd, project_state
+from tests.conftest import leaked, pltlab_cmd, project_state
 
 FETCH = r"""
 import json, os, socket, time
@@ -31,5 +31,5 @@ def test_shell_runs_command_behind_link_and_returns_its_exit_code():
     res = json.loads(cp.stdout.strip().splitlines()[-1])
     assert res["sizes"] == [1000, 50000] and res["client"] == "198.18.0.1"
     assert 120 <= res["ms"] < 400  # two request/response exchanges of >= 1 RTT each
-    assert project_state() == before
+    assert not leaked(before)
     assert pltlab_cmd("shell", "--", "sh", "-c", "exit 7").returncode == 7

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import pltlab_cmd, project_state
+from tests.conftest import leaked, pltlab_cmd, project_state
 
 
 def _start_runner(*shell_args: str) -> subprocess.Popen:
@@ -43,7 +43,7 @@ def test_ctrl_c_tears_down():
     os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     p.wait(timeout=20)
     assert p.returncode != 0
-    assert project_state() == before
+    assert not leaked(before)
 
 
 def test_sigterm_tears_down():
@@ -53,7 +53,7 @@ def test_sigterm_tears_down():
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=20)
     assert p.returncode == 128 + signal.SIGTERM
-    assert project_state() == before
+    assert not leaked(before)
 
 
 def test_sigkill_then_clean_removes_leftovers_and_only_ours():
@@ -68,14 +68,14 @@ def test_sigkill_then_clean_removes_leftovers_and_only_ours():
         left = set(during["namespaces"]) - set(before["namespaces"])
         assert left, "expected leftover namespaces after SIGKILL"
         # The data-plane processes die with their parent (PR_SET_PDEATHSIG).
-        assert _wait_until(lambda: project_state()["dataplane_processes"] == before["dataplane_processes"])
+        assert _wait_until(lambda: not leaked(before).get("dataplane_processes"))
         run_id = sorted(left)[0].split("-")[1]
         dry = pltlab_cmd("clean", "--dry-run", "--run", run_id)
         assert dry.returncode == 0 and all(ns in dry.stdout for ns in left)
         cp = pltlab_cmd("clean", "--run", run_id)
         assert cp.returncode == 0, cp.stderr
         assert f"removed {len(left)} namespaces" in cp.stdout
-        assert project_state() == before
+        assert not leaked(before)
         assert foreign in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     finally:
         subprocess.run(["ip", "netns", "del", foreign])

@@ -60,6 +60,10 @@ def to_page(res) -> Page:
     """A Chromium LoadResult as an archive page: every http(s) request that got a response."""
     reqs = [r for r in res.requests if r.url.startswith(("http:", "https:")) and not r.blocked]
     objs = [_obj(r) for r in reqs if r.status]
+    sheets = {r.url for r in reqs if r.resource_type == "Stylesheet"}
+    for o in objs:  # the archive's kind for what a style sheet loads (fonts, images, @import)
+        if o.initiator in sheets and o.initiator_type == "parser":
+            o.initiator_type = "css"
     if not objs:
         raise PltError(f"{res.url}: no response recorded")
     started = datetime.fromtimestamp(res.started or 0, timezone.utc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 from dataclasses import dataclass, field
@@ -55,8 +56,8 @@ def _headers(h: dict) -> list[tuple[str, str]]:
 class Collector:
     """Subscribes to a CDP session's Network events; every handler only records."""
 
-    EVENTS = ("requestWillBeSent", "responseReceived", "dataReceived", "loadingFinished",
-              "loadingFailed")
+    EVENTS = ("requestWillBeSent", "responseReceived", "responseReceivedExtraInfo", "dataReceived",
+              "loadingFinished", "loadingFailed")
 
     def __init__(self, cdp):
         self.requests: list[Request] = []
@@ -64,6 +65,7 @@ class Collector:
         self._t0: float | None = None
         self.wall_start: float | None = None  # epoch seconds of the first request
         self.last_activity = time.monotonic()
+        self._raw: dict[str, list[list[tuple[str, str]]]] = {}  # wire headers per hop
         for ev in self.EVENTS:
             cdp.on(f"Network.{ev}", getattr(self, f"_on_{ev}"))
 
@@ -112,7 +114,27 @@ class Collector:
         if r is not None:
             self._response(r, p["response"])
 
+    def _on_responseReceivedExtraInfo(self, p: dict) -> None:
+        # The headers as received (Set-Cookie included); one event per hop, in hop order.
+        text = p.get("headersText")
+        hdrs = _parse_head(text) if text else _headers(p.get("headers") or {})
+        self._raw.setdefault(p["requestId"], []).append(hdrs)
+
+    def wire_headers(self) -> None:
+        """Replace each response's headers with the ones received on the wire, where known."""
+        hops: dict[str, list[Request]] = {}
+        for r in self.requests:
+            if r.status:
+                hops.setdefault(r.request_id, []).append(r)
+        for rid, rs in hops.items():
+            raw = self._raw.get(rid, [])
+            if len(raw) == len(rs):  # else (served from memory, ...) keep the parsed headers
+                for r, h in zip(rs, raw):
+                    if h:
+                        r.headers = h
+
     def _on_dataReceived(self, p: dict) -> None:
+        self._touch()
         r = self._live.get(p["requestId"])
         if r is not None:
             r.data_bytes += p.get("dataLength", 0)
@@ -133,8 +155,6 @@ class Collector:
 
     def fetch_bodies(self, cdp) -> int:
         """Bodies of finished responses (decoded, as the page saw them); returns how many failed."""
-        import base64
-
         missing = 0
         for r in self.requests:
             if not r.finished or r.body is not None or not r.url.startswith(("http:", "https:")):
@@ -147,6 +167,16 @@ class Collector:
             b = res.get("body", "")
             r.body = base64.b64decode(b) if res.get("base64Encoded") else _encode(b, r)
         return missing
+
+
+def _parse_head(text: str) -> list[tuple[str, str]]:
+    """HTTP/1.x response head -> header list (status line skipped)."""
+    out = []
+    for line in text.split("\r\n")[1:]:
+        name, sep, value = line.partition(":")
+        if sep and name.strip():
+            out.append((name.strip(), value.strip()))
+    return out
 
 
 def _encode(text: str, r: Request) -> bytes:

@@ -6,7 +6,9 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -16,6 +18,7 @@ from pltlab.errors import PltError
 from pltlab.net import nsutil
 
 PROFILE_PREFIX = "pltlab-chromium-"
+STALL_QUIETS = 10
 # PLT from Navigation Timing (level 2 entry, level 1 as fallback); 0 until the load event ends.
 NAV_JS = """() => {
   const n = performance.getEntriesByType('navigation')[0];
@@ -72,11 +75,25 @@ class Chromium:
 
     # ---- driver lifecycle ----------------------------------------------------------------
     def __enter__(self) -> "Chromium":
-        self.start()
+        self._old_term = None
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            # SIGTERM unwinds like Ctrl-C, so the browser is killed and its profile removed.
+            self._old_term = signal.signal(signal.SIGTERM, _raise_exit)
+        try:
+            self.start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc):
-        self.close(abort=exc[0] is not None)
+        try:
+            self.close(abort=exc[0] is not None)
+        finally:
+            if self._old_term is not None:
+                signal.signal(signal.SIGTERM, self._old_term)
+                self._old_term = None
         return False
 
     def start(self) -> None:
@@ -86,6 +103,7 @@ class Chromium:
             raise PltError("the Python package playwright is missing: pip install playwright "
                            "(no browser download needed: Debian's chromium is used)") from None
 
+        procs.remove_stale_profiles(tempfile.gettempdir(), PROFILE_PREFIX)
         where = nsutil.in_netns(self.netns) if self.netns else contextlib.nullcontext()
         before = set(procs.children("run-driver"))
         try:
@@ -170,6 +188,7 @@ class Chromium:
             raise PltError(f"{url}: {_first_line(e)}") from None
         nav = self._wait_quiet(page, col, deadline)
         missing = col.fetch_bodies(cdp) if self.bodies else 0
+        col.wire_headers()
         end = nav.get("loadEventEnd") or 0
         try:
             title = page.title()
@@ -182,7 +201,8 @@ class Chromium:
             unfinished=[r.url for r in col.requests if not r.finished and not r.error])
 
     def _wait_quiet(self, page, col: Collector, deadline: float) -> dict:
-        """Until the load event has ended and no request started or ended for quiet_ms."""
+        """Until the load event has ended and the network was idle for quiet_ms (no request
+        started, received data or ended)."""
         nav: dict = {}
         while True:
             if not nav.get("loadEventEnd"):
@@ -191,7 +211,9 @@ class Chromium:
                 except Exception:  # a script navigated the page meanwhile: ask the next one
                     nav = {}
             now = time.monotonic()
-            quiet = col.inflight() == 0 and (now - col.last_activity) * 1000 >= self.quiet_ms
+            idle_ms = (now - col.last_activity) * 1000
+            # Requests silent for 10 quiet periods (long polls, hung servers) do not hold the load.
+            quiet = idle_ms >= self.quiet_ms * (1 if col.inflight() == 0 else STALL_QUIETS)
             if (quiet and nav.get("loadEventEnd")) or now >= deadline:
                 return nav
             page.wait_for_timeout(20)  # lets the event loop deliver CDP events
@@ -201,6 +223,10 @@ def load(url: str, **kw) -> LoadResult:
     """One load with a driver of its own (see Chromium for the options)."""
     with Chromium(**kw) as c:
         return c.load(url)
+
+
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 def _first_line(e: BaseException) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 
@@ -73,3 +74,19 @@ def netns_id(pid: int | str = "thread-self") -> tuple[int, int] | None:
 def path_netns_id(path: str) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
+
+
+def remove_stale_profiles(tmp: str, prefix: str, min_age_s: float = 600) -> None:
+    """Temp profiles left by a killed (SIGKILL) recorder: old, and used by no process."""
+    try:
+        names = [n for n in os.listdir(tmp) if n.startswith(prefix)]
+    except OSError:
+        return
+    for n in names:
+        path = os.path.join(tmp, n)
+        try:
+            old = time.time() - os.stat(path).st_mtime > min_age_s
+        except OSError:
+            continue
+        if old and not pids_with_arg(path):
+            shutil.rmtree(path, ignore_errors=True)

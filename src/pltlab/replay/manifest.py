@@ -14,7 +14,8 @@ _DROP = {"connection", "keep-alive", "transfer-encoding", "content-length", "con
 def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict | None,
           tfo_queue: int = 4096, think_time: bool = False) -> dict:
     """Manifest serving every object of ``pages``; bodies (recorded or synthesized) go into one
-    file in ``workdir``."""
+    file in ``workdir``. With ``tls``, every origin also answers https on 443: browsers upgrade
+    HSTS-preloaded hosts (wikipedia.org, ...) to https whatever the recorded scheme."""
     blob_path = os.path.join(workdir, "bodies.bin")
     responses, seen, listen = [], set(), set()
     with open(blob_path, "wb") as blob:
@@ -41,7 +42,9 @@ def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict |
                     "body": {"file": blob_path, "offset": offset, "length": len(body)},
                     "chunked": chunked, "wait_ms": _wait_ms(o),
                 })
-    if any(t for _, _, t in listen) and not tls:
+    if tls:
+        listen |= {(ip, 443, True) for ip in host_ips.values()}
+    elif any(t for _, _, t in listen):
         raise ValueError("https origins need TLS material")
     return {
         "listen": [{"ip": ip, "port": port, "tls": t} for ip, port, t in sorted(listen)],

@@ -27,8 +27,8 @@ class ReplayServer:
     def __init__(self, topo: Topology, pages: list[Page], host_ips: dict[str, str], workdir: str,
                  think_time: bool = False):
         self.topo, self.workdir = topo, workdir
-        https = sorted({o.host for p in pages for o in p.objects if o.scheme == "https" and o.host in host_ips})
-        self.tls = make_ca(workdir, https) if https else None
+        # Every host gets a certificate: a browser may upgrade any host to https (HSTS preload).
+        self.tls = make_ca(workdir, sorted(host_ips))
         tls_cfg = {"cert": self.tls["cert"], "key": self.tls["key"]} if self.tls else None
         self.manifest = manifest.build(pages, host_ips, workdir, tls_cfg, think_time=think_time)
         self.proc = None

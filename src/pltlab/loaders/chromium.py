@@ -1,0 +1,45 @@
+"""Headless Chromium as a page loader in the client namespace (`pltlab run --client chromium`).
+
+TFO: Chromium never asks for it by itself; an LD_PRELOAD shim (built into pltlab-dp, written out
+with `pltlab-dp shim`) sets TCP_FASTOPEN_CONNECT before each TCP connect()."""
+
+import os
+import subprocess
+
+from pltlab import dataplane
+from pltlab.archive.model import Page
+from pltlab.errors import PltError
+from pltlab.net import Topology
+
+
+def shim_path(workdir: str) -> str:
+    path = os.path.join(workdir, "tfo_shim.so")
+    if not os.path.exists(path):
+        cp = subprocess.run([dataplane.binary(), "shim", "--out", path], capture_output=True, text=True)
+        if cp.returncode != 0:
+            raise PltError(f"cannot write the TFO shim: {(cp.stderr.strip().splitlines() or ['?'])[-1]}")
+    return path
+
+
+def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None, tfo: bool) -> dict:
+    from pltlab.chromium import Chromium
+
+    env = {"LD_PRELOAD": shim_path(topo.workdir)} if tfo else {}
+    with Chromium(netns=topo.client_ns, host_rules=host_ips, spki=[spki] if spki else [], env=env,
+                  bodies=False) as c:
+        res = c.load(page.url)
+    if res.plt_ms is None:
+        raise PltError(f"{page.url}: Chromium reported no load event")
+    requests = []
+    for i, r in enumerate(res.requests):
+        if r.blocked:
+            continue
+        requests.append({
+            "index": i, "url": r.url, "host": r.url.split("/")[2] if "//" in r.url else "",
+            "conn_id": r.connection_id, "new_conn": r.connection_reused is False,
+            "start_ms": r.start_ms, "last_byte_ms": r.end_ms, "bytes": r.data_bytes,
+            "wire_bytes": r.encoded_bytes, "status": r.status, "error": r.error or None,
+            "resource_type": r.resource_type,
+        })
+    return {"plt_ms": res.plt_ms, "requests": requests, "browser": res.browser_version,
+            "unfinished": res.unfinished}
