@@ -2,7 +2,16 @@
 
 HTML, CSS and JS bodies really reference the page's sub-resources (a browser loading the
 synthesized page fetches the same objects, in the same dependency structure); images are
-decodable PNG/GIF (JPEG: markers only); every body is padded to the recorded size."""
+decodable PNG/GIF (JPEG: markers only); every body is padded to the recorded size.
+
+Scheme: objects recorded over http are referenced scheme-relatively (``//host/path`` in HTML and
+CSS; in scripts the literal ``http://`` URL takes the document's scheme at run time). On a page
+loaded over http that is exactly the recorded URL; on a page a browser upgraded to https (HSTS
+preload: wikipedia.org, amazon.com, ... whatever the archive says) the sub-resources follow to
+https instead of being blocked as mixed content, so the browser still fetches every object
+(the replay answers https on 443 for every host). Objects recorded over https keep their
+absolute URL. `pltlab.loaders.plan.effective_schemes` models the same rule for the built-in
+loader."""
 
 from __future__ import annotations
 
@@ -73,13 +82,27 @@ def children(page: Page, parent: Obj) -> list[Obj]:
     return out
 
 
+def ref(url: str, base: str) -> str:
+    """How a synthesized HTML or CSS body at ``base`` references ``url``: scheme-relative if both
+    were recorded over http (the same URL on an http page); else the recorded absolute URL (an
+    https document's http sub-resources were mixed content already: browsers upgrade images)."""
+    http = url[:7].lower() == "http://"
+    return url[5:] if http and base[:7].lower() == "http://" else url
+
+
+def js_url(url: str) -> str:
+    """A JS expression for ``url``: the literal URL, on the document's scheme if recorded http."""
+    lit = json.dumps(url)
+    return lit + ".replace(/^http:/,location.protocol)" if url[:7].lower() == "http://" else lit
+
+
 # ---- text documents --------------------------------------------------------------------------
 
 def _html(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
     head, body, later = [], [], []
     fonts = 0
     for c in kids:
-        u = escape(c.url, quote=True)
+        u = escape(ref(c.url, o.url), quote=True)
         k = kind(c.mime, c.url)
         if k == "css":
             head.append(f'<link rel="stylesheet" href="{u}">')
@@ -91,13 +114,14 @@ def _html(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
             body.append(f'<iframe src="{u}"></iframe>')
         elif k == "font":
             fonts += 1
-            head.append(f'<style>@font-face{{font-family:"plt{fonts}";src:url("{u}")}}'
+            css_u = ref(c.url, o.url).replace('"', "%22")  # <style> is raw text: no entity escaping
+            head.append(f'<style>@font-face{{font-family:"plt{fonts}";src:url("{css_u}")}}'
                         f'.plt{fonts}{{font-family:"plt{fonts}"}}</style>')
             body.append(f'<p class="plt{fonts}">pltlab</p>')
         else:  # JSON, XHR beacons, plug-ins: fetched by script
             later.append(c.url)
     if later:
-        body.append("<script>" + "".join(f"fetch({json.dumps(u)},{{mode:'no-cors'}}).catch(function(){{}});"
+        body.append("<script>" + "".join(f"fetch({js_url(u)},{{mode:'no-cors'}}).catch(function(){{}});"
                                           for u in later) + "</script>")
     doc = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
            + escape(page.title or o.url) + "</title>\n" + "\n".join(head) + "\n</head><body>\n"
@@ -106,14 +130,14 @@ def _html(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
 
 
 def _css(o: Obj, kids: list[Obj], rng) -> bytes:
-    imports = [f'@import url("{c.url}");' for c in kids if kind(c.mime, c.url) == "css"]
-    imgs = [f'url("{c.url}")' for c in kids if kind(c.mime, c.url) == "image"]
+    imports = [f'@import url("{ref(c.url, o.url)}");' for c in kids if kind(c.mime, c.url) == "css"]
+    imgs = [f'url("{ref(c.url, o.url)}")' for c in kids if kind(c.mime, c.url) == "image"]
     fonts = [c for c in kids if kind(c.mime, c.url) == "font"]
     rules = imports[:]
     if imgs:  # every layer of a multi-background is fetched
         rules.append("html{background-image:" + ",".join(imgs) + "}")
     for i, c in enumerate(fonts, 1):
-        rules.append(f'@font-face{{font-family:"pltc{i}";src:url("{c.url}")}}')
+        rules.append(f'@font-face{{font-family:"pltc{i}";src:url("{ref(c.url, o.url)}")}}')
     if fonts:
         rules.append("body{font-family:" + ",".join(f'"pltc{i}"' for i in range(1, len(fonts) + 1))
                      + ",sans-serif}")
@@ -123,7 +147,7 @@ def _css(o: Obj, kids: list[Obj], rng) -> bytes:
 def _js(o: Obj, kids: list[Obj], rng) -> bytes:
     calls = []
     for c in kids:
-        u, k = json.dumps(c.url), kind(c.mime, c.url)
+        u, k = js_url(c.url), kind(c.mime, c.url)
         if k == "js":
             calls.append(f"var s=document.createElement('script');s.src={u};document.head.appendChild(s);")
         elif k == "css":

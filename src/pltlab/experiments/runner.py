@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import builtin, plan as plans
-from pltlab.net import LinkSpec, TcpKnobs, Topology, TopologySpec
+from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, Topology, TopologySpec
 from pltlab.replay import hosts as hostmap
 from pltlab.replay.server import ReplayServer
 
@@ -37,6 +37,7 @@ class RunConfig:
     tfo_modes: tuple[bool, ...] = (False, True)
     max_conns_per_host: int = 6
     think_time: bool = False
+    overrides: tuple = ()  # ((host name or origin index, rtt_us, loss or None), ...)
     extra: dict = field(default_factory=dict)
 
     def link(self) -> LinkSpec:
@@ -67,10 +68,24 @@ class PageRunner:
         self.page, self.cfg = page, cfg
         self.hosts = hostmap.assign([page])
         spec = TopologySpec(origins=max(1, len(self.hosts)), link=cfg.link(),
-                            knobs=TcpKnobs(initcwnd=cfg.icw, cc=cfg.cc))
+                            knobs=TcpKnobs(initcwnd=cfg.icw, cc=cfg.cc),
+                            overrides=self._overrides(cfg.overrides))
         self.topo = Topology(spec)
         self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
         self.replay: ReplayServer | None = None
+        self.warmed = False  # TFO cookies cached for every origin (warm policy: once per runner)
+        self._plans: dict[bool, dict] = {}
+
+    def _overrides(self, items) -> tuple:
+        out = []
+        for target, rtt_us, loss in items:
+            idx = self.hosts.get(target) if isinstance(target, str) else target
+            if idx is None:
+                continue  # a host of another page
+            if not 0 <= idx < max(1, len(self.hosts)):
+                raise PltError(f"origin override {target!r}: the page has {len(self.hosts)} origins")
+            out.append(OriginOverride(idx, rtt_us, loss))
+        return tuple(out)
 
     def __enter__(self):
         self.topo.__enter__()
@@ -96,18 +111,31 @@ class PageRunner:
             from pltlab.loaders import chromium
 
             return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo)
-        plan = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
-                           max_conns_per_host=self.cfg.max_conns_per_host)
-        return builtin.load(self.topo, plan, self.topo.workdir)
+        if tfo not in self._plans:
+            self._plans[tfo] = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
+                                           max_conns_per_host=self.cfg.max_conns_per_host)
+        return builtin.load(self.topo, self._plans[tfo], self.topo.workdir)
+
+    def warm_up(self) -> None:
+        """The prior visit that caches a TFO cookie for every origin: one TFO request per origin
+        address (the kernel keys cookies by address), whatever the client."""
+        plan = plans.build(self.page, self.host_ips, tfo=True, ca=self.replay.ca)
+        first = {}
+        for o in plan["objects"]:
+            first.setdefault(o["ip"], dict(o, parent=None, delay_ms=0.0))
+        plan["objects"] = list(first.values())
+        builtin.load(self.topo, plan, self.topo.workdir, name="warm.json")
+        self.warmed = True
 
     def load(self, tfo: bool, rep: int) -> dict:
         """One measured load (after the warm-up policy); returns the run record."""
         if not self.replay.alive():
             raise PltError(f"replay server died: {self.replay.error()}")
-        if tfo and self.cfg.warm:
-            self._load_once(True)  # the prior visit that caches the TFO cookies
-        elif tfo:
+        if tfo and self.cfg.warm and not self.warmed:
+            self.warm_up()  # cookies stay cached across the following loads
+        elif tfo and not self.cfg.warm:
             self.topo.reset_tfo()
+            self.warmed = False
         c0 = self.topo.counters()
         res = self._load_once(tfo)
         c1 = self.topo.counters()

@@ -22,7 +22,7 @@ def shim_path(workdir: str) -> str:
 
 
 def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None, tfo: bool) -> dict:
-    from pltlab.chromium import Chromium
+    from pltlab.chromium import Chromium, hsts
 
     env = {"LD_PRELOAD": shim_path(topo.workdir)} if tfo else {}
     with Chromium(netns=topo.client_ns, host_rules=host_ips, spki=[spki] if spki else [], env=env,
@@ -30,9 +30,12 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
         res = c.load(page.url)
     if res.plt_ms is None:
         raise PltError(f"{page.url}: Chromium reported no load event")
-    requests = []
+    requests, upgraded = [], []
     for i, r in enumerate(res.requests):
         if r.blocked:
+            continue
+        if hsts.is_hsts_redirect(r.status, r.headers):  # internal, never on the wire
+            upgraded.append(r.url)
             continue
         requests.append({
             "index": i, "url": r.url, "host": r.url.split("/")[2] if "//" in r.url else "",
@@ -42,4 +45,4 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
             "resource_type": r.resource_type,
         })
     return {"plt_ms": res.plt_ms, "requests": requests, "browser": res.browser_version,
-            "unfinished": res.unfinished}
+            "unfinished": res.unfinished, "hsts_upgraded": upgraded}

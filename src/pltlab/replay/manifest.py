@@ -15,7 +15,9 @@ def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict |
           tfo_queue: int = 4096, think_time: bool = False) -> dict:
     """Manifest serving every object of ``pages``; bodies (recorded or synthesized) go into one
     file in ``workdir``. With ``tls``, every origin also answers https on 443: browsers upgrade
-    HSTS-preloaded hosts (wikipedia.org, ...) to https whatever the recorded scheme."""
+    HSTS-preloaded hosts (wikipedia.org, ...) to https whatever the recorded scheme, and the
+    sub-resources of an upgraded page follow it (scheme-relative references, see synth.ref; a
+    recorded ``Location: http://...`` of an http response is served scheme-relative)."""
     blob_path = os.path.join(workdir, "bodies.bin")
     responses, seen, listen = [], set(), set()
     with open(blob_path, "wb") as blob:
@@ -32,7 +34,8 @@ def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict |
                 body = o.body if o.body is not None else synth.body(page, o)
                 offset = blob.tell()
                 blob.write(body)
-                headers = [[k, v] for k, v in o.headers if k.lower() not in _DROP]
+                headers = [[k, _location(v) if k.lower() == "location" and o.scheme == "http" else v]
+                           for k, v in o.headers if k.lower() not in _DROP]
                 if o.mime and not any(k.lower() == "content-type" for k, _ in headers):
                     headers.append(["Content-Type", o.mime])
                 chunked = (o.header("transfer-encoding") or "").lower() == "chunked"
@@ -54,6 +57,12 @@ def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict |
         "responses": responses,
         "stats": os.path.join(workdir, "replay-stats.json"),
     }
+
+
+def _location(v: str) -> str:
+    """A redirect recorded from http to http keeps the scheme it is requested on: the same URL on
+    http, https when a browser upgraded the request (HSTS), as synthesized bodies do (synth.ref)."""
+    return v[5:] if v[:7].lower() == "http://" else v
 
 
 def _wait_ms(o) -> float:

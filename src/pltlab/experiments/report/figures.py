@@ -1,0 +1,145 @@
+"""matplotlib figures (PNG and SVG) of an experiment: request waterfalls (TFO vs no TFO side by
+side), PLT vs RTT with CI whiskers, improvement vs RTT per page."""
+
+import os
+import re
+import statistics
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SETUP, TRANSFER = "#e8912d", "#3a6fb0"
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-").lower()
+
+
+def _save(fig, folder: str, stem: str) -> list[str]:
+    paths = []
+    for ext in ("png", "svg"):
+        p = os.path.join(folder, f"{stem}.{ext}")
+        fig.savefig(p, dpi=110 if ext == "png" else None, bbox_inches="tight")
+        paths.append(p)
+    plt.close(fig)
+    return paths
+
+
+def median_run(runs: list[dict]) -> dict | None:
+    """The run whose PLT is the (lower) median of its side: a typical load, not the best."""
+    if not runs:
+        return None
+    s = sorted(runs, key=lambda r: r["plt_ms"])
+    return s[(len(s) - 1) // 2]
+
+
+def _bars(ax, reqs: list[dict], title: str) -> None:
+    for i, r in enumerate(reqs):
+        end = r["last_byte_ms"]
+        req = r["request_ms"] if r["request_ms"] is not None else r["start_ms"]
+        start = r["connect_start_ms"] if r["new_conn"] and r["connect_start_ms"] is not None else req
+        if end is None or req is None:
+            continue
+        if start < req:
+            ax.barh(i, req - start, left=start, height=0.8, color=SETUP, linewidth=0)
+        ax.barh(i, max(end - req, 0.5), left=req, height=0.8, color=TRANSFER, linewidth=0)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("time since navigation start (ms)")
+    ax.grid(axis="x", alpha=0.3)
+
+
+def waterfall(group: dict, requests: dict, folder: str, suffix: str = "") -> list[str]:
+    sides = [(False, "no TFO"), (True, "TFO")]
+    picks = {tfo: median_run(group["runs"][tfo]) for tfo, _ in sides}
+    n = max((len(requests.get(p["id"], [])) for p in picks.values() if p), default=1)
+    fig, axes = plt.subplots(1, 2, sharex=True, sharey=True, figsize=(12, max(3.5, 1.5 + n * 0.07)))
+    for ax, (tfo, name) in zip(axes, sides):
+        p = picks[tfo]
+        if p is None:
+            ax.set_title(f"{name}: no valid run")
+            continue
+        _bars(ax, requests.get(p["id"], []), f"{name}: PLT {p['plt_ms']:.0f} ms (median run, rep {p['rep']})")
+    axes[0].set_ylabel("request index")
+    axes[0].invert_yaxis()
+    handles = [plt.Rectangle((0, 0), 1, 1, color=SETUP), plt.Rectangle((0, 0), 1, 1, color=TRANSFER)]
+    fig.legend(handles, ["connection set-up (TCP + TLS handshakes)", "request sent → last byte received"],
+               loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.02))
+    cfg = f" ({group['config']})" if group["config"] else ""
+    fig.suptitle(f"{group['page']} @ {group['rtt_ms']:g} ms RTT{cfg}: one bar per request")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return _save(fig, folder, f"requests-{_slug(group['page'])}-{group['rtt_ms']:g}ms{suffix}")
+
+
+def _err(summary: dict) -> tuple[float, float]:
+    m, (lo, hi) = summary["mean"], summary["ci"]
+    return m - lo, hi - m
+
+
+def plt_vs_rtt(rows: list[dict], folder: str) -> list[str]:
+    pages = sorted({g["page"] for g in rows})
+    fig, axes = plt.subplots(1, len(pages), figsize=(4.2 * len(pages), 3.8), squeeze=False)
+    for ax, page in zip(axes[0], pages):
+        by_cfg: dict[str, list[dict]] = {}
+        for g in rows:
+            if g["page"] == page:
+                by_cfg.setdefault(g["config"], []).append(g)
+        for cfg, gs in sorted(by_cfg.items()):
+            gs = sorted(gs, key=lambda g: g["rtt_ms"])
+            for side, name, mk in (("notfo", "no TFO", "o"), ("tfo", "TFO", "s")):
+                pts = [g for g in gs if g[side]["n"]]
+                if not pts:
+                    continue
+                errs = list(zip(*[_err(g[side]) for g in pts]))
+                label = f"{name}{f' ({cfg})' if cfg else ''}"
+                ax.errorbar([g["rtt_ms"] for g in pts], [g[side]["mean"] / 1000 for g in pts],
+                            yerr=[[e / 1000 for e in errs[0]], [e / 1000 for e in errs[1]]],
+                            marker=mk, capsize=4, label=label)
+        ax.set_title(page)
+        ax.set_xlabel("RTT (ms)")
+        ax.set_ylabel("page load time (s), mean with 95 % CI")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, folder, "plt-vs-rtt")
+
+
+def improvement_vs_rtt(rows: list[dict], folder: str) -> list[str]:
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    lines: dict[str, list[dict]] = {}
+    for g in rows:
+        if g["improvement"] is not None:
+            lines.setdefault(g["page"] + (f" ({g['config']})" if g["config"] else ""), []).append(g)
+    for name, gs in sorted(lines.items()):
+        gs = sorted(gs, key=lambda g: g["rtt_ms"])
+        y = [g["improvement"] * 100 for g in gs]
+        lo = [y_ - g["improvement_ci"][0] * 100 for y_, g in zip(y, gs)]
+        hi = [g["improvement_ci"][1] * 100 - y_ for y_, g in zip(y, gs)]
+        ax.errorbar([g["rtt_ms"] for g in gs], y, yerr=[lo, hi], marker="o", capsize=4, label=name)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("RTT (ms)")
+    ax.set_ylabel("improvement 1 − PLT_TFO / PLT_noTFO (%)")
+    ax.set_title("TFO improvement vs RTT (95 % bootstrap CI; negative = slower with TFO)")
+    ax.grid(alpha=0.3)
+    if lines:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, folder, "improvement-vs-rtt")
+
+
+def all_figures(analysis: dict, requests: dict, folder: str) -> list[str]:
+    os.makedirs(folder, exist_ok=True)
+    rows = analysis["rows"]
+    configs = sorted({g["config"] for g in rows})
+    out = []
+    for g in rows:
+        suffix = f"-cfg{configs.index(g['config']) + 1}" if len(configs) > 1 else ""
+        out += waterfall(g, requests, folder, suffix)
+    if rows:
+        out += plt_vs_rtt(rows, folder) + improvement_vs_rtt(rows, folder)
+    return out
+
+
+def mean(v):
+    return statistics.fmean(v) if v else None

@@ -1,0 +1,53 @@
+"""The seeds' table (Page | RTT(ms) | PLT: no TFO (ms) | PLT: TFO (ms) | Improv. (%)) and the full
+statistics table, as rows of text for Markdown, CSV, the console and HTML."""
+
+import csv
+import io
+
+SEED_HEADERS = ["Page", "RTT(ms)", "PLT: no TFO (ms)", "PLT: TFO (ms)", "Improv. (%)"]
+STATS_HEADERS = ["page", "configuration", "rtt_ms", "tfo", "n", "mean_ms", "median_ms", "geomean_ms",
+                 "ci95_lo_ms", "ci95_hi_ms", "improvement_pct", "improvement_ci95_lo_pct",
+                 "improvement_ci95_hi_pct"]
+
+
+def _f(v, digits: int) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _name(g: dict) -> str:
+    return f"{g['page']} ({g['config']})" if g["config"] else g["page"]
+
+
+def seeds_rows(analysis: dict) -> list[list[str]]:
+    return [[_name(g), f"{g['rtt_ms']:g}", _f(g["notfo"]["mean"], 0), _f(g["tfo"]["mean"], 0),
+             _f(None if g["improvement"] is None else g["improvement"] * 100, 1)]
+            for g in analysis["rows"]]
+
+
+def stats_rows(analysis: dict) -> list[list[str]]:
+    out = []
+    for g in analysis["rows"]:
+        imp = g["improvement"]
+        lo, hi = g["improvement_ci"]
+        for tfo in (False, True):
+            s = g["tfo" if tfo else "notfo"]
+            out.append([g["page"], g["config"], f"{g['rtt_ms']:g}", "on" if tfo else "off", str(s["n"]),
+                        _f(s["mean"], 1), _f(s["median"], 1), _f(s["geomean"], 1), _f(s["ci"][0], 1),
+                        _f(s["ci"][1], 1), _f(None if imp is None else imp * 100, 2),
+                        _f(None if lo is None else lo * 100, 2), _f(None if hi is None else hi * 100, 2)])
+    return out
+
+
+def markdown(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(headers), sep] + [line(r) for r in rows]) + "\n"
+
+
+def to_csv(headers: list[str], rows: list[list[str]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(headers)
+    w.writerows(rows)
+    return buf.getvalue()

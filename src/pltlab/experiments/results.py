@@ -1,0 +1,136 @@
+"""The results database of one experiment (`results.sqlite` in its output folder).
+
+One row per run attempt (a stable run key + attempt number; unique together), one row per request
+of a run. Every run is committed with its requests in one transaction, so a killed sweep loses at
+most the run in progress and never half of one.
+"""
+
+import json
+import os
+import sqlite3
+
+DB_NAME = "results.sqlite"
+
+RUN_COLUMNS = {
+    "run_key": "TEXT NOT NULL", "attempt": "INTEGER NOT NULL", "status": "TEXT NOT NULL",  # ok|failed
+    "seq": "INTEGER", "page": "TEXT", "page_url": "TEXT", "objects": "INTEGER", "page_bytes": "INTEGER",
+    "config_key": "TEXT", "rtt_ms": "REAL", "rate_down_bps": "INTEGER", "rate_up_bps": "INTEGER",
+    "loss": "REAL", "queue": "TEXT", "icw": "INTEGER", "cc": "TEXT", "client": "TEXT", "warm": "INTEGER",
+    "overrides": "TEXT", "tfo": "INTEGER", "rep": "INTEGER", "seed": "INTEGER",
+    "plt_ms": "REAL", "valid": "INTEGER", "invalid_reason": "TEXT", "failure_reason": "TEXT",
+    "not_found": "INTEGER", "tfo_active": "INTEGER", "tfo_passive": "INTEGER",
+    "tfo_counters": "TEXT", "runner_id": "TEXT",
+    "lateness_p50_us": "REAL", "lateness_p99_us": "REAL", "lateness_max_us": "REAL",
+    "started_at": "REAL", "wall_ms": "REAL",
+    "pltlab_version": "TEXT", "dp_version": "TEXT", "kernel": "TEXT", "browser": "TEXT",
+}
+REQUEST_COLUMNS = {
+    "run_id": "INTEGER NOT NULL", "idx": "INTEGER", "url": "TEXT", "host": "TEXT", "conn_id": "INTEGER",
+    "new_conn": "INTEGER", "tfo": "INTEGER", "ready_ms": "REAL", "connect_start_ms": "REAL",
+    "connect_end_ms": "REAL", "tls_end_ms": "REAL", "request_ms": "REAL", "start_ms": "REAL",
+    "first_byte_ms": "REAL", "last_byte_ms": "REAL", "bytes": "INTEGER", "header_bytes": "INTEGER",
+    "status": "INTEGER", "error": "TEXT",
+}
+
+
+class Results:
+    def __init__(self, out_dir: str):
+        self.path = os.path.join(out_dir, DB_NAME)
+        self.db = sqlite3.connect(self.path, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")  # commits survive SIGKILL; readers never block
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        cols = ", ".join(f"{k} {v}" for k, v in RUN_COLUMNS.items())
+        self.db.executescript(f"""
+            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+            CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY, {cols}, UNIQUE(run_key, attempt));
+            CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY,
+                {", ".join(f"{k} {v}" for k, v in REQUEST_COLUMNS.items())});
+            CREATE INDEX IF NOT EXISTS requests_run ON requests(run_id);
+        """)
+        self.db.commit()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ---- meta ------------------------------------------------------------------------
+    def meta(self) -> dict:
+        return {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
+
+    def set_meta(self, **values) -> None:
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                [(k, json.dumps(v)) for k, v in values.items()])
+
+    # ---- runs ------------------------------------------------------------------------
+    def attempts(self) -> dict[str, list[str]]:
+        """run key -> statuses of its attempts so far."""
+        out: dict[str, list[str]] = {}
+        for key, status in self.db.execute("SELECT run_key, status FROM runs ORDER BY attempt"):
+            out.setdefault(key, []).append(status)
+        return out
+
+    def count(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+    def add_run(self, row: dict, requests: list[dict]) -> int:
+        """Insert one run attempt and its requests atomically; returns the run id."""
+        cols = [c for c in RUN_COLUMNS if c in row]
+        with self.db:
+            cur = self.db.execute(
+                f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [_sql(row[c]) for c in cols])
+            rid = cur.lastrowid
+            rcols = [c for c in REQUEST_COLUMNS if c != "run_id"]
+            self.db.executemany(
+                f"INSERT INTO requests (run_id, {', '.join(rcols)}) VALUES (?{', ?' * len(rcols)})",
+                [[rid] + [_sql(_req_value(r, c)) for c in rcols] for r in requests])
+        return rid
+
+    def set_lateness(self, runner_id: str, stats: dict | None) -> None:
+        """The emulator's lateness (downlink) for every run of one runner, known at its teardown."""
+        lat = ((stats or {}).get("downlink") or {}).get("lateness_us") or {}
+        if not lat:
+            return
+        with self.db:
+            self.db.execute("UPDATE runs SET lateness_p50_us=?, lateness_p99_us=?, lateness_max_us=? "
+                            "WHERE runner_id=?", (lat.get("p50"), lat.get("p99"), lat.get("max"), runner_id))
+
+    def rows(self, table: str = "runs") -> list[dict]:
+        cur = self.db.execute(f"SELECT * FROM {table} ORDER BY id")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur]
+
+
+def _req_value(r: dict, col: str):
+    return r.get("index") if col == "idx" else r.get(col)
+
+
+def _sql(v):
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v)
+    return v
+
+
+def export(out_dir: str) -> list[str]:
+    """CSV and Parquet of both tables next to the database (each written to .tmp, then renamed)."""
+    import pandas as pd
+
+    db = sqlite3.connect(os.path.join(out_dir, DB_NAME))
+    written = []
+    try:
+        for table in ("runs", "requests"):
+            df = pd.read_sql_query(f"SELECT * FROM {table} ORDER BY id", db)
+            for ext in ("csv", "parquet"):
+                path = os.path.join(out_dir, f"{table}.{ext}")
+                tmp = path + ".tmp"
+                if ext == "csv":
+                    df.to_csv(tmp, index=False)
+                else:
+                    df.to_parquet(tmp, index=False)
+                os.replace(tmp, path)
+                written.append(path)
+    finally:
+        db.close()
+    return written

@@ -1,0 +1,280 @@
+"""Experiment files (TOML): what to sweep. Every list multiplies; every error names its key.
+
+    name = "tfo"
+    pages = ["amazon", "corpus/", "site.har", "Paper.pages"]  # bundled name, dir, HAR, .pages list
+    rtt = ["20ms", "100ms"]          # any key may also be a single value
+    rate = ["4mbit"]                 # "unlimited" = no rate limit
+    rate_up = ["256kbit"]            # default: the downlink rate
+    loss = ["0%"]
+    queue = [1000]                   # packets, or bytes ("64KB")
+    tfo = ["off", "on"]
+    initcwnd = ["default", 10]
+    cc = ["cubic"]
+    client = ["builtin"]             # or chromium
+    warmup = ["warm"]                # warm: TFO cookies cached by a prior visit; cold: keys reset
+    origin_rtt = [{}, {"cdn.example.com" = "10ms"}]   # per-origin RTT[/LOSS] by host or index
+    repetitions = 5
+    seed = 1
+"""
+
+import hashlib
+import itertools
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from pltlab import units
+from pltlab.archive.model import Page
+from pltlab.errors import PltError
+from pltlab.net.spec import CC_CHOICES
+
+LIST_KEYS = ("rtt", "rate", "rate_up", "loss", "queue", "tfo", "initcwnd", "cc", "client", "warmup",
+             "origin_rtt")
+SCALAR_KEYS = ("name", "pages", "corpus", "repetitions", "seed", "max_conns_per_host")
+DEFAULTS = {"rtt": ["100ms"], "rate": ["unlimited"], "rate_up": [None], "loss": ["0%"],
+            "queue": [1000], "tfo": ["off", "on"], "initcwnd": ["default"], "cc": ["cubic"],
+            "client": ["builtin"], "warmup": ["warm"], "origin_rtt": [{}]}
+
+
+class SpecError(PltError):
+    pass
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of the cross product without the TFO mode (= one PageRunner)."""
+
+    rtt: str
+    rate: str | None
+    rate_up: str | None
+    loss: str
+    queue: str
+    icw: int | None
+    cc: str
+    client: str
+    warm: bool
+    overrides: tuple  # ((host or index, rtt_us, loss or None), ...), sorted
+
+    def key(self) -> str:
+        """Canonical, stable text (part of every run key)."""
+        return json.dumps([self.rtt, self.rate, self.rate_up, self.loss, self.queue, self.icw,
+                           self.cc, self.client, self.warm, [list(o) for o in self.overrides]],
+                          separators=(",", ":"))
+
+
+@dataclass
+class PageEntry:
+    label: str  # short name used in tables and keys
+    page: Page
+
+
+@dataclass
+class Experiment:
+    name: str
+    pages: list[PageEntry]
+    configs: list[Config]
+    tfo_modes: tuple[bool, ...]
+    repetitions: int
+    seed: int = 1
+    max_conns_per_host: int = 6
+    source: str = ""  # the experiment file's text
+    path: str = ""
+    extras: dict = field(default_factory=dict)
+
+    def digest(self) -> str:
+        """Identity of what is swept (resume refuses a different experiment)."""
+        h = hashlib.sha256()
+        h.update(json.dumps([[p.label, p.page.url, len(p.page.objects)] for p in self.pages]).encode())
+        h.update(json.dumps([c.key() for c in self.configs]).encode())
+        h.update(json.dumps([list(self.tfo_modes), self.repetitions, self.seed,
+                             self.max_conns_per_host]).encode())
+        return h.hexdigest()[:16]
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.pages) * len(self.configs) * len(self.tfo_modes) * self.repetitions
+
+
+def load(path: str) -> Experiment:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise PltError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise PltError(f"{path}: not valid TOML: {e}") from None
+    base = os.path.dirname(os.path.abspath(path))
+    exp = from_dict(doc, path, base)
+    exp.source = raw.decode("utf-8")
+    exp.path = os.path.abspath(path)
+    return exp
+
+
+def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experiment:
+    def bad(key, msg):
+        return PltError(f"{where}: key '{key}': {msg}")
+
+    for k in doc:
+        if k not in LIST_KEYS and k not in SCALAR_KEYS:
+            raise bad(k, f"unknown key (known: {', '.join(SCALAR_KEYS + LIST_KEYS)})")
+    if "pages" not in doc:
+        raise bad("pages", "missing (a list of pages: bundled names, HAR files, directories, .pages lists)")
+    lists = {}
+    for k in LIST_KEYS:
+        v = doc.get(k, DEFAULTS[k])
+        v = v if isinstance(v, list) else [v]
+        if not v:
+            raise bad(k, "empty list")
+        lists[k] = v
+    try:
+        parsed = {k: [_parse(k, x) for x in lists[k]] for k in LIST_KEYS if k != "origin_rtt"}
+        parsed["origin_rtt"] = [_overrides(x) for x in lists["origin_rtt"]]
+    except _KeyErr as e:
+        raise bad(e.key, e.msg) from None
+    for k, v in parsed.items():
+        if len(set(map(repr, v))) != len(v):
+            raise bad(k, "duplicate values")
+    reps = doc.get("repetitions", 3)
+    if not isinstance(reps, int) or isinstance(reps, bool) or not 1 <= reps <= 10_000:
+        raise bad("repetitions", f"{reps!r}: must be an integer from 1 to 10000")
+    seed = doc.get("seed", 1)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise bad("seed", f"{seed!r}: must be a non-negative integer")
+    mc = doc.get("max_conns_per_host", 6)
+    if not isinstance(mc, int) or isinstance(mc, bool) or not 1 <= mc <= 64:
+        raise bad("max_conns_per_host", f"{mc!r}: must be an integer from 1 to 64")
+    name = doc.get("name", os.path.splitext(os.path.basename(where))[0] or "experiment")
+    if not isinstance(name, str) or not name.strip():
+        raise bad("name", "must be a non-empty string")
+    corpus = doc.get("corpus")
+    if corpus is not None and not isinstance(corpus, str):
+        raise bad("corpus", "must be a directory path")
+    try:
+        pages = resolve_pages(doc["pages"], base, _abs(corpus, base))
+    except PltError as e:
+        raise bad("pages", str(e)) from None
+    for ov in parsed["origin_rtt"]:
+        for target, _, _ in ov:
+            if isinstance(target, str) and not any(target in p.page.hosts for p in pages):
+                raise bad("origin_rtt", f"host {target!r} is in none of the pages")
+            if isinstance(target, int) and any(target >= len(p.page.hosts) for p in pages):
+                raise bad("origin_rtt", f"origin index {target} exceeds a page's number of hosts")
+    configs = [Config(rtt=r, rate=ra, rate_up=ru, loss=lo, queue=q, icw=i, cc=c, client=cl, warm=w,
+                      overrides=ov)
+               for r, ra, ru, lo, q, i, c, cl, w, ov in itertools.product(
+                   parsed["rtt"], parsed["rate"], parsed["rate_up"], parsed["loss"], parsed["queue"],
+                   parsed["initcwnd"], parsed["cc"], parsed["client"], parsed["warmup"],
+                   parsed["origin_rtt"])]
+    return Experiment(name=name.strip(), pages=pages, configs=configs,
+                      tfo_modes=tuple(parsed["tfo"]), repetitions=reps, seed=seed,
+                      max_conns_per_host=mc)
+
+
+class _KeyErr(Exception):
+    def __init__(self, key, msg):
+        self.key, self.msg = key, msg
+
+
+def _parse(key: str, v):
+    """One list element -> its canonical value (strings normalised so run keys are stable)."""
+    try:
+        if key == "rtt":
+            return f"{units.duration_us(v, 'rtt')}us"
+        if key in ("rate", "rate_up"):
+            if v is None:
+                return None
+            bps = units.rate_bps(v, key)
+            return None if bps is None else f"{bps}bit"
+        if key == "loss":
+            return f"{units.loss_fraction(v, 'loss'):.6g}"
+        if key == "queue":
+            qp, qb = units.queue_spec(v)
+            return f"{qp}" if qp is not None else f"{qb}B"
+    except PltError as e:
+        raise _KeyErr(key, str(e)) from None
+    if key == "tfo":
+        m = {True: True, False: False, "on": True, "off": False}
+        if isinstance(v, (bool, str)) and v in m:
+            return m[v]
+        raise _KeyErr(key, f"{v!r}: use \"on\" or \"off\"")
+    if key == "initcwnd":
+        if v == "default":
+            return None
+        if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024:
+            return v
+        raise _KeyErr(key, f"{v!r}: an integer from 1 to 1024 segments, or \"default\"")
+    if key == "cc":
+        if v in CC_CHOICES:
+            return v
+        raise _KeyErr(key, f"{v!r}: one of {', '.join(CC_CHOICES)}")
+    if key == "client":
+        if v in ("builtin", "chromium"):
+            return v
+        raise _KeyErr(key, f"{v!r}: builtin or chromium")
+    if key == "warmup":
+        if v in ("warm", "cold"):
+            return v == "warm"
+        raise _KeyErr(key, f"{v!r}: warm or cold")
+    raise AssertionError(key)
+
+
+def _overrides(v) -> tuple:
+    if not isinstance(v, dict):
+        raise _KeyErr("origin_rtt", f"{v!r}: each element is a table {{host or index = \"RTT[/LOSS]\"}}")
+    out = []
+    for target, val in v.items():
+        t = int(target) if target.isdigit() else target.lower()
+        r, _, lo = str(val).partition("/")
+        try:
+            out.append((t, units.duration_us(r, "origin rtt"),
+                        units.loss_fraction(lo, "origin loss") if lo else None))
+        except PltError as e:
+            raise _KeyErr("origin_rtt", f"{target}: {e}") from None
+    return tuple(sorted(out, key=repr))
+
+
+def _abs(p: str | None, base: str) -> str | None:
+    if p is None:
+        return None
+    p = os.path.expanduser(p)
+    return p if os.path.isabs(p) else os.path.join(base, p)
+
+
+def resolve_pages(items, base: str = ".", corpus: str | None = None) -> list[PageEntry]:
+    from pltlab.archive import bundled
+    from pltlab.archive.seed import import_pages_file
+    from pltlab.experiments import pages as resolver
+
+    items = items if isinstance(items, list) else [items]
+    if not items or not all(isinstance(x, str) and x for x in items):
+        raise PltError("a non-empty list of strings")
+    out: list[PageEntry] = []
+    for item in items:
+        path = _abs(item, base)
+        if item.endswith(".pages") and os.path.isfile(path):
+            found = import_pages_file(path)[0]
+        elif os.path.exists(path):
+            found = resolver.resolve(path, corpus)
+        else:
+            found = resolver.resolve(item, corpus)
+        for p in found:
+            bname = next((n for n, u in bundled.NAMES.items() if item == n), None)
+            out.append(PageEntry(bname or page_label(p.url), p))
+    seen: dict[str, int] = {}
+    for e in out:  # unique labels
+        n = seen.get(e.label, 0)
+        seen[e.label] = n + 1
+        if n:
+            e.label = f"{e.label}-{n + 1}"
+    return out
+
+
+def page_label(url: str) -> str:
+    """www.nytimes.com -> nytimes; en.wikipedia.org/wiki/X -> wikipedia; foo.test -> foo."""
+    host = (urlsplit(url).hostname or url).lower()
+    parts = [x for x in host.split(".") if x not in ("www", "en", "m")]
+    return parts[-2] if len(parts) >= 2 else (parts[0] if parts else host)

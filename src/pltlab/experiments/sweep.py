@@ -1,0 +1,258 @@
+"""Running an experiment's cross product: interleaved order, live runners reused, one DB row per run.
+
+Order: per repetition, the (page, configuration) blocks are shuffled with the seed; within a block
+the TFO modes run back to back, their order flipping from one repetition to the next (the first
+order drawn per block), so slow drift of the machine biases neither side. Runners (topology +
+replay) stay up across repetitions (at most `max_live` at a time, least recently used closed
+first), so a load costs one loader process and nothing else.
+"""
+
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from pltlab import __version__, dataplane
+from pltlab.errors import PltError
+from pltlab.experiments.results import Results, export
+from pltlab.experiments.runner import PageRunner, RunConfig
+from pltlab.experiments.spec import Experiment
+
+MAX_ATTEMPTS = 2  # a failed run is retried once
+
+
+@dataclass(frozen=True)
+class Item:
+    seq: int
+    page: int  # index into exp.pages
+    config: int  # index into exp.configs
+    tfo: bool
+    rep: int
+    key: str
+
+
+def schedule(exp: Experiment) -> list[Item]:
+    rng = random.Random(exp.seed)
+    blocks = [(p, c) for p in range(len(exp.pages)) for c in range(len(exp.configs))]
+    flip = {b: rng.random() < 0.5 for b in blocks}
+    out: list[Item] = []
+    for rep in range(1, exp.repetitions + 1):
+        order = blocks[:]
+        random.Random(f"{exp.seed}/{rep}").shuffle(order)
+        for b in order:
+            modes = list(exp.tfo_modes)
+            if flip[b] ^ (rep % 2 == 0):
+                modes.reverse()
+            for tfo in modes:
+                out.append(Item(len(out), b[0], b[1], tfo, rep, run_key(exp, b[0], b[1], tfo, rep)))
+    return out
+
+
+def run_key(exp: Experiment, p: int, c: int, tfo: bool, rep: int) -> str:
+    e = exp.pages[p]
+    return f"{e.label}|{e.page.url}|{exp.configs[c].key()}|tfo={int(tfo)}|rep={rep}"
+
+
+def environment() -> dict:
+    try:
+        dp = subprocess.run([dataplane.binary(), "--version"], capture_output=True, text=True,
+                            timeout=10).stdout.strip()
+    except (PltError, OSError, subprocess.SubprocessError):
+        dp = None
+    u = platform.uname()
+    return {"pltlab": __version__, "pltlab_dp": dp, "kernel": u.release, "machine": u.machine,
+            "cpus": os.cpu_count(), "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %z")}
+
+
+def prepare(exp: Experiment, out_dir: str, resume: bool) -> None:
+    """Refuse to mix experiments or overwrite results; nothing is written before the checks."""
+    db = os.path.join(out_dir, "results.sqlite")
+    if os.path.exists(db):
+        res = Results(out_dir)
+        try:
+            meta, n = res.meta(), res.count()
+        finally:
+            res.close()
+        if not resume and n:
+            raise PltError(f"{out_dir} already holds {n} run(s): pass --resume to continue that sweep, "
+                           f"or choose another output folder (-o)")
+        if meta.get("digest") not in (None, exp.digest()):
+            raise PltError(f"{out_dir} holds a different experiment ({meta.get('name')!r}): "
+                           f"choose another output folder (-o)")
+    elif os.path.isdir(out_dir) and os.listdir(out_dir) and not resume:
+        raise PltError(f"{out_dir} exists and is not empty: choose another output folder (-o)")
+
+
+class Sweep:
+    def __init__(self, exp: Experiment, out_dir: str, console: Console | None = None,
+                 max_live: int = 16):
+        self.exp, self.out_dir = exp, out_dir
+        self.out = console or Console(stderr=True)
+        self.max_live = max_live
+        self.live: OrderedDict[tuple, PageRunner] = OrderedDict()
+        self.res: Results | None = None
+        self.env: dict = {}
+
+    # ---- runners ----------------------------------------------------------------------
+    def _cfg(self, c: int) -> RunConfig:
+        k = self.exp.configs[c]
+        return RunConfig(rtt=k.rtt, rate=k.rate, rate_up=k.rate_up, loss=k.loss, queue=k.queue,
+                         icw=k.icw, cc=k.cc, client=k.client, warm=k.warm, seed=self.exp.seed,
+                         max_conns_per_host=self.exp.max_conns_per_host, overrides=k.overrides)
+
+    def _runner(self, p: int, c: int) -> PageRunner:
+        key = (p, c)
+        if key in self.live:
+            self.live.move_to_end(key)
+            return self.live[key]
+        while len(self.live) >= self.max_live:
+            self._close(next(iter(self.live)))
+        pr = PageRunner(self.exp.pages[p].page, self._cfg(c))
+        pr.__enter__()
+        self.live[key] = pr
+        return pr
+
+    def _close(self, key) -> None:
+        pr = self.live.pop(key, None)
+        if pr is None:
+            return
+        try:
+            pr.__exit__(None, None, None)
+        finally:
+            self.res.set_lateness(pr.topo.run_id, pr.topo.link_stats)
+
+    # ---- one run ----------------------------------------------------------------------
+    def _row(self, it: Item, attempt: int) -> dict:
+        e, k = self.exp.pages[it.page], self.exp.configs[it.config]
+        link = self._cfg(it.config).link()
+        return {"run_key": it.key, "attempt": attempt, "seq": it.seq, "page": e.label,
+                "page_url": e.page.url, "objects": len(e.page.objects),
+                "page_bytes": sum(o.size for o in e.page.objects), "config_key": k.key(),
+                "rtt_ms": link.rtt_us / 1000, "rate_down_bps": link.rate_down_bps,
+                "rate_up_bps": link.rate_up_bps, "loss": link.loss_down, "queue": k.queue, "icw": k.icw,
+                "cc": k.cc, "client": k.client, "warm": k.warm,
+                "overrides": [list(o) for o in k.overrides], "tfo": it.tfo, "rep": it.rep,
+                "seed": self.exp.seed, "pltlab_version": self.env.get("pltlab"),
+                "dp_version": self.env.get("pltlab_dp"), "kernel": self.env.get("kernel")}
+
+    def _attempt(self, it: Item, attempt: int) -> dict:
+        row = self._row(it, attempt)
+        t0 = time.time()
+        row["started_at"] = t0
+        try:
+            pr = self._runner(it.page, it.config)
+            row["runner_id"] = pr.topo.run_id
+            r = pr.load(it.tfo, it.rep)
+        except (PltError, OSError, subprocess.SubprocessError, ValueError) as e:
+            row.update(status="failed", valid=False, failure_reason=str(e) or type(e).__name__,
+                       wall_ms=(time.time() - t0) * 1000)
+            self._close((it.page, it.config))  # a fresh runner for the retry
+            self.res.add_run(row, [])
+            return row
+        c = r["tfo_counters"]
+        row.update(status="ok", plt_ms=r["plt_ms"], valid=r["valid"], invalid_reason=r["invalid_reason"],
+                   not_found=r["not_found"], tfo_counters=c,
+                   tfo_active=c["client"].get("TCPFastOpenActive"),
+                   tfo_passive=c["server"].get("TCPFastOpenPassive"),
+                   browser=r.get("browser"), wall_ms=(time.time() - t0) * 1000)
+        self.res.add_run(row, r["requests"])
+        return row
+
+    # ---- the sweep --------------------------------------------------------------------
+    def run(self) -> dict:
+        os.makedirs(self.out_dir, exist_ok=True)
+        self.res = Results(self.out_dir)
+        self.env = environment()
+        meta = self.res.meta()
+        if "digest" not in meta:
+            self.res.set_meta(name=self.exp.name, digest=self.exp.digest(), experiment=self.exp.source,
+                              environment=self.env, n_runs=self.exp.n_runs,
+                              pages=[{"label": e.label, "url": e.page.url, "objects": len(e.page.objects),
+                                      "bytes": sum(o.size for o in e.page.objects)} for e in self.exp.pages])
+            if self.exp.source:
+                with open(os.path.join(self.out_dir, "experiment.toml"), "w") as f:
+                    f.write(self.exp.source)
+        self.res.set_meta(last_environment=self.env)
+        old = signal.getsignal(signal.SIGTERM)
+        if old in (signal.SIG_DFL, None):  # SIGTERM unwinds: runners torn down, DB consistent
+            signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(SystemExit(128 + s)))
+        try:
+            return self._loop()
+        finally:
+            try:
+                for key in list(self.live):
+                    self._close(key)
+            finally:
+                self.res.close()
+                signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
+
+    def _loop(self) -> dict:
+        items = schedule(self.exp)
+        seen = self.res.attempts()
+        done = lambda st: "ok" in st or len(st) >= MAX_ATTEMPTS  # noqa: E731
+        todo = [it for it in items if not done(seen.get(it.key, []))]
+        stats = {"runs": 0, "failed": 0, "invalid": 0, "plt_sum_ms": 0.0}
+        t_start = time.time()
+        cols = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                TextColumn("last PLT {task.fields[last]}"))
+        with Progress(*cols, console=self.out, transient=False) as prog:
+            task = prog.add_task(self.exp.name, total=len(items), completed=len(items) - len(todo),
+                                 last="-")
+            for it in todo:
+                e, k = self.exp.pages[it.page], self.exp.configs[it.config]
+                prog.console.print(f"Experiment {it.rep} {e.label} @ {_ms(k.rtt)}ms delay"
+                                   f" ({'TFO' if it.tfo else 'no TFO'})", highlight=False)
+                attempt = len(seen.get(it.key, [])) + 1
+                while True:
+                    row = self._attempt(it, attempt)
+                    if row["status"] == "ok" or attempt >= MAX_ATTEMPTS:
+                        break
+                    prog.console.print(f"[yellow]run failed ({row['failure_reason']}); retrying once[/]")
+                    attempt += 1
+                if row["status"] == "ok":
+                    stats["runs"] += 1
+                    stats["plt_sum_ms"] += row["plt_ms"]
+                    stats["invalid"] += not row["valid"]
+                    mark = "" if row["valid"] else f"  [red]INVALID: {row['invalid_reason']}[/]"
+                    prog.console.print(f"Fetching {e.label} took {row['plt_ms'] / 1000:.3f}s.{mark}",
+                                       highlight=False)
+                    last = f"{row['plt_ms']:.0f} ms"
+                else:
+                    stats["failed"] += 1
+                    prog.console.print(f"[red]FAILED twice: {row['failure_reason']}[/]", highlight=False)
+                    last = "failed"
+                prog.update(task, advance=1, last=last)
+        for key in list(self.live):
+            self._close(key)
+        stats["wall_s"] = time.time() - t_start
+        stats["efficiency"] = stats["plt_sum_ms"] / 1000 / stats["wall_s"] if stats["wall_s"] else 0.0
+        stats["exported"] = export(self.out_dir)
+        return stats
+
+
+def _ms(rtt: str) -> str:
+    return f"{int(rtt[:-2]) / 1000:g}"
+
+
+def run(exp: Experiment, out_dir: str, resume: bool = False, console: Console | None = None) -> dict:
+    prepare(exp, out_dir, resume)
+    return Sweep(exp, out_dir, console).run()
+
+
+def default_out(exp: Experiment) -> str:
+    return os.path.join("results", exp.name)
+
+
+def discard(out_dir: str) -> None:
+    shutil.rmtree(out_dir, ignore_errors=True)
