@@ -133,6 +133,11 @@ def run_check(quick: bool = False, backend: str = "auto", sched_fifo: bool = Fal
     if not result["env"]["tun"]:
         raise PltError("/dev/net/tun is missing: the link emulator needs TUN devices")
     samples = 50 if quick else 200
+    # The floor: the same ping-pong with no delay (kernel stacks, TUN and wake-ups of this machine).
+    say(f"RTT 0 ms baseline: {samples} ping-pong samples")
+    base = rtt_test(0, samples, backend, sched_fifo)
+    result["rtt_baseline"] = {"p50_ms": base["p50_err_ms"], "p99_ms": base["p99_err_ms"],
+                              "max_ms": base["max_err_ms"]}
     result["rtt"] = []
     for rtt in RTTS_MS:
         say(f"RTT {rtt} ms: {samples} ping-pong samples")

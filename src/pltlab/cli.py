@@ -129,6 +129,9 @@ def _print_check(res: dict) -> None:
         t.add_row("RTT error", f"{r['configured_ms']} ms",
                   f"p50 {r['p50_err_ms']:+.3f}  p99 {r['p99_err_ms']:+.3f}  max {r['max_err_ms']:+.3f} ms",
                   "p99 <= 0.3 ms")
+    b = res["rtt_baseline"]
+    t.add_row("RTT floor", "0 ms", f"p50 {b['p50_ms']:.3f}  p99 {b['p99_ms']:.3f}  max {b['max_ms']:.3f} ms",
+              "(machine's own)")
     r = res["rate"]
     t.add_row("goodput", f"{r['configured_mbit']} Mbit/s",
               f"{r['achieved_mbit']:.3f} Mbit/s ({r['error']:+.2%} vs {r['expected_goodput_mbit']:.3f})", "within 1 %")

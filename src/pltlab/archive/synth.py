@@ -70,6 +70,24 @@ def main_document(page: Page) -> Obj:
     return cur
 
 
+def document_of(page: Page, o: Obj) -> Obj:
+    """The HTML document a script runs in, or a stylesheet applies to (through the loaders)."""
+    cur, seen = o, set()
+    while kind(cur.mime, cur.url) in ("js", "css") and cur.url not in seen:
+        seen.add(cur.url)
+        nxt = loader(page, cur)
+        if nxt is cur:
+            break
+        cur = nxt
+    return cur
+
+
+def hook(css: Obj) -> str:
+    """Class of the element a synthesized stylesheet's rules apply to (one per stylesheet, so
+    that the rules of several stylesheets do not override each other)."""
+    return "p" + hashlib.sha256(css.url.encode()).hexdigest()[:10]
+
+
 def children(page: Page, parent: Obj) -> list[Obj]:
     """Objects the synthesized `parent` must reference (redirect targets come via the redirect)."""
     out, seen = [], set()
@@ -120,9 +138,18 @@ def _html(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
             body.append(f'<p class="plt{fonts}">pltlab</p>')
         else:  # JSON, XHR beacons, plug-ins: fetched by script
             later.append(c.url)
+    # Elements the stylesheets applied to this document style (their images and fonts load).
+    for c in page.objects:
+        if kind(c.mime, c.url) == "css" and c.body is None and c is not o \
+                and any(kind(k.mime, k.url) in ("image", "font") for k in children(page, c)) \
+                and document_of(page, c) is o:
+            nfonts = sum(kind(k.mime, k.url) == "font" for k in children(page, c))
+            body.append(f'<div class="{hook(c)}">pltlab{"<b>pltlab</b>" * nfonts}</div>')
     if later:
         body.append("<script>" + "".join(f"fetch({js_url(u)},{{mode:'no-cors'}}).catch(function(){{}});"
                                           for u in later) + "</script>")
+    if o.url[:8].lower() == "https://":  # its http sub-resources load over https, as modelled
+        head.insert(0, '<meta http-equiv="Content-Security-Policy" content="upgrade-insecure-requests">')
     doc = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
            + escape(page.title or o.url) + "</title>\n" + "\n".join(head) + "\n</head><body>\n"
            + "\n".join(body) + "\n")
@@ -133,14 +160,12 @@ def _css(o: Obj, kids: list[Obj], rng) -> bytes:
     imports = [f'@import url("{ref(c.url, o.url)}");' for c in kids if kind(c.mime, c.url) == "css"]
     imgs = [f'url("{ref(c.url, o.url)}")' for c in kids if kind(c.mime, c.url) == "image"]
     fonts = [c for c in kids if kind(c.mime, c.url) == "font"]
-    rules = imports[:]
+    rules, h = imports[:], hook(o)
     if imgs:  # every layer of a multi-background is fetched
-        rules.append("html{background-image:" + ",".join(imgs) + "}")
-    for i, c in enumerate(fonts, 1):
-        rules.append(f'@font-face{{font-family:"pltc{i}";src:url("{ref(c.url, o.url)}")}}')
-    if fonts:
-        rules.append("body{font-family:" + ",".join(f'"pltc{i}"' for i in range(1, len(fonts) + 1))
-                     + ",sans-serif}")
+        rules.append(f".{h}{{background-image:" + ",".join(imgs) + "}")
+    for i, c in enumerate(fonts, 1):  # one element per font: a fallback font may never load
+        rules.append(f'@font-face{{font-family:"{h}f{i}";src:url("{ref(c.url, o.url)}")}}'
+                     f'.{h}>b:nth-of-type({i}){{font-family:"{h}f{i}"}}')
     return _pad_text("\n".join(rules) + "\n", "/* ", " */", "", o.size, rng)
 
 

@@ -1,6 +1,8 @@
-"""CLI: `pltlab run` (one configuration, repeated loads, TFO on/off/both)."""
+"""CLI: `pltlab run` (one configuration, repeated loads, TFO on/off/both), `pltlab sweep` (an
+experiment file's cross product), `pltlab report` and `pltlab reproduce tfo`."""
 
 import json
+import os
 from typing import Annotated, Optional
 
 import typer
@@ -70,3 +72,109 @@ def register(app: typer.Typer) -> None:
         out.print(t)
         if invalid:
             out.print(f"[red]{len(invalid)} invalid run(s), not averaged in[/]")
+
+    register_experiments(app)
+
+
+def _print_seeds_table(out: Console, rows: list[list[str]], title: str) -> None:
+    from pltlab.experiments.report.tables import SEED_HEADERS
+
+    t = Table(title=title)
+    for i, col in enumerate(SEED_HEADERS):
+        t.add_column(col, justify="left" if i == 0 else "right")
+    for r in rows:
+        t.add_row(*r)
+    out.print(t)
+
+
+def register_experiments(app: typer.Typer) -> None:
+    @app.command()
+    def sweep(
+        file: Annotated[str, typer.Argument(help="Experiment file (TOML).")],
+        resume: Annotated[bool, typer.Option("--resume", help="Continue a killed sweep in its output folder.")] = False,
+        output: Annotated[Optional[str], typer.Option("-o", "--output", help="Output folder (default results/NAME).")] = None,
+        report: Annotated[bool, typer.Option(help="Build the report (tables, figures, HTML) at the end.")] = True,
+    ):
+        """Run an experiment file's full cross product into an SQLite results database."""
+        from pltlab.experiments import spec, sweep as sweeper
+
+        exp = spec.load(file)
+        out_dir = output or sweeper.default_out(exp)
+        out = Console(stderr=True)
+        out.print(f"{exp.name}: {len(exp.pages)} page(s) x {len(exp.configs)} configuration(s) x "
+                  f"{len(exp.tfo_modes)} TFO mode(s) x {exp.repetitions} repetition(s) = {exp.n_runs} runs "
+                  f"-> {out_dir}", highlight=False)
+        res = sweeper.run(exp, out_dir, resume=resume, console=out)
+        out.print(f"{res['runs']} run(s) in {res['wall_s']:.1f} s ({res['failed']} failed, {res['invalid']} invalid); "
+                  f"sum of PLTs / wall time = {res['efficiency']:.2f}", highlight=False)
+        if report:
+            _report(out_dir, Console())
+
+    @app.command("report")
+    def report_cmd(out_dir: Annotated[str, typer.Argument(help="An experiment's output folder.")]):
+        """Statistics, the PLT table (Markdown/CSV), figures (output-figures/) and report.html."""
+        _report(out_dir, Console())
+
+    rep = typer.Typer(no_args_is_help=True, help="Reproduce published experiments.")
+    app.add_typer(rep, name="reproduce")
+
+    @rep.command("tfo")
+    def reproduce_tfo(
+        quick: Annotated[bool, typer.Option("--quick", help="Fewer repetitions (the README's main job).")] = False,
+        client: Annotated[str, typer.Option(help="builtin or chromium.")] = "builtin",
+        corpus: Annotated[Optional[str], typer.Option(help="cs244-2013 folder: real bodies instead of the bundled pages.")] = None,
+        pages: Annotated[Optional[str], typer.Option(help="Only these pages (amazon,nytimes,wsj,wikipedia).")] = None,
+        reps: Annotated[Optional[int], typer.Option(help="Repetitions (default 5, --quick 2).")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+        output: Annotated[Optional[str], typer.Option("-o", "--output", help="Output folder (default results/reproduce-tfo-TIME).")] = None,
+        resume: Annotated[bool, typer.Option("--resume", help="Continue a killed run in -o DIR.")] = False,
+    ):
+        """The TFO paper's experiment: RTT 20/100/200 ms, 4 Mbit/s down, 256 kbit/s up, TFO off vs on."""
+        import time
+
+        from pltlab.experiments import reproduce, sweep as sweeper
+        from pltlab.experiments.report import build
+
+        if reps is not None and not 1 <= reps <= 1000:
+            raise PltError(f"invalid --reps {reps}: must be 1..1000")
+        exp = reproduce.experiment(quick=quick, client=client, corpus=corpus, pages=pages, reps=reps)
+        out_dir = output or os.path.join("results", time.strftime("reproduce-tfo-%Y%m%d-%H%M%S"))
+        err = Console(stderr=True)
+        err.print(f"reproduce tfo: {', '.join(e.label for e in exp.pages)} x RTT 20/100/200 ms, 4 Mbit/s down, "
+                  f"256 kbit/s up, cubic, warm cookies, {exp.repetitions} repetition(s), {client} loader "
+                  f"-> {out_dir}", highlight=False)
+        res = sweeper.run(exp, out_dir, resume=resume, console=err)
+        built = build(out_dir)
+        rows = reproduce.rows(built["analysis"])
+        invalid = len(built["analysis"]["invalid"]) + len(built["analysis"]["failed_final"])
+        if as_json:
+            print(json.dumps({"rows": rows, "invalid_runs": invalid, "output_dir": os.path.abspath(out_dir)}))
+            return
+        out = Console()
+        _print_seeds_table(out, built["seeds"], "pltlab: PLT with and without TFO (means)")
+        lo, hi = reproduce.PAPER["improvement_range"]
+        out.print(f"Published ({reproduce.PAPER['source']}): improvements from {lo:.0%} to {hi:.0%}, "
+                  f"{reproduce.PAPER['trend']}.", highlight=False)
+        ci = ", ".join(f"{r['page']}@{r['rtt_ms']:g}: [{r['improvement_ci'][0]:.1%}, {r['improvement_ci'][1]:.1%}]"
+                       for r in rows if r["improvement_ci"][0] is not None)
+        out.print(f"95 % CIs of the improvement: {ci}", highlight=False)
+        diffs = reproduce.differences(rows)
+        out.print("Differences from the paper: " + ("; ".join(diffs) if diffs else "none beyond noise: every "
+                  "improvement lies in the published range and grows with RTT"), highlight=False)
+        out.print("Why results can differ:", highlight=False)
+        for w in reproduce.WHY:
+            out.print(f"  - {w}", highlight=False)
+        out.print(f"{res['runs']} run(s) this session in {res['wall_s']:.0f} s, {invalid} invalid/failed; "
+                  f"report: {built['files']['report.html']}", highlight=False)
+
+
+def _report(out_dir: str, out: Console) -> None:
+    from pltlab.experiments.report import build
+
+    built = build(out_dir)
+    _print_seeds_table(out, built["seeds"], f"PLT table ({out_dir})")
+    for note, bad in built["notes"]:
+        if bad:
+            out.print(f"[yellow]{note}[/]", highlight=False)
+    out.print(f"report: {built['files']['report.html']}  figures: {len(built['figures'])} files in "
+              f"{os.path.join(out_dir, 'output-figures')}", highlight=False)

@@ -9,10 +9,11 @@ def effective_schemes(page: Page, https_hosts) -> dict[int, str]:
     """The scheme a browser uses for each object (by ``id(obj)``) when it upgrades the hosts in
     ``https_hosts`` to https (HSTS preload) and loads the synthesized page: an upgraded or
     https-recorded object is https; the main document keeps its recorded scheme otherwise; an
-    http sub-resource follows the scheme of the document (or stylesheet) that references it
-    (scheme-relative references, synth.ref; scripts resolve against the document they run in;
-    a browser upgrades or blocks the http sub-resources of an https document anyway), and a
-    redirect target follows its redirect (scheme-relative Location)."""
+    http sub-resource follows the scheme of the http document or stylesheet that references it
+    (scheme-relative references, synth.ref), of the document a script runs in (its requests
+    resolve against location.protocol), of the document an https stylesheet applies to (mixed
+    content), or of the https document referencing it (upgrade-insecure-requests); a redirect
+    target follows its redirect (scheme-relative Location)."""
     https_hosts = {h.lower() for h in https_hosts}
     main = page.objects[0] if page.objects else None
     memo: dict[int, str] = {}
@@ -30,11 +31,9 @@ def effective_schemes(page: Page, https_hosts) -> dict[int, str]:
             s = scheme(src) if src is not None else o.scheme
         else:
             base = synth.loader(page, o)
-            while kind(base.mime, base.url) == "js" and base is not main:  # runs in its document
-                nxt = synth.loader(page, base)
-                if nxt is base:
-                    break
-                base = nxt
+            k = kind(base.mime, base.url)
+            if k == "js" or (k == "css" and base.scheme == "https"):
+                base = synth.document_of(page, base)  # location.protocol / mixed content
             s = "https" if base is not o and scheme(base) == "https" else "http"
         memo[id(o)] = s
         return s

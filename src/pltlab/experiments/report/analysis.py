@@ -16,7 +16,7 @@ def load_runs(out_dir: str) -> tuple[list[dict], dict]:
     path = os.path.join(out_dir, DB_NAME)
     if not os.path.isfile(path):
         raise PltError(f"{out_dir}: no {DB_NAME} here (not an experiment's output folder)")
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = sqlite3.connect(path)
     try:
         cur = db.execute("SELECT * FROM runs ORDER BY id")
         names = [d[0] for d in cur.description]
@@ -30,7 +30,7 @@ def load_runs(out_dir: str) -> tuple[list[dict], dict]:
 
 
 def load_requests(out_dir: str, run_ids: list[int]) -> dict[int, list[dict]]:
-    db = sqlite3.connect(f"file:{os.path.join(out_dir, DB_NAME)}?mode=ro", uri=True)
+    db = sqlite3.connect(os.path.join(out_dir, DB_NAME))
     try:
         out: dict[int, list[dict]] = {i: [] for i in run_ids}
         q = f"SELECT * FROM requests WHERE run_id IN ({','.join('?' * len(run_ids))}) ORDER BY idx"

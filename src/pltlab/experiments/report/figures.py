@@ -3,7 +3,6 @@ side), PLT vs RTT with CI whiskers, improvement vs RTT per page."""
 
 import os
 import re
-import statistics
 
 import matplotlib
 
@@ -139,7 +138,3 @@ def all_figures(analysis: dict, requests: dict, folder: str) -> list[str]:
     if rows:
         out += plt_vs_rtt(rows, folder) + improvement_vs_rtt(rows, folder)
     return out
-
-
-def mean(v):
-    return statistics.fmean(v) if v else None

@@ -1,0 +1,23 @@
+"""`pltlab check --json`: one JSON object with the environment and the link's fidelity."""
+
+import json
+
+from tests.conftest import pltlab_cmd
+
+
+def test_check_json_reports_environment_and_fidelity():
+    cp = pltlab_cmd("check", "--quick", "--json", timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    res = json.loads(cp.stdout)
+    env = res["env"]
+    assert env["tun"] is True and env["netem"] in (True, False) and "cubic" in env["cc_available"]
+    assert env["tcp_fastopen_new_netns"] == "1" and env["dataplane"]
+    assert [r["configured_ms"] for r in res["rtt"]] == [20, 100, 200]
+    for r in res["rtt"]:
+        assert r["samples"] == 50
+        assert 0 <= r["p50_err_ms"] < 1.0 and r["p99_err_ms"] >= r["p50_err_ms"]
+    assert res["rate"]["configured_mbit"] == 4
+    assert abs(res["rate"]["error"]) < 0.03
+    assert res["loss"]["configured"] == 0.05 and abs(res["loss"]["measured"] - 0.05) < 0.01
+    assert res["throughput_gbit"] > 0.5
+    assert res["verdict"] in ("ok", "degraded") and (res["verdict"] == "ok") == (not res["problems"])
