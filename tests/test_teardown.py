@@ -1,6 +1,8 @@
 """Teardown on Ctrl-C and SIGTERM, and `pltlab clean` after a SIGKILLed runner."""
 
 import os
+import re
+import select
 import signal
 import subprocess
 import sys
@@ -15,16 +17,39 @@ def _start_runner(*shell_args: str) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def _wait_for_run(before: dict, timeout: float = 20.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = project_state()
-        if len(st["namespaces"]) > len(before["namespaces"]) and \
-                len(st["dataplane_processes"]) >= len(before["dataplane_processes"]) + 2:
-            time.sleep(0.3)  # let it reach the command
-            return st
-        time.sleep(0.05)
-    raise AssertionError("the run did not come up")
+def _wait_for_run(p: subprocess.Popen, timeout: float = 20.0) -> str:
+    """The runner's run id, once its topology is up and the command started."""
+    ready, _, _ = select.select([p.stderr], [], [], timeout)
+    line = p.stderr.readline() if ready else ""
+    m = re.search(r"pltlab shell: run ([0-9a-f]{6})", line)
+    assert m, f"the run did not come up: {line!r}"
+    time.sleep(0.3)  # let it reach the command
+    return m.group(1)
+
+
+def _ours(run_id: str) -> dict:
+    """What of run ``run_id`` exists: namespaces and data-plane processes inside them."""
+    st = project_state()
+    nss = [n for n in st["namespaces"] if n.startswith(f"plt-{run_id}-")]
+    return {"namespaces": nss, "processes": _procs_in(nss)}
+
+
+def _procs_in(nss: list[str]) -> list[int]:
+    inodes = set()
+    for ns in nss:
+        try:
+            inodes.add(os.stat(f"/run/netns/{ns}").st_ino)
+        except FileNotFoundError:
+            pass
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if os.stat(f"/proc/{pid}/ns/net").st_ino in inodes:
+                    out.append(int(pid))
+            except OSError:
+                continue
+    return out
 
 
 def _wait_until(cond, timeout: float = 10.0) -> bool:
@@ -37,45 +62,44 @@ def _wait_until(cond, timeout: float = 10.0) -> bool:
 
 
 def test_ctrl_c_tears_down():
-    before = project_state()
     p = _start_runner("--rtt", "10ms")
-    _wait_for_run(before)
+    run_id = _wait_for_run(p)
+    assert _ours(run_id)["namespaces"]
     os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     p.wait(timeout=20)
     assert p.returncode != 0
-    assert not leaked(before)
+    assert _ours(run_id) == {"namespaces": [], "processes": []}
 
 
 def test_sigterm_tears_down():
-    before = project_state()
     p = _start_runner("--rtt", "10ms", "--origins", "4")
-    _wait_for_run(before)
+    run_id = _wait_for_run(p)
+    assert len(_ours(run_id)["processes"]) >= 5  # emulator + 4 origin servers (+ the command)
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=20)
     assert p.returncode == 128 + signal.SIGTERM
-    assert not leaked(before)
+    assert _ours(run_id) == {"namespaces": [], "processes": []}
 
 
 def test_sigkill_then_clean_removes_leftovers_and_only_ours():
-    before = project_state()
     foreign = f"pltx-foreign-{os.getpid()}"
     subprocess.run(["ip", "netns", "add", foreign], check=True)
     try:
         p = _start_runner("--rtt", "10ms", "--origins", "3", "--origin-namespaces")
-        during = _wait_for_run(before)
+        run_id = _wait_for_run(p)
+        left = _ours(run_id)["namespaces"]
+        assert len(left) == 5  # client, server router, 3 origins
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(timeout=10)
-        left = set(during["namespaces"]) - set(before["namespaces"])
-        assert left, "expected leftover namespaces after SIGKILL"
+        assert _ours(run_id)["namespaces"] == left, "SIGKILL leaves the namespaces behind"
         # The data-plane processes die with their parent (PR_SET_PDEATHSIG).
-        assert _wait_until(lambda: not leaked(before).get("dataplane_processes"))
-        run_id = sorted(left)[0].split("-")[1]
+        assert _wait_until(lambda: not _ours(run_id)["processes"])
         dry = pltlab_cmd("clean", "--dry-run", "--run", run_id)
         assert dry.returncode == 0 and all(ns in dry.stdout for ns in left)
         cp = pltlab_cmd("clean", "--run", run_id)
         assert cp.returncode == 0, cp.stderr
         assert f"removed {len(left)} namespaces" in cp.stdout
-        assert not leaked(before)
+        assert _ours(run_id) == {"namespaces": [], "processes": []}
         assert foreign in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     finally:
         subprocess.run(["ip", "netns", "del", foreign])

@@ -36,14 +36,12 @@ def environment() -> dict:
         env["dataplane"] = None
     # Probe what a fresh namespace of ours looks like: default TFO, netem.
     probe_ns = names.run_prefix(names.new_run_id()) + "p"
-    from pyroute2 import netns
-
-    netns.create(probe_ns)
+    nsutil.create_netns(probe_ns)
     try:
         env["tcp_fastopen_new_netns"] = nsutil.sysctl_get(probe_ns, "net.ipv4.tcp_fastopen")
         env["netem"] = netem.available(probe_ns)
     finally:
-        netns.remove(probe_ns)
+        nsutil.remove_netns(probe_ns)
     return env
 
 

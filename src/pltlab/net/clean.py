@@ -4,7 +4,7 @@ import os
 import shutil
 import tempfile
 
-from pyroute2 import IPRoute, netns
+from pyroute2 import IPRoute
 
 from pltlab.net import names, nsutil
 from pltlab.net.topology import kill_netns_processes
@@ -36,7 +36,7 @@ def clean(run_id: str | None = None) -> dict[str, int]:
         killed += kill_netns_processes(ns)
     for ns in found["namespaces"]:
         try:
-            netns.remove(ns)
+            nsutil.remove_netns(ns)
         except OSError:
             pass
     if found["links"]:

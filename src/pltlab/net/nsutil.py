@@ -44,6 +44,56 @@ def in_netns(name: str):
         os.close(orig)
 
 
+_MS_BIND, _MS_SHARED, _MS_REC = 4096, 1 << 20, 16384
+_MNT_DETACH = 2
+
+
+def _mount(src: str, dst: str, flags: int) -> None:
+    if _libc.mount(src.encode(), dst.encode(), b"none", flags, None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {src} {dst}: {os.strerror(err)}")
+
+
+def _netns_dir_ready() -> None:
+    """/run/netns as a shared mount point, as iproute2 sets it up (so other tools see our names)."""
+    os.makedirs(NETNS_DIR, exist_ok=True)
+    try:
+        _mount("none", NETNS_DIR, _MS_SHARED | _MS_REC)
+    except OSError:
+        _mount(NETNS_DIR, NETNS_DIR, _MS_BIND | _MS_REC)
+        _mount("none", NETNS_DIR, _MS_SHARED | _MS_REC)
+
+
+def create_netns(name: str) -> None:
+    """A named network namespace, made by this thread (no fork: ~0.3 ms instead of ~11 ms)."""
+    _netns_dir_ready()
+    path = ns_path(name)
+    os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0))
+    orig = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        if _libc.unshare(_CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"unshare(CLONE_NEWNET): {os.strerror(err)}")
+        try:
+            _mount("/proc/thread-self/ns/net", path, _MS_BIND)
+        finally:
+            _setns_fd(orig)
+    except BaseException:
+        os.unlink(path)
+        raise
+    finally:
+        os.close(orig)
+
+
+def remove_netns(name: str) -> None:
+    path = ns_path(name)
+    _libc.umount2(path.encode(), _MNT_DETACH)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _child_setup(ns: str | None, new_group: bool = False):
     def setup():
         # Die with the runner, so a SIGKILLed runner leaves no orphans behind.

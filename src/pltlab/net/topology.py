@@ -16,7 +16,7 @@ import signal
 import tempfile
 import threading
 
-from pyroute2 import IPRoute, netns
+from pyroute2 import IPRoute
 
 from pltlab.errors import PltError
 from pltlab.net import names, netem, nsutil
@@ -124,7 +124,7 @@ class Topology:
         for ns in reversed(self._namespaces):
             kill_netns_processes(ns)
             try:
-                netns.remove(ns)
+                nsutil.remove_netns(ns)
             except OSError as e:
                 log.warning("could not remove namespace %s: %s", ns, e)
         self._namespaces.clear()
@@ -136,7 +136,7 @@ class Topology:
     def _add_ns(self, name: str) -> None:
         if os.path.exists(nsutil.ns_path(name)):
             raise PltError(f"namespace {name} already exists (another run with id {self.run_id}?)")
-        netns.create(name)
+        nsutil.create_netns(name)
         self._namespaces.append(name)
 
     def _device(self, ipr: IPRoute, peer_ns: str | None = None) -> int:
@@ -190,17 +190,20 @@ class Topology:
 
     def _build_origin_namespaces(self) -> None:
         k = self.spec.knobs
-        for i, ip in enumerate(self.origin_ips):
-            ns = self.origin_ns(i)
-            self._add_ns(ns)
-            veth = names.veth_name(self.run_id, i)
-            with nsutil.in_netns(self.server_ns), IPRoute() as ipr:
-                ipr.link("add", ifname=veth, kind="veth", peer={"ifname": veth, "net_ns_fd": ns})
+        for i in range(self.spec.origins):
+            self._add_ns(self.origin_ns(i))
+        # One netlink session per namespace: the server side's router first, then each origin.
+        with nsutil.in_netns(self.server_ns), IPRoute() as ipr:
+            for i, ip in enumerate(self.origin_ips):
+                veth = names.veth_name(self.run_id, i)
+                ipr.link("add", ifname=veth, kind="veth", peer={"ifname": veth, "net_ns_fd": self.origin_ns(i)})
                 idx = ipr.link_lookup(ifname=veth)[0]
                 ipr.link("set", index=idx, state="up", mtu=k.mtu)
                 ipr.route("add", dst=f"{ip}/32", oif=idx)
                 _write_sysctls({f"net.ipv4.conf.{veth}.proxy_arp": 1})
-            with nsutil.in_netns(ns), IPRoute() as ipr:
+        for i, ip in enumerate(self.origin_ips):
+            veth = names.veth_name(self.run_id, i)
+            with nsutil.in_netns(self.origin_ns(i)), IPRoute() as ipr:
                 ipr.link("set", index=1, state="up")
                 idx = ipr.link_lookup(ifname=veth)[0]
                 ipr.link("set", index=idx, state="up", mtu=k.mtu)
