@@ -1,19 +1,54 @@
 #!/usr/bin/env python3
 """`pltlab run` figures (issue: replay + loaders): tool overhead, fidelity against analytic PLTs,
-repeatability.
+repeatability, built-in loader vs Chromium.
 
-    python3 benches/bench_run.py
+    python3 benches/bench_run.py [overhead|fidelity|fanout|repeat|repeat-chromium|compare|chromium-tfo ...]
+
+Needs root (namespaces). Timings are noisy on a shared 2-core machine: run it on a quiet one.
 """
 
 import statistics
+import sys
 
 from pltlab.archive import bundled
 from pltlab.archive.generate import generate
-from pltlab.experiments.runner import RunConfig, run_page
+from pltlab.experiments.runner import PageRunner, RunConfig, run_page
+
+PAPER = ("amazon", "nytimes", "wsj", "wikipedia")
 
 
 def chain(n: int):
     return generate(objects=n, total_bytes=n * 2000, origins=1, depth=n - 1, seed=3)
+
+
+def fan(children: int):
+    """1 origin: the main document and `children` small objects it references (depth 1)."""
+    return generate(objects=children + 1, total_bytes=(children + 1) * 1500, origins=1, depth=1, seed=5)
+
+
+def fanout_rtts(children: int, conns: int, tfo: bool) -> int:
+    """Round trips of the built-in loader's schedule (docs/dataplane-interfaces.md) on a page of
+    one origin whose main document references `children` objects, all tiny and unshaped: the
+    main document costs a handshake (none with warm TFO) + 1 RTT; then its connection takes the
+    first child while conns-1 new connections open (a handshake each, none with TFO: the request
+    rides in the SYN), and every connection then serves one request per RTT."""
+    t = 1 if tfo else 2  # main document done
+    free = [t]  # when each connection can send its next request
+    opened = 1
+    done_at = t
+    for _ in range(children):
+        free.sort()
+        if opened < conns and free[0] > t:  # every connection busy: open one (late binding)
+            opened += 1
+            start, hs = t, (0 if tfo else 1)
+            end = start + hs + 1
+            free.append(end)
+        else:
+            start = free.pop(0)
+            end = start + 1
+            free.append(end)
+        done_at = max(done_at, end)
+    return done_at
 
 
 def overhead():
@@ -22,7 +57,15 @@ def overhead():
     plts = [r["plt_ms"] for r in runs]
     print(f"tool overhead: nytimes ({len(page.objects)} objects, {len(page.hosts)} hosts) at RTT 0, "
           f"unshaped, built-in loader: median {statistics.median(plts):.1f} ms, max {max(plts):.1f} ms "
-          f"(target <= 100 ms)")
+          f"(target <= 100 ms)", flush=True)
+
+
+def _fidelity_line(what, rtt, tfo, plts, analytic):
+    med = statistics.median(plts)
+    ok = abs(med - analytic) <= 0.02 * analytic + 2
+    print(f"fidelity: {what}, RTT {rtt} ms, TFO {'on ' if tfo else 'off'}: median {med:.1f} ms vs "
+          f"analytic {analytic} ms: error {med - analytic:+.1f} ms ({(med / analytic - 1):+.2%}; "
+          f"target within 2 % + 2 ms: {'ok' if ok else 'MISSED'})", flush=True)
 
 
 def fidelity():
@@ -31,23 +74,97 @@ def fidelity():
         runs = run_page(chain(n), RunConfig(rtt=f"{rtt}ms", reps=3))
         for tfo in (False, True):
             plts = [r["plt_ms"] for r in runs if r["tfo"] == tfo and r["valid"]]
-            analytic = (n + (0 if tfo else 1)) * rtt  # each object 1 RTT, +1 RTT handshake w/o TFO
-            med = statistics.median(plts)
-            print(f"fidelity: {n}-object chain, RTT {rtt} ms, TFO {'on ' if tfo else 'off'}: "
-                  f"median {med:.1f} ms vs analytic {analytic} ms: error {med - analytic:+.1f} ms "
-                  f"({(med / analytic - 1):+.2%}; target within 2 % + 2 ms)")
+            _fidelity_line(f"{n}-object chain", rtt, tfo, plts, (n + (0 if tfo else 1)) * rtt)
 
 
-def repeatability():
+def fanout():
+    kids, conns = 30, 6
+    for rtt in (20, 100, 200):
+        runs = run_page(fan(kids), RunConfig(rtt=f"{rtt}ms", reps=3, max_conns_per_host=conns))
+        for tfo in (False, True):
+            plts = [r["plt_ms"] for r in runs if r["tfo"] == tfo and r["valid"]]
+            used = {len({q["conn_id"] for q in r["requests"]}) for r in runs if r["tfo"] == tfo}
+            _fidelity_line(f"{conns} connections / {kids} objects (conns used {sorted(used)})", rtt, tfo,
+                           plts, fanout_rtts(kids, conns, tfo) * rtt)
+
+
+def repeatability(client="builtin", reps=10):
     page = bundled.load("wikipedia")
-    runs = run_page(page, RunConfig(rtt="100ms", reps=10, tfo_modes=(False,)))
+    runs = run_page(page, RunConfig(rtt="100ms", reps=reps, tfo_modes=(False,), client=client))
     plts = [r["plt_ms"] for r in runs]
     cv = statistics.pstdev(plts) / statistics.fmean(plts)
-    print(f"repeatability: wikipedia at 100 ms, 10 loads, built-in loader: mean "
-          f"{statistics.fmean(plts):.1f} ms, CV {cv:.2%} (target <= 1 %)")
+    print(f"repeatability: wikipedia at 100 ms, {reps} loads, {client}: mean "
+          f"{statistics.fmean(plts):.1f} ms, CV {cv:.2%} (target <= {1 if client == 'builtin' else 5} %)",
+          flush=True)
 
+
+class _Runner(PageRunner):
+    """The built-in loader on Chromium's schemes (HSTS-preloaded hosts upgraded to https, see
+    docs/loaders.md), or Chromium."""
+
+    def __enter__(self):
+        super().__enter__()
+        from pltlab.chromium import hsts
+
+        self.https_hosts = hsts.upgraded_hosts(self.hosts, netns=self.topo.client_ns)
+        return self
+
+    def _load_once(self, tfo):
+        if self.cfg.client == "chromium":
+            return super()._load_once(tfo)
+        from pltlab.loaders import builtin, plan as plans
+
+        plan = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
+                           max_conns_per_host=self.cfg.max_conns_per_host, https_hosts=self.https_hosts)
+        return builtin.load(self.topo, plan, self.topo.workdir)
+
+
+def _runs(page, cfg):
+    out = []
+    with _Runner(page, cfg) as pr:
+        for rep in range(1, cfg.reps + 1):
+            for tfo in cfg.tfo_modes:
+                out.append(pr.load(tfo, rep))
+    return out
+
+
+def compare(reps=3, tfo=False):
+    print(f"built-in (Chromium's schemes) vs Chromium, 100 ms, TFO {'on' if tfo else 'off'}, "
+          f"median of {reps}:", flush=True)
+    for name in PAPER:
+        page = bundled.load(name)
+        med = {}
+        for client in ("builtin", "chromium"):
+            runs = _runs(page, RunConfig(rtt="100ms", reps=reps, tfo_modes=(tfo,), client=client))
+            bad = [r["invalid_reason"] for r in runs if not r["valid"]]
+            med[client] = statistics.median(r["plt_ms"] for r in runs)
+            med[client + "_n"] = statistics.median(len(r["requests"]) for r in runs)
+            if bad:
+                print(f"  {name} {client}: invalid: {bad}")
+        d = med["chromium"] / med["builtin"] - 1
+        print(f"  {name:10} objects {len(page.objects):4}: built-in {med['builtin']:7.1f} ms "
+              f"({med['builtin_n']:.0f} req), Chromium {med['chromium']:7.1f} ms ({med['chromium_n']:.0f} req): "
+              f"{d:+.1%} (target within 15 %)", flush=True)
+
+
+def chromium_tfo(reps=5):
+    """TFO in Chromium: PLT with and without, and what the counters say."""
+    for name in ("wikipedia", "amazon"):
+        page = bundled.load(name)
+        runs = run_page(page, RunConfig(rtt="100ms", reps=reps, client="chromium"))
+        for tfo in (False, True):
+            rs = [r for r in runs if r["tfo"] == tfo]
+            act = [r["tfo_counters"]["client"]["TCPFastOpenActive"] for r in rs]
+            conns = [len({q["conn_id"] for q in r["requests"] if q["conn_id"] is not None}) for r in rs]
+            print(f"chromium TFO: {name} TFO {'on ' if tfo else 'off'}: median PLT "
+                  f"{statistics.median(r['plt_ms'] for r in rs):.1f} ms, TCPFastOpenActive {act}, "
+                  f"connections {conns}, valid {sum(r['valid'] for r in rs)}/{len(rs)}", flush=True)
+
+
+ALL = {"overhead": overhead, "fidelity": fidelity, "fanout": fanout, "repeat": repeatability,
+       "repeat-chromium": lambda: repeatability("chromium", 10), "compare": compare,
+       "compare-tfo": lambda: compare(tfo=True), "chromium-tfo": chromium_tfo}
 
 if __name__ == "__main__":
-    overhead()
-    fidelity()
-    repeatability()
+    for what in sys.argv[1:] or ["overhead", "fidelity", "fanout", "repeat", "repeat-chromium", "compare"]:
+        ALL[what]()

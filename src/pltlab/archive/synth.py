@@ -82,6 +82,21 @@ def document_of(page: Page, o: Obj) -> Obj:
     return cur
 
 
+def ref_kind(page: Page, o: Obj) -> str:
+    """The kind a reference to ``o`` must have: that of what its redirects end at (a script
+    answered by a 302 to a .js is a <script>, not an <iframe>)."""
+    from urllib.parse import urljoin
+
+    cur, seen = o, set()
+    while cur.redirect_url and 300 <= cur.status < 400 and cur.url not in seen:
+        seen.add(cur.url)
+        nxt = page.find(urljoin(cur.url, cur.redirect_url))
+        if nxt is None:
+            break
+        cur = nxt
+    return kind(cur.mime, cur.url)
+
+
 def hook(css: Obj) -> str:
     """Class of the element a synthesized stylesheet's rules apply to (one per stylesheet, so
     that the rules of several stylesheets do not override each other)."""
@@ -121,7 +136,7 @@ def _html(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
     fonts = 0
     for c in kids:
         u = escape(ref(c.url, o.url), quote=True)
-        k = kind(c.mime, c.url)
+        k = ref_kind(page, c)
         if k == "css":
             head.append(f'<link rel="stylesheet" href="{u}">')
         elif k == "js":
@@ -141,9 +156,9 @@ def _html(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
     # Elements the stylesheets applied to this document style (their images and fonts load).
     for c in page.objects:
         if kind(c.mime, c.url) == "css" and c.body is None and c is not o \
-                and any(kind(k.mime, k.url) in ("image", "font") for k in children(page, c)) \
+                and any(ref_kind(page, k) in ("image", "font") for k in children(page, c)) \
                 and document_of(page, c) is o:
-            nfonts = sum(kind(k.mime, k.url) == "font" for k in children(page, c))
+            nfonts = sum(ref_kind(page, k) == "font" for k in children(page, c))
             body.append(f'<div class="{hook(c)}">pltlab{"<b>pltlab</b>" * nfonts}</div>')
     if later:
         body.append("<script>" + "".join(f"fetch({js_url(u)},{{mode:'no-cors'}}).catch(function(){{}});"
@@ -156,10 +171,10 @@ def _html(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
     return _pad_text(doc, "<!-- ", " -->", "</body></html>\n", o.size, rng)
 
 
-def _css(o: Obj, kids: list[Obj], rng) -> bytes:
-    imports = [f'@import url("{ref(c.url, o.url)}");' for c in kids if kind(c.mime, c.url) == "css"]
-    imgs = [f'url("{ref(c.url, o.url)}")' for c in kids if kind(c.mime, c.url) == "image"]
-    fonts = [c for c in kids if kind(c.mime, c.url) == "font"]
+def _css(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
+    imports = [f'@import url("{ref(c.url, o.url)}");' for c in kids if ref_kind(page, c) == "css"]
+    imgs = [f'url("{ref(c.url, o.url)}")' for c in kids if ref_kind(page, c) == "image"]
+    fonts = [c for c in kids if ref_kind(page, c) == "font"]
     rules, h = imports[:], hook(o)
     if imgs:  # every layer of a multi-background is fetched
         rules.append(f".{h}{{background-image:" + ",".join(imgs) + "}")
@@ -169,10 +184,10 @@ def _css(o: Obj, kids: list[Obj], rng) -> bytes:
     return _pad_text("\n".join(rules) + "\n", "/* ", " */", "", o.size, rng)
 
 
-def _js(o: Obj, kids: list[Obj], rng) -> bytes:
+def _js(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
     calls = []
     for c in kids:
-        u, k = js_url(c.url), kind(c.mime, c.url)
+        u, k = js_url(c.url), ref_kind(page, c)
         if k == "js":
             calls.append(f"var s=document.createElement('script');s.src={u};document.head.appendChild(s);")
         elif k == "css":
@@ -248,8 +263,8 @@ def body(page: Page, o: Obj) -> bytes:
     k = kind(o.mime, o.url)
     if k in ("html", "css", "js"):
         kids = children(page, o)
-        return {"html": lambda: _html(page, o, kids, rng), "css": lambda: _css(o, kids, rng),
-                "js": lambda: _js(o, kids, rng)}[k]()
+        return {"html": lambda: _html(page, o, kids, rng), "css": lambda: _css(page, o, kids, rng),
+                "js": lambda: _js(page, o, kids, rng)}[k]()
     if k == "json":
         return _pad_text('{"pltlab":"', "", "", '"}', o.size, rng) if o.size >= 13 else b"{}"
     m = o.mime.lower()

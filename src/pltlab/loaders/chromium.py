@@ -32,7 +32,7 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
         raise PltError(f"{page.url}: Chromium reported no load event")
     requests, upgraded = [], []
     for i, r in enumerate(res.requests):
-        if r.blocked:
+        if r.blocked or not r.url.startswith(("http:", "https:")):  # data: URLs, error pages
             continue
         if hsts.is_hsts_redirect(r.status, r.headers):  # internal, never on the wire
             upgraded.append(r.url)
