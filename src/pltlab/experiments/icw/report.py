@@ -1,0 +1,297 @@
+"""`pltlab reproduce icw`: runs the study, writes tables, figures and results.json, checks the
+shapes the paper reports, and returns the JSON object of the issue."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from pltlab.archive import bundled
+from pltlab.errors import PltError
+from pltlab.experiments.icw import study
+from pltlab.experiments.icw.loads import check_icw
+from pltlab.experiments.icw.page import YAHOO_OBJECTS, yahoo_page
+
+PARTS = ("rtt", "loss", "transfer", "fairness")
+QUICK = {"reps": 2, "losses": (0.0, 0.02, 0.05, 0.10), "transfer_pages": ("amazon", "wikipedia"),
+         "transfer_rtts": (200,), "fairness_seconds": 60}
+FULL = {"reps": 5, "losses": study.FIG20_LOSSES, "transfer_pages": bundled.PAPER,
+        "transfer_rtts": study.FIG18_RTTS, "fairness_seconds": 300}
+
+
+def _check_params(rtts, icws, losses, transfer_icws, fairness_icws, reps, fairness_seconds, cc):
+    for i in (*icws, *transfer_icws, *fairness_icws):
+        check_icw(i)
+    for r in rtts:
+        if not isinstance(r, (int, float)) or not 0 < r <= 10_000:
+            raise PltError(f"invalid RTT {r!r} ms: must be in (0, 10000]")
+    for lo in losses:
+        if not 0 <= lo < 1:
+            raise PltError(f"invalid loss {lo!r}: a fraction in [0, 1)")
+    if not isinstance(reps, int) or reps < 1:
+        raise PltError(f"invalid number of loads per point {reps!r}: must be >= 1")
+    if fairness_seconds <= 0:
+        raise PltError(f"invalid fairness duration {fairness_seconds!r} s: must be > 0")
+    if cc not in ("cubic", "reno", "bbr"):
+        raise PltError(f"unknown congestion control {cc!r} (choose from cubic, reno, bbr)")
+
+
+# ---- checks ------------------------------------------------------------------------------
+def checks(res: dict) -> dict:
+    out = {}
+    rtt_pts = res.get("plt_vs_rtt") or []
+    if rtt_pts:
+        by = {(p["icw"], p["rtt_ms"]): p for p in rtt_pts}
+        icws = sorted({p["icw"] for p in rtt_pts})
+        rtts = sorted({p["rtt_ms"] for p in rtt_pts})
+        bad = []
+        for r in rtts:
+            for a, b in zip(icws, icws[1:]):
+                if by[(b, r)]["ci"][0] > by[(a, r)]["ci"][1]:
+                    bad.append(f"{r} ms: ICW {b} ({by[(b, r)]['plt_ms']:.0f} ms) above ICW {a} "
+                               f"({by[(a, r)]['plt_ms']:.0f} ms) beyond the CIs")
+        out["fig19_monotone"] = {"ok": not bad, "violations": bad}
+        lo_i, hi_i = (3, 16) if {3, 16} <= set(icws) else (icws[0], icws[-1])
+        sav = []
+        for r in rtts:
+            a, b = by[(lo_i, r)], by[(hi_i, r)]
+            tol = sum((p["ci"][1] - p["ci"][0]) / 2 for p in (a, b))
+            sav.append((r, a["plt_ms"] - b["plt_ms"], tol))
+        grow = all(s2 >= s1 - (t1 + t2) for (_, s1, t1), (_, s2, t2) in zip(sav, sav[1:]))
+        out["fig19_savings_grow"] = {"ok": grow and len(icws) > 1, "from_icw": lo_i, "to_icw": hi_i,
+                                     "savings_ms": {str(r): round(s, 1) for r, s, _ in sav}}
+    loss_pts = res.get("plt_vs_loss") or []
+    if loss_pts:
+        bad = []
+        for icw in sorted({p["icw"] for p in loss_pts}):
+            pts = sorted((p for p in loss_pts if p["icw"] == icw), key=lambda p: p["loss"])
+            if len(pts) > 1 and not pts[-1]["plt_ms"] > pts[0]["plt_ms"]:
+                bad.append(f"ICW {icw}: PLT at {pts[-1]['loss']:.0%} not above PLT at {pts[0]['loss']:.0%}")
+            for a, b in zip(pts, pts[1:]):
+                if b["ci"][1] < a["ci"][0]:
+                    bad.append(f"ICW {icw}: PLT falls from {a['loss']:.0%} to {b['loss']:.0%} beyond the CIs")
+        out["fig20_rising"] = {"ok": not bad, "violations": bad}
+    fair = res.get("fairness") or []
+    if fair:
+        out["fairness"] = {f"icw{f['icw']}": {"ratio": f["ratio"], "ci": f["ratio_ci"],
+                                              "short_exceeds_long": f["ratio"] > 1,
+                                              "significant": f["ratio_ci"][0] > 1} for f in fair}
+        out["fairness"]["ok"] = all(f["ratio"] > 1 for f in fair if f["icw"] >= 16) if any(
+            f["icw"] >= 16 for f in fair) else None
+    agree = []
+    for p in rtt_pts + [p for p in loss_pts if p["loss"] == 0]:
+        agree.append(p["max_abs_diff_ms"] <= p["rtt_ms"])
+    if agree:
+        worst = max(p["max_abs_diff_ms"] for p in rtt_pts + [p for p in loss_pts if p["loss"] == 0])
+        out["trace_vs_loader"] = {"ok": all(agree), "max_abs_diff_ms": worst}
+    return out
+
+
+# ---- tables ------------------------------------------------------------------------------
+def _fmt_ci(p) -> str:
+    return f"{p['plt_ms']:.0f} [{p['ci'][0]:.0f}, {p['ci'][1]:.0f}]"
+
+
+def tables(res: dict) -> str:
+    out = []
+    rtt_pts = res.get("plt_vs_rtt") or []
+    if rtt_pts:
+        icws = sorted({p["icw"] for p in rtt_pts})
+        rtts = sorted({p["rtt_ms"] for p in rtt_pts})
+        by = {(p["icw"], p["rtt_ms"]): p for p in rtt_pts}
+        out += ["## PLT vs RTT (Fig. 19): trace PLT, ms, geometric mean [95% CI]; loader PLT below", "",
+                "| RTT ms | " + " | ".join(f"ICW {i}" for i in icws) + " |",
+                "|---" * (len(icws) + 1) + "|"]
+        for r in rtts:
+            out.append(f"| {r:g} | " + " | ".join(_fmt_ci(by[(i, r)]) for i in icws) + " |")
+        out += ["", "| RTT ms | " + " | ".join(f"ICW {i} loader" for i in icws) + " | max trace-loader diff ms |",
+                "|---" * (len(icws) + 2) + "|"]
+        for r in rtts:
+            out.append(f"| {r:g} | " + " | ".join(f"{by[(i, r)]['loader_plt_ms']:.0f}" for i in icws)
+                       + f" | {max(by[(i, r)]['max_abs_diff_ms'] for i in icws):.1f} |")
+        out.append("")
+    loss_pts = res.get("plt_vs_loss") or []
+    if loss_pts:
+        icws = sorted({p["icw"] for p in loss_pts})
+        losses = sorted({p["loss"] for p in loss_pts})
+        by = {(p["icw"], p["loss"]): p for p in loss_pts}
+        rtt = loss_pts[0]["rtt_ms"]
+        out += [f"## PLT vs loss at {rtt:g} ms RTT (Fig. 20): trace PLT, ms [95% CI]", "",
+                "| loss | " + " | ".join(f"ICW {i}" for i in icws) + " |", "|---" * (len(icws) + 1) + "|"]
+        for lo in losses:
+            out.append(f"| {lo:.0%} | " + " | ".join(_fmt_ci(by[(i, lo)]) for i in icws) + " |")
+        out.append("")
+    tr = res.get("transfer_rtts") or []
+    if tr:
+        out += ["## Object transfer time in RTTs (Fig. 18; bundled corpus, emulated, not live traces)", "",
+                "| ICW | objects | p50 | p80 | p95 |", "|---|---|---|---|---|"]
+        for t in tr:
+            out.append(f"| {t['icw']} | {t['n']} | {t['p50']:.2f} | {t['p80']:.2f} | {t['p95']:.2f} |")
+        out.append("")
+    fair = res.get("fairness") or []
+    if fair:
+        out += ["## Fairness: long flow vs back-to-back 48 KB downloads (KB/s = 1000 B/s)", "",
+                "| ICW | seconds | long KB/s | short KB/s | short/long [95% CI] | downloads | short median KB/s |",
+                "|---|---|---|---|---|---|---|"]
+        for f in fair:
+            out.append(f"| {f['icw']} | {f['seconds']:g} | {f['long_kbyte_s']:.1f} | {f['short_kbyte_s']:.1f} | "
+                       f"{f['ratio']:.2f} [{f['ratio_ci'][0]:.2f}, {f['ratio_ci'][1]:.2f}] | "
+                       f"{f['short_downloads']} | {f['short_median_kbyte_s']:.1f} |")
+        out.append("")
+    ck = res.get("checks") or {}
+    if ck:
+        out += ["## Checks", ""]
+        for k, v in ck.items():
+            out.append(f"- {k}: {json.dumps(v)}")
+        out.append("")
+    return "\n".join(out)
+
+
+# ---- figures -----------------------------------------------------------------------------
+def figures(res: dict, out_dir: str, samples: dict | None = None) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+
+    def save(fig, name):
+        for ext in ("png", "svg"):
+            p = os.path.join(out_dir, f"{name}.{ext}")
+            fig.savefig(p, dpi=120, bbox_inches="tight")
+            written.append(p)
+        plt.close(fig)
+
+    def lines(points, xkey, xlabel, name, title, xscale=1.0):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for icw in sorted({p["icw"] for p in points}):
+            pts = sorted((p for p in points if p["icw"] == icw), key=lambda p: p[xkey])
+            x = [p[xkey] * xscale for p in pts]
+            y = [p["plt_ms"] / 1000 for p in pts]
+            err = [[(p["plt_ms"] - p["ci"][0]) / 1000 for p in pts], [(p["ci"][1] - p["plt_ms"]) / 1000 for p in pts]]
+            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=f"ICW {icw}")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("page load time (s, trace)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        save(fig, name)
+
+    if res.get("plt_vs_rtt"):
+        lines(res["plt_vs_rtt"], "rtt_ms", "RTT (ms)", "fig19_plt_vs_rtt", "PLT vs RTT (no loss)")
+    if res.get("plt_vs_loss"):
+        lines(res["plt_vs_loss"], "loss", "loss rate (%)", "fig20_plt_vs_loss",
+              f"PLT vs loss at {res['plt_vs_loss'][0]['rtt_ms']:g} ms RTT", xscale=100)
+    if samples:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for icw, xs in sorted(samples.items()):
+            xs = sorted(xs)
+            if xs:
+                ax.step(xs, [(k + 1) / len(xs) for k in range(len(xs))], where="post", label=f"ICW {icw}")
+        ax.set_xlabel("object transfer time (RTTs)")
+        ax.set_ylabel("CDF of objects")
+        ax.set_xlim(left=0)
+        ax.set_title("Object transfer time (bundled corpus, emulated)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        save(fig, "fig18_transfer_rtts_cdf")
+    if res.get("fairness"):
+        fair = res["fairness"]
+        fig, ax = plt.subplots(figsize=(6, 4))
+        xs = range(len(fair))
+        ax.bar([x - 0.2 for x in xs], [f["long_kbyte_s"] for f in fair], 0.4, label="long flow")
+        ax.bar([x + 0.2 for x in xs], [f["short_kbyte_s"] for f in fair], 0.4, label="48 KB downloads")
+        ax.set_xticks(list(xs), [f"ICW {f['icw']}" for f in fair])
+        ax.set_ylabel("throughput (KB/s)")
+        f0 = fair[0]
+        ax.set_title(f"Fairness at {f0['rtt_ms']:g} ms RTT, {f0['loss']:.0%} loss")
+        ax.legend()
+        save(fig, "fairness")
+    return written
+
+
+# ---- the command's body ------------------------------------------------------------------
+def reproduce_icw(quick: bool = False, out_dir: str = "icw-results", cc: str = "cubic",
+                  json_out: bool = False, reps: int | None = None, rtts=None, icws=None,
+                  losses=None, loss_rtt_ms: float = 100, transfer_icws=None, transfer_rtts=None,
+                  transfer_pages=None, fairness_icws=None, fairness_seconds: float | None = None,
+                  parts=PARTS, seed: int = 1, make_figures: bool = True, on_event=None,
+                  echo=print) -> dict:
+    """Run the study (``parts`` of it) and write ``out_dir``/{results.json, tables.md, figures}.
+    Returns the issue's JSON object (plus "checks", "wall_time_s", "quick"). ``json_out`` prints
+    it as one JSON object; otherwise the tables are printed via ``echo``."""
+    d = QUICK if quick else FULL
+    reps = d["reps"] if reps is None else reps
+    rtts = tuple(study.FIG19_RTTS if rtts is None else rtts)
+    icws = tuple(study.FIG19_ICWS if icws is None else icws)
+    losses = tuple(d["losses"] if losses is None else losses)
+    transfer_icws = tuple(study.FIG18_ICWS if transfer_icws is None else transfer_icws)
+    transfer_rtts = tuple(d["transfer_rtts"] if transfer_rtts is None else transfer_rtts)
+    transfer_pages = tuple(d["transfer_pages"] if transfer_pages is None else transfer_pages)
+    fairness_icws = tuple(study.FAIR_ICWS if fairness_icws is None else fairness_icws)
+    fairness_seconds = d["fairness_seconds"] if fairness_seconds is None else fairness_seconds
+    _check_params(rtts, icws, losses, transfer_icws, fairness_icws, reps, fairness_seconds, cc)
+    for p in parts:
+        if p not in PARTS:
+            raise PltError(f"unknown part {p!r} (choose from {', '.join(PARTS)})")
+    for name in transfer_pages:
+        bundled.path(name)  # unknown page -> clear error before running anything
+    os.makedirs(out_dir, exist_ok=True)
+    t0 = time.monotonic()
+    page = yahoo_page()
+    full: dict = {"quick": quick, "cc": cc, "reps": reps, "seed": seed,
+                  "page": {"objects": [{"kind": k, "domain": dm, "bytes": b, "name": n}
+                                       for k, dm, b, n in YAHOO_OBJECTS],
+                           "total_bytes": sum(o.size for o in page.objects)}}
+    res: dict = {"plt_vs_rtt": [], "plt_vs_loss": [], "transfer_rtts": [], "fairness": []}
+    samples = None
+    if "rtt" in parts:
+        res["plt_vs_rtt"] = study.plt_vs_rtt(page, rtts, icws, reps, cc, seed, on_event=on_event)
+    if "loss" in parts:
+        res["plt_vs_loss"] = study.plt_vs_loss(page, losses, icws, loss_rtt_ms, reps, cc, seed,
+                                               on_event=on_event)
+    if "transfer" in parts:
+        samples = study.transfer_times(transfer_pages, transfer_icws, transfer_rtts, 1, cc, seed,
+                                       on_event=on_event)
+        res["transfer_rtts"] = [{"icw": i, "n": len(xs), "p50": round(study.quantile(xs, 0.5), 3),
+                                 "p80": round(study.quantile(xs, 0.8), 3),
+                                 "p95": round(study.quantile(xs, 0.95), 3)} for i, xs in samples.items()]
+        full["transfer_setup"] = {"pages": list(transfer_pages), "rtts_ms": list(transfer_rtts),
+                                  "note": "emulated loads of the bundled corpus; the study's Fig. 18 is from live traces"}
+    if "fairness" in parts:
+        res["fairness"] = [study.fairness(i, fairness_seconds, cc=cc, seed=seed, on_event=on_event)
+                           for i in fairness_icws]
+    res["checks"] = checks(res)
+    res["output_dir"] = os.path.abspath(out_dir)
+    res["wall_time_s"] = round(time.monotonic() - t0, 1)
+    res["quick"] = quick
+    full.update(res)
+    if samples is not None:
+        full["transfer_samples"] = {str(k): v for k, v in samples.items()}
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(full, f, indent=1)
+    text = tables(res)
+    with open(os.path.join(out_dir, "tables.md"), "w") as f:
+        f.write(f"# ICW study ({'quick' if quick else 'full'}, cc {cc}, {reps} loads per point, "
+                f"wall time {res['wall_time_s']:.0f} s)\n\n" + text)
+    if make_figures:
+        res["figures"] = figures(res, out_dir, samples)
+    slim = {
+        "plt_vs_rtt": [{k: p[k] for k in ("icw", "rtt_ms", "plt_ms", "ci", "loader_plt_ms", "n")}
+                       for p in res["plt_vs_rtt"]],
+        "plt_vs_loss": [{k: p[k] for k in ("icw", "loss", "plt_ms", "ci", "loader_plt_ms", "n")}
+                        for p in res["plt_vs_loss"]],
+        "transfer_rtts": res["transfer_rtts"],
+        "fairness": [{k: f[k] for k in ("icw", "long_kbyte_s", "short_kbyte_s", "ratio", "ratio_ci",
+                                        "seconds")} for f in res["fairness"]],
+        "checks": res["checks"], "output_dir": res["output_dir"], "wall_time_s": res["wall_time_s"],
+        "quick": quick,
+    }
+    if json_out:
+        echo(json.dumps(slim))
+    else:
+        echo(text)
+        echo(f"results, tables and figures in {res['output_dir']} ({res['wall_time_s']:.0f} s)")
+    return slim

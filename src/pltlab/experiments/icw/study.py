@@ -1,0 +1,202 @@
+"""The study's four measurements. Every function takes an ``on_event(dict)`` callback for
+progress and returns plain dicts (JSON-ready)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import time
+
+from pltlab import probes
+from pltlab.archive import bundled
+from pltlab.archive.model import Page
+from pltlab.errors import PltError
+from pltlab.experiments.icw import stats
+from pltlab.experiments.icw.loads import check_icw, traced_load
+from pltlab.experiments.runner import RunConfig
+from pltlab.net import LinkSpec, TcpKnobs, Topology, TopologySpec
+
+FIG19_RTTS = (50, 100, 200, 800, 1500)
+FIG19_ICWS = (1, 3, 8, 16)
+FIG20_LOSSES = (0.0, 0.01, 0.02, 0.05, 0.10, 0.15, 0.20, 0.25)
+FIG18_ICWS = (1, 3, 5, 7, 10, 16, 32)
+FIG18_RTTS = (50, 200, 800)
+FAIR_ICWS = (32, 3)
+SHORT_BYTES = 49152
+
+
+def _emit(on_event, **kw):
+    if on_event:
+        on_event(kw)
+
+
+def _point(runs: list[dict], seed: int) -> dict:
+    tr = [r["trace_plt_ms"] for r in runs]
+    ld = [r["loader_plt_ms"] for r in runs]
+    s = stats.summary(tr, seed=seed)
+    return {"plt_ms": round(s["geomean"], 3), "ci": [round(x, 3) for x in s["ci"]], "n": s["n"],
+            "loader_plt_ms": round(stats.geomean(ld), 3),
+            "max_abs_diff_ms": round(max(abs(a - b) for a, b in zip(tr, ld)), 3),
+            "plt_runs_ms": tr, "loader_runs_ms": ld}
+
+
+def _cfg(rtt_ms: float, icw: int, cc: str, loss: float = 0.0, seed: int = 1,
+         rate: str | None = None) -> RunConfig:
+    return RunConfig(rtt=f"{rtt_ms}ms", icw=icw, cc=cc, loss=f"{loss * 100:g}%" if loss else None,
+                     rate=rate, seed=seed, tfo_modes=(False,), reps=1)
+
+
+def plt_vs_rtt(page: Page, rtts=FIG19_RTTS, icws=FIG19_ICWS, reps: int = 5, cc: str = "cubic",
+               seed: int = 1, rate: str | None = None, on_event=None) -> list[dict]:
+    """Fig. 19: PLT (trace) per (ICW, RTT), no loss; geometric mean of ``reps`` loads."""
+    icws = [check_icw(i) for i in icws]
+    out = []
+    for rtt in rtts:
+        for icw in icws:
+            runs = []
+            for rep in range(1, reps + 1):
+                r = traced_load(page, _cfg(rtt, icw, cc, seed=seed, rate=rate), rep)
+                runs.append(r)
+                _emit(on_event, fig="plt_vs_rtt", icw=icw, rtt_ms=rtt, rep=rep,
+                      trace_plt_ms=r["trace_plt_ms"], loader_plt_ms=r["loader_plt_ms"])
+            out.append({"icw": icw, "rtt_ms": rtt, **_point(runs, seed)})
+    return out
+
+
+def plt_vs_loss(page: Page, losses=FIG20_LOSSES, icws=FIG19_ICWS, rtt_ms: float = 100,
+                reps: int = 5, cc: str = "cubic", seed: int = 1, rate: str | None = None,
+                on_event=None) -> list[dict]:
+    """Fig. 20: PLT (trace) per (ICW, loss) at ``rtt_ms``. Load ``rep`` of every ICW uses link
+    seed ``seed + rep - 1`` in a fresh topology: every ICW sees the same drop pattern (by packet
+    index) for the same repetition."""
+    icws = [check_icw(i) for i in icws]
+    out = []
+    for loss in losses:
+        for icw in icws:
+            runs = []
+            for rep in range(1, reps + 1):
+                r = traced_load(page, _cfg(rtt_ms, icw, cc, loss, seed + rep - 1, rate), rep)
+                runs.append(r)
+                _emit(on_event, fig="plt_vs_loss", icw=icw, loss=loss, rep=rep,
+                      trace_plt_ms=r["trace_plt_ms"], loader_plt_ms=r["loader_plt_ms"])
+            out.append({"icw": icw, "loss": loss, "rtt_ms": rtt_ms, **_point(runs, seed)})
+    return out
+
+
+def transfer_times(pages=bundled.PAPER, icws=FIG18_ICWS, rtts=FIG18_RTTS, reps: int = 1,
+                   cc: str = "cubic", seed: int = 1, on_event=None) -> dict:
+    """Fig. 18: per object, (last byte received - request sent) / RTT, from the loader's
+    per-request timings, over the bundled corpus' pages at each RTT. Returns
+    {icw: [transfer time in RTTs, ...]} (all pages, RTTs and repetitions pooled)."""
+    icws = [check_icw(i) for i in icws]
+    out: dict[int, list[float]] = {i: [] for i in icws}
+    loaded = [(name, bundled.load(name)) for name in pages]
+    for rtt in rtts:
+        for name, page in loaded:
+            for icw in icws:
+                for rep in range(1, reps + 1):
+                    r = traced_load(page, _cfg(rtt, icw, cc, seed=seed), rep)
+                    xs = [(q["last_byte_ms"] - q["request_ms"]) / rtt for q in r["requests"]
+                          if q.get("request_ms") is not None and q.get("last_byte_ms") is not None
+                          and q.get("status") != 404]
+                    out[icw] += xs
+                    _emit(on_event, fig="transfer_rtts", icw=icw, rtt_ms=rtt, page=name, rep=rep,
+                          objects=len(xs), loader_plt_ms=r["loader_plt_ms"])
+    return out
+
+
+def quantile(xs, q: float) -> float:
+    xs = sorted(xs)
+    return stats._pct(xs, q) if xs else float("nan")
+
+
+# ---- fairness -------------------------------------------------------------------------
+IPERF_PORT = 5201
+
+
+def fairness(icw: int = 32, seconds: float = 300, rtt_ms: float = 100, loss: float = 0.25,
+             loss_up: float = 0.0, rate: str = "4mbit", cc: str = "cubic", seed: int = 1,
+             on_event=None) -> dict:
+    """A long iperf3 flow (origin 0 -> client, -R) sharing the bottleneck with back-to-back 48 KB
+    downloads on new connections (probe fetch from origin 1) for ``seconds``; both servers send
+    with ``icw``. Loss ``loss`` on the downlink (the data direction) and ``loss_up`` on the
+    uplink. Throughputs in KB/s (1000 bytes)."""
+    check_icw(icw)
+    if seconds <= 0:
+        raise PltError(f"invalid fairness duration {seconds!r} s: must be > 0")
+    link = LinkSpec.build(rtt=f"{rtt_ms}ms", rate=rate, loss_down=f"{loss * 100:g}%",
+                          loss_up=f"{loss_up * 100:g}%", seed=seed)
+    spec = TopologySpec(origins=2, link=link, knobs=TcpKnobs(initcwnd=icw, cc=cc),
+                        backend="userspace")
+    fetches = []
+    with Topology(spec) as topo:
+        srv = topo.popen(0, ["iperf3", "-s", "-1", "-B", topo.origin_ips[0], "-p", str(IPERF_PORT)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         stdin=subprocess.DEVNULL)
+        probes.start_server(topo, 1)
+        time.sleep(0.3)  # iperf3 -s has no ready line
+        if srv.poll() is not None:
+            raise PltError("iperf3 server did not start")
+        t0 = time.monotonic()
+        iperf = topo.popen("client", ["iperf3", "-c", topo.origin_ips[0], "-p", str(IPERF_PORT),
+                                      "-R", "-t", f"{seconds:g}", "-i", "1", "-J",
+                                      "--connect-timeout", "30000"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           stdin=subprocess.DEVNULL, text=True)
+        target = probes.target(topo, 1)
+        while time.monotonic() - t0 < seconds:
+            left = seconds - (time.monotonic() - t0)
+            try:
+                res = probes.client(topo, ["fetch", "--connect", target, "--bytes", str(SHORT_BYTES),
+                                           "--count", "1", "--timeout-s", f"{max(left, 1) + 60:.0f}"],
+                                    timeout=left + 90)
+            except PltError as e:
+                _emit(on_event, fig="fairness", icw=icw, error=str(e))
+                continue
+            f = res["fetches"][0]
+            if time.monotonic() - t0 > seconds:
+                break  # finished after the long flow's end: not while sharing
+            fetches.append({"ms": f["ms"], "bytes": f["bytes"], "retrans": f["retrans"]})
+        try:
+            out, err = iperf.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            iperf.kill()
+            raise PltError("iperf3 client did not finish") from None
+    link_stats = topo.link_stats
+    try:
+        rep = json.loads(out)
+    except ValueError:
+        raise PltError(f"iperf3 printed no JSON: {(err or '').strip()[-200:]}") from None
+    if rep.get("error"):
+        raise PltError(f"iperf3 failed: {rep['error']}")
+    intervals = [iv["sum"]["bytes"] / iv["sum"]["seconds"] / 1000 for iv in rep.get("intervals", [])
+                 if iv["sum"]["seconds"] > 0]
+    recv = rep["end"]["sum_received"]
+    long_kbs = recv["bytes"] / recv["seconds"] / 1000 if recv["seconds"] else 0.0
+    if not fetches:
+        raise PltError(f"fairness ICW {icw}: no 48 KB download finished within {seconds:g} s")
+    short_each = [f["bytes"] / f["ms"] for f in fetches]  # bytes/ms = KB/s
+    short_kbs = sum(f["bytes"] for f in fetches) / sum(f["ms"] for f in fetches)
+    ratio = short_kbs / long_kbs if long_kbs > 0 else float("inf")
+    # CI of the ratio: short = time-weighted mean rate (resample downloads: sum bytes / sum ms),
+    # long = mean of its 1-s interval rates (resample intervals).
+    rng = random.Random(seed)
+    boots = []
+    for _ in range(2000):
+        fs = [rng.choice(fetches) for _ in fetches]
+        s = sum(f["bytes"] for f in fs) / sum(f["ms"] for f in fs)
+        iv = [rng.choice(intervals) for _ in intervals] if intervals else [long_kbs]
+        m = sum(iv) / len(iv)
+        boots.append(s / m if m > 0 else float("inf"))
+    boots.sort()
+    ci = [stats._pct(boots, 0.025), stats._pct(boots, 0.975)]
+    res = {"icw": icw, "seconds": seconds, "rtt_ms": rtt_ms, "loss": loss, "loss_up": loss_up,
+           "rate": rate, "long_kbyte_s": round(long_kbs, 3), "short_kbyte_s": round(short_kbs, 3),
+           "ratio": round(ratio, 3), "ratio_ci": [round(x, 3) for x in ci],
+           "short_downloads": len(fetches),
+           "short_median_kbyte_s": round(quantile(short_each, 0.5), 3),
+           "long_bytes": recv["bytes"], "long_retransmits": rep["end"].get("sum_sent", {}).get("retransmits"),
+           "downlink_dropped": (link_stats or {}).get("downlink", {}).get("dropped_loss")}
+    _emit(on_event, fig="fairness", **{k: res[k] for k in ("icw", "long_kbyte_s", "short_kbyte_s", "ratio")})
+    return res
