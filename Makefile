@@ -8,7 +8,7 @@ setup:
 	bash scripts/setup.sh
 
 demo: setup
-	pltlab check
+	pltlab reproduce tfo --quick
 
 test: setup
 	$(MAKE) test-rust test-py

@@ -8,6 +8,7 @@ most the run in progress and never half of one.
 import json
 import os
 import sqlite3
+import time
 
 DB_NAME = "results.sqlite"
 
@@ -46,6 +47,7 @@ class Results:
             CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY,
                 {", ".join(f"{k} {v}" for k, v in REQUEST_COLUMNS.items())});
             CREATE INDEX IF NOT EXISTS requests_run ON requests(run_id);
+            CREATE TABLE IF NOT EXISTS runners (run_id TEXT PRIMARY KEY, opened REAL, closed REAL);
         """)
         self.db.commit()
 
@@ -94,6 +96,18 @@ class Results:
         with self.db:
             self.db.execute("UPDATE runs SET lateness_p50_us=?, lateness_p99_us=?, lateness_max_us=? "
                             "WHERE runner_id=?", (lat.get("p50"), lat.get("p99"), lat.get("max"), runner_id))
+
+    def runner_opened(self, run_id: str) -> None:
+        """Recorded before the runner's namespaces exist, so a resume can remove what a kill left."""
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO runners VALUES (?, ?, NULL)", (run_id, time.time()))
+
+    def runner_closed(self, run_id: str) -> None:
+        with self.db:
+            self.db.execute("UPDATE runners SET closed=? WHERE run_id=?", (time.time(), run_id))
+
+    def open_runners(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT run_id FROM runners WHERE closed IS NULL")]
 
     def rows(self, table: str = "runs") -> list[dict]:
         cur = self.db.execute(f"SELECT * FROM {table} ORDER BY id")

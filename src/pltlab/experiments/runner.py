@@ -118,12 +118,14 @@ class PageRunner:
 
     def warm_up(self) -> None:
         """The prior visit that caches a TFO cookie for every origin: one TFO request per origin
-        address (the kernel keys cookies by address), whatever the client."""
+        address (the kernel keys cookies by address) for its smallest object, whatever the client."""
         plan = plans.build(self.page, self.host_ips, tfo=True, ca=self.replay.ca)
-        first = {}
+        size = {o.url.split("#", 1)[0]: o.size for o in self.page.objects}
+        pick: dict[str, dict] = {}
         for o in plan["objects"]:
-            first.setdefault(o["ip"], dict(o, parent=None, delay_ms=0.0))
-        plan["objects"] = list(first.values())
+            if o["ip"] not in pick or size.get(o["url"], 0) < size.get(pick[o["ip"]]["url"], 0):
+                pick[o["ip"]] = dict(o, parent=None, delay_ms=0.0)
+        plan["objects"] = list(pick.values())
         builtin.load(self.topo, plan, self.topo.workdir, name="warm.json")
         self.warmed = True
 

@@ -255,8 +255,12 @@ def resolve_pages(items, base: str = ".", corpus: str | None = None) -> list[Pag
     out: list[PageEntry] = []
     for item in items:
         path = _abs(item, base)
+        seed_lists = sorted(f for f in os.listdir(path) if f.endswith(".pages")) \
+            if os.path.isdir(path) and not any(f.endswith(".har") for f in os.listdir(path)) else []
         if item.endswith(".pages") and os.path.isfile(path):
             found = import_pages_file(path)[0]
+        elif seed_lists:  # a seed-format folder (cs244-2013): every .pages list in it
+            found = [p for f in seed_lists for p in import_pages_file(os.path.join(path, f))[0]]
         elif os.path.exists(path):
             found = resolver.resolve(path, corpus)
         else:

@@ -10,7 +10,6 @@ first), so a load costs one loader process and nothing else.
 import os
 import platform
 import random
-import shutil
 import signal
 import subprocess
 import time
@@ -118,6 +117,7 @@ class Sweep:
         while len(self.live) >= self.max_live:
             self._close(next(iter(self.live)))
         pr = PageRunner(self.exp.pages[p].page, self._cfg(c))
+        self.res.runner_opened(pr.topo.run_id)
         pr.__enter__()
         self.live[key] = pr
         return pr
@@ -130,6 +130,7 @@ class Sweep:
             pr.__exit__(None, None, None)
         finally:
             self.res.set_lateness(pr.topo.run_id, pr.topo.link_stats)
+            self.res.runner_closed(pr.topo.run_id)
 
     # ---- one run ----------------------------------------------------------------------
     def _row(self, it: Item, attempt: int) -> dict:
@@ -183,6 +184,7 @@ class Sweep:
                 with open(os.path.join(self.out_dir, "experiment.toml"), "w") as f:
                     f.write(self.exp.source)
         self.res.set_meta(last_environment=self.env)
+        self._clean_killed()
         old = signal.getsignal(signal.SIGTERM)
         if old in (signal.SIG_DFL, None):  # SIGTERM unwinds: runners torn down, DB consistent
             signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(SystemExit(128 + s)))
@@ -195,6 +197,14 @@ class Sweep:
             finally:
                 self.res.close()
                 signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
+
+    def _clean_killed(self) -> None:
+        """Namespaces and work directories of runners a killed sweep left behind (ours only)."""
+        from pltlab.net import clean
+
+        for run_id in self.res.open_runners():
+            clean.clean(run_id)
+            self.res.runner_closed(run_id)
 
     def _loop(self) -> dict:
         items = schedule(self.exp)
@@ -252,7 +262,3 @@ def run(exp: Experiment, out_dir: str, resume: bool = False, console: Console | 
 
 def default_out(exp: Experiment) -> str:
     return os.path.join("results", exp.name)
-
-
-def discard(out_dir: str) -> None:
-    shutil.rmtree(out_dir, ignore_errors=True)

@@ -7,13 +7,13 @@ import os
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:3px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}th{background:#eee}img{max-width:100%;border:1px solid #ddd}
-pre{background:#f6f6f6;padding:1em;overflow:auto}.bad{color:#a00}figure{margin:1.5em 0}"""
+.wide{overflow-x:auto;font-size:90%}pre{background:#f6f6f6;padding:1em;overflow:auto}.bad{color:#a00}figure{margin:1.5em 0}"""
 
 
 def _table(headers, rows) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _img(path: str) -> str:
