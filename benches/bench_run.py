@@ -7,6 +7,7 @@ repeatability, built-in loader vs Chromium.
 Needs root (namespaces). Timings are noisy on a shared 2-core machine: run it on a quiet one.
 """
 
+import dataclasses
 import statistics
 import sys
 
@@ -98,30 +99,10 @@ def repeatability(client="builtin", reps=10):
           flush=True)
 
 
-class _Runner(PageRunner):
-    """The built-in loader on Chromium's schemes (HSTS-preloaded hosts upgraded to https, see
-    docs/loaders.md), or Chromium."""
-
-    def __enter__(self):
-        super().__enter__()
-        from pltlab.chromium import hsts
-
-        self.https_hosts = hsts.upgraded_hosts(self.hosts, netns=self.topo.client_ns)
-        return self
-
-    def _load_once(self, tfo):
-        if self.cfg.client == "chromium":
-            return super()._load_once(tfo)
-        from pltlab.loaders import builtin, plan as plans
-
-        plan = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
-                           max_conns_per_host=self.cfg.max_conns_per_host, https_hosts=self.https_hosts)
-        return builtin.load(self.topo, plan, self.topo.workdir)
-
-
 def _runs(page, cfg):
+    """The built-in loader on Chromium's schemes (HSTS upgrades, docs/loaders.md), or Chromium."""
     out = []
-    with _Runner(page, cfg) as pr:
+    with PageRunner(page, dataclasses.replace(cfg, schemes="chromium")) as pr:
         for rep in range(1, cfg.reps + 1):
             for tfo in cfg.tfo_modes:
                 out.append(pr.load(tfo, rep))

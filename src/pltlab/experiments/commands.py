@@ -28,6 +28,8 @@ def register(app: typer.Typer) -> None:
         client: Annotated[str, typer.Option(help="builtin or chromium.")] = "builtin",
         reps: Annotated[int, typer.Option(help="Repetitions per configuration.")] = 3,
         corpus: Annotated[Optional[str], typer.Option(help="Corpus directory to look page URLs up in.")] = None,
+        schemes: Annotated[str, typer.Option(help="Built-in loader: 'recorded' schemes, or 'chromium' (also Chromium's own HSTS upgrades to https).")] = "recorded",
+        pcap: Annotated[Optional[str], typer.Option(help="Write the emulator's client-side packet trace here.")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ):
         """Load a page over an emulated WAN with replay servers: PLT per load, TFO on/off."""
@@ -41,8 +43,13 @@ def register(app: typer.Typer) -> None:
             raise PltError(f"invalid --client {client!r}: builtin or chromium")
         if not 1 <= reps <= 10_000:
             raise PltError(f"invalid --reps {reps}: must be 1..10000")
+        if schemes not in ("recorded", "chromium"):
+            raise PltError(f"invalid --schemes {schemes!r}: recorded or chromium")
+        if pcap and not os.path.isdir(os.path.dirname(os.path.abspath(pcap))):
+            raise PltError(f"--pcap {pcap}: its directory does not exist")
         cfg = RunConfig(rtt=rtt, rate=rate, rate_up=rate_up, loss=loss, queue=queue, icw=icw, cc=cc,
-                        client=client, warm=not cold, reps=reps, tfo_modes=modes[tfo])
+                        client=client, warm=not cold, reps=reps, tfo_modes=modes[tfo], schemes=schemes,
+                        pcap=os.path.abspath(pcap) if pcap else None)
         cfg.link()  # validate before anything is built
         from pltlab.net import TcpKnobs
 

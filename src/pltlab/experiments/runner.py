@@ -38,6 +38,11 @@ class RunConfig:
     max_conns_per_host: int = 6
     think_time: bool = False
     overrides: tuple = ()  # ((host name or origin index, rtt_us, loss or None), ...)
+    # "recorded": the built-in loader uses the archive's schemes; "chromium": also the https
+    # upgrades Chromium makes by itself (HSTS preload), for a like-for-like comparison.
+    schemes: str = "recorded"
+    pcap: str | None = None  # the emulator's client-side packet trace of the runner's loads
+    backend: str = "auto"
     extra: dict = field(default_factory=dict)
 
     def link(self) -> LinkSpec:
@@ -69,10 +74,12 @@ class PageRunner:
         self.hosts = hostmap.assign([page])
         spec = TopologySpec(origins=max(1, len(self.hosts)), link=cfg.link(),
                             knobs=TcpKnobs(initcwnd=cfg.icw, cc=cfg.cc),
-                            overrides=self._overrides(cfg.overrides))
+                            overrides=self._overrides(cfg.overrides), pcap=cfg.pcap,
+                            backend=cfg.backend)
         self.topo = Topology(spec)
         self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
         self.replay: ReplayServer | None = None
+        self.https_hosts = None  # hosts the built-in loader upgrades to https (schemes="chromium")
         self.warmed = False  # TFO cookies cached for every origin (warm policy: once per runner)
         self._plans: dict[bool, dict] = {}
 
@@ -93,6 +100,10 @@ class PageRunner:
             self.replay = ReplayServer(self.topo, [self.page], self.host_ips, self.topo.workdir,
                                        think_time=self.cfg.think_time)
             self.replay.start()
+            if self.cfg.schemes == "chromium":
+                from pltlab.chromium import hsts
+
+                self.https_hosts = hsts.upgraded_hosts(self.hosts, netns=self.topo.client_ns)
         except BaseException:
             self.topo.__exit__(None, None, None)
             raise
@@ -113,7 +124,8 @@ class PageRunner:
             return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo)
         if tfo not in self._plans:
             self._plans[tfo] = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
-                                           max_conns_per_host=self.cfg.max_conns_per_host)
+                                           max_conns_per_host=self.cfg.max_conns_per_host,
+                                           https_hosts=self.https_hosts)
         return builtin.load(self.topo, self._plans[tfo], self.topo.workdir)
 
     def warm_up(self) -> None:

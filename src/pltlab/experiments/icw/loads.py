@@ -11,7 +11,6 @@ from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.experiments.runner import PageRunner, RunConfig
 from pltlab.experiments.icw.pcaptrace import plt_from_pcap
-from pltlab.net import Topology
 
 ICW_MIN, ICW_MAX = 1, 256
 
@@ -26,15 +25,10 @@ def check_icw(v) -> int:
 
 
 class TracedPageRunner(PageRunner):
-    """PageRunner whose topology writes a pcap (userspace emulator: netem has no pcap).
-    Wanted in runner.py instead: a ``pcap: str | None`` (and ``backend``) field of RunConfig
-    passed to TopologySpec in PageRunner.__init__."""
+    """PageRunner whose topology writes a pcap (userspace emulator: netem has no pcap)."""
 
     def __init__(self, page: Page, cfg: RunConfig, pcap: str):
-        super().__init__(page, cfg)
-        spec = dataclasses.replace(self.topo.spec, pcap=pcap, backend="userspace")
-        self.topo = Topology(spec)
-        self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
+        super().__init__(page, dataclasses.replace(cfg, pcap=pcap, backend="userspace"))
         self.pcap = pcap
 
 
