@@ -69,8 +69,9 @@ def _spec(backend: str, sched_fifo: bool, **link) -> TopologySpec:
 def rtt_test(rtt_ms: int, samples: int, backend: str, sched_fifo: bool) -> dict:
     with Topology(_spec(backend, sched_fifo, rtt=f"{rtt_ms}ms")) as topo:
         probes.start_server(topo)
+        limit = 30 + samples * rtt_ms / 1000 * 2
         res = probes.client(topo, ["ping", "--connect", probes.target(topo), "--count", str(samples),
-                                   "--warmup", "5"], timeout=30 + samples * rtt_ms / 1000 * 2)
+                                   "--warmup", "5", "--timeout-s", str(limit)], timeout=limit + 10)
         lateness = (topo.down() or {})
     errs = [s / 1000.0 - rtt_ms for s in res["samples_us"]]
     return {
