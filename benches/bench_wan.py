@@ -9,8 +9,8 @@ import statistics
 import sys
 import time
 
-from pltlab import check, probes
-from pltlab.net import LinkSpec, Topology, TopologySpec
+from pltlab import check
+from pltlab.net import Topology, TopologySpec
 
 FIFO = "--sched-fifo" in sys.argv
 

@@ -7,7 +7,6 @@ import pytest
 
 from pltlab.archive import bundled, deps, synth
 from pltlab.archive.generate import generate
-from pltlab.archive.har import write_page
 from pltlab.archive.kinds import kind
 from pltlab.archive.refs import refs_of
 from tests.archive_helpers import CS244, needs_cs244

@@ -1,7 +1,6 @@
 """HAR in and out: round trip, the browsers' and tools' variants, corrupt input."""
 
 import base64
-import copy
 import json
 import os
 

@@ -1,6 +1,5 @@
 """The emulated link end to end: real kernel TCP at both ends, pltlab-dp link in between."""
 
-import json
 import shutil
 import subprocess
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import leaked, pltlab_cmd, project_state
+from tests.conftest import pltlab_cmd, project_state
 
 
 def _start_runner(*shell_args: str) -> subprocess.Popen:

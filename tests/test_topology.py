@@ -1,6 +1,5 @@
 """Topology up/down, isolation, per-namespace knobs: real namespaces, real kernel."""
 
-import os
 import subprocess
 import sys
 import time
@@ -8,7 +7,7 @@ import time
 import pytest
 
 from pltlab.errors import PltError
-from pltlab.net import LinkSpec, TcpKnobs, Topology, TopologySpec, names, nsutil
+from pltlab.net import TcpKnobs, Topology, TopologySpec, names, nsutil
 from tests.conftest import leaked, project_state
 
 CONNECT = """

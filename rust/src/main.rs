@@ -8,6 +8,7 @@ mod loader;
 mod probe;
 mod replay;
 mod shim;
+mod sockopt;
 
 #[derive(Parser)]
 #[command(name = "pltlab-dp", version, about = "pltlab data plane")]

@@ -1,5 +1,6 @@
 """Locating the Rust data-plane binary (`pltlab-dp`)."""
 
+import json
 import os
 import shutil
 import sys
@@ -29,3 +30,23 @@ def binary() -> str:
         # The newest build wins: an editable install keeps a copy that a later cargo build outdates.
         return str(max(found, key=lambda c: c.stat().st_mtime))
     raise PltError(f"{BINARY} not found: install pltlab with 'pip install .' (builds the Rust data plane)")
+
+
+def result(cp, what: str) -> dict:
+    """The JSON object a finished `pltlab-dp` client printed last, or a PltError with its last
+    error line."""
+    if cp.returncode != 0:
+        err = (cp.stderr or "").strip().splitlines()
+        raise PltError(f"{what} failed: {err[-1] if err else f'exit code {cp.returncode}'}")
+    try:
+        return json.loads(cp.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise PltError(f"{what} printed no result") from None
+
+
+def stderr_tail(f, fallback: str) -> str:
+    """Last non-empty line of a process's stderr file (opened w+), for one-line errors."""
+    f.flush()
+    f.seek(0)
+    lines = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
+    return lines[-1] if lines else fallback

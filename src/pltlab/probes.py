@@ -1,6 +1,5 @@
 """Running `pltlab-dp probe ...` measurements across a topology."""
 
-import json
 import select
 import subprocess
 import time
@@ -30,15 +29,8 @@ def start_server(topo: Topology, origin: int = 0, port: int = PROBE_PORT, tfo_qu
 
 def client(topo: Topology, args: list[str], timeout: float = 120.0) -> dict:
     """Run one probe client in the client namespace; returns its JSON result."""
-    argv = [dataplane.binary(), "probe", *args]
-    cp = topo.run("client", argv, check=False, timeout=timeout)
-    if cp.returncode != 0:
-        err = (cp.stderr or "").strip().splitlines()
-        raise PltError(f"probe {args[0]} failed: {err[-1] if err else cp.returncode}")
-    try:
-        return json.loads(cp.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise PltError(f"probe {args[0]} printed no result") from None
+    cp = topo.run("client", [dataplane.binary(), "probe", *args], check=False, timeout=timeout)
+    return dataplane.result(cp, f"probe {args[0]}")
 
 
 def target(topo: Topology, origin: int = 0, port: int = PROBE_PORT) -> str:

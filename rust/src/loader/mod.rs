@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
+use crate::sockopt as sock;
+
 pub mod http;
-pub mod sock;
 #[cfg(test)]
 mod tests;
 

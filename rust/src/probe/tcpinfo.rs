@@ -107,18 +107,5 @@ pub fn get<S: AsRawFd>(s: &S) -> std::io::Result<TcpInfo> {
 
 /// setsockopt(IPPROTO_TCP, opt, int val)
 pub fn set_tcp_int<S: AsRawFd>(s: &S, opt: libc::c_int, val: libc::c_int) -> std::io::Result<()> {
-    // SAFETY: passing a pointer to a live c_int with its size.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            opt,
-            &val as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sockopt::set_tcp_int(s.as_raw_fd(), opt, val)
 }

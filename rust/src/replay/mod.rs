@@ -19,7 +19,7 @@ pub mod matcher;
 #[cfg(test)]
 mod tests;
 
-use crate::loader::sock;
+use crate::sockopt as sock;
 use manifest::Prepared;
 use matcher::{Match, Matcher};
 

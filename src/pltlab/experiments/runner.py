@@ -5,7 +5,6 @@ client shows no TFO connection (TCPFastOpenActive did not rise) is invalid, and 
 without TFO where it rose; invalid loads are reported, never averaged in.
 """
 
-import os
 import statistics
 from dataclasses import dataclass, field
 

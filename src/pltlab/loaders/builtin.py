@@ -4,7 +4,6 @@ import json
 import os
 
 from pltlab import dataplane
-from pltlab.errors import PltError
 from pltlab.net import Topology
 
 
@@ -14,10 +13,4 @@ def load(topo: Topology, plan: dict, workdir: str, name: str = "plan.json") -> d
         json.dump(plan, f)
     cp = topo.run("client", [dataplane.binary(), "load", "--plan", path], check=False,
                   timeout=plan.get("timeout_s", 120) + 30)
-    if cp.returncode != 0:
-        err = (cp.stderr or "").strip().splitlines()
-        raise PltError(f"page load failed: {err[-1] if err else f'exit code {cp.returncode}'}")
-    try:
-        return json.loads(cp.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise PltError("page load printed no result") from None
+    return dataplane.result(cp, "page load")

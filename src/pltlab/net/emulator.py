@@ -83,10 +83,7 @@ class UserspaceLink:
                 return
 
     def _stderr_tail(self) -> str:
-        self._err.flush()
-        self._err.seek(0)
-        lines = [ln.strip() for ln in self._err.read().splitlines() if ln.strip()]
-        return lines[-1] if lines else f"exit code {self.proc.returncode}"
+        return dataplane.stderr_tail(self._err, f"exit code {self.proc.returncode}")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

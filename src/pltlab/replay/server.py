@@ -58,10 +58,7 @@ class ReplayServer:
             raise PltError(f"replay server did not start: {self._stderr_tail()}")
 
     def _stderr_tail(self) -> str:
-        self._err.flush()
-        self._err.seek(0)
-        lines = [ln for ln in self._err.read().splitlines() if ln.strip()]
-        return lines[-1] if lines else "no output"
+        return dataplane.stderr_tail(self._err, "no output")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

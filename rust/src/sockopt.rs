@@ -1,4 +1,4 @@
-//! Small socket-option helpers (TCP_INFO, TCP_FASTOPEN*, NODELAY).
+//! Socket-option helpers shared by the data-plane roles (TCP_FASTOPEN*, TCP_INFO, PDEATHSIG).
 use std::os::fd::RawFd;
 
 pub const TCP_FASTOPEN: libc::c_int = 23;
