@@ -1,8 +1,10 @@
-"""Locating the Rust data-plane binary (`pltlab-dp`)."""
+"""The Rust data-plane binary (`pltlab-dp`): locating it, reading its results, stopping it."""
 
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -50,3 +52,16 @@ def stderr_tail(f, fallback: str) -> str:
     f.seek(0)
     lines = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
     return lines[-1] if lines else fallback
+
+
+def terminate(p, timeout: float = 10.0) -> str:
+    """Stop a data-plane process the way it expects (SIGTERM: it writes its statistics), killing
+    it only if it does not exit in time; returns what it printed on stdout."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    return out or ""

@@ -3,7 +3,6 @@
 import json
 import os
 import select
-import signal
 import subprocess
 import time
 
@@ -93,14 +92,7 @@ class UserspaceLink:
         if self.proc is None:
             return self.stats
         p, self.proc = self.proc, None
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-        try:
-            out, _ = p.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        for line in reversed((out or "").splitlines()):
+        for line in reversed(dataplane.terminate(p).splitlines()):
             try:
                 msg = json.loads(line)
             except ValueError:

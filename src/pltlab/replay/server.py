@@ -3,7 +3,6 @@
 import json
 import os
 import select
-import signal
 import subprocess
 
 from pltlab import dataplane
@@ -70,13 +69,7 @@ class ReplayServer:
         if self.proc is None:
             return self.stats
         p, self.proc = self.proc, None
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        dataplane.terminate(p)
         try:
             with open(self.manifest["stats"]) as f:
                 self.stats = json.load(f)
