@@ -118,6 +118,8 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
     def bad(key, msg):
         return PltError(f"{where}: key '{key}': {msg}")
 
+    if isinstance(doc.get("icw"), dict):  # the ICW study's own file kind
+        raise bad("icw", "an ICW-study file: run it with `pltlab reproduce icw --config FILE`")
     for k in doc:
         if k not in LIST_KEYS and k not in SCALAR_KEYS:
             raise bad(k, f"unknown key (known: {', '.join(SCALAR_KEYS + LIST_KEYS)})")

@@ -7,34 +7,15 @@ import json
 import os
 import time
 
-from pltlab.archive import bundled
-from pltlab.errors import PltError
-from pltlab.experiments.icw import study
-from pltlab.experiments.icw.loads import check_icw
+from pltlab.experiments.icw import config, study
 from pltlab.experiments.icw.page import YAHOO_OBJECTS, yahoo_page
 
-PARTS = ("rtt", "loss", "transfer", "fairness")
-QUICK = {"reps": 2, "losses": (0.0, 0.02, 0.05, 0.10), "transfer_pages": ("amazon", "wikipedia"),
-         "transfer_rtts": (200,), "fairness_seconds": 60}
-FULL = {"reps": 5, "losses": study.FIG20_LOSSES, "transfer_pages": bundled.PAPER,
-        "transfer_rtts": study.FIG18_RTTS, "fairness_seconds": 300}
+PARTS = config.PARTS
 
 
-def _check_params(rtts, icws, losses, transfer_icws, fairness_icws, reps, fairness_seconds, cc):
-    for i in (*icws, *transfer_icws, *fairness_icws):
-        check_icw(i)
-    for r in rtts:
-        if not isinstance(r, (int, float)) or not 0 < r <= 10_000:
-            raise PltError(f"invalid RTT {r!r} ms: must be in (0, 10000]")
-    for lo in losses:
-        if not 0 <= lo < 1:
-            raise PltError(f"invalid loss {lo!r}: a fraction in [0, 1)")
-    if not isinstance(reps, int) or reps < 1:
-        raise PltError(f"invalid number of loads per point {reps!r}: must be >= 1")
-    if fairness_seconds <= 0:
-        raise PltError(f"invalid fairness duration {fairness_seconds!r} s: must be > 0")
-    if cc not in ("cubic", "reno", "bbr"):
-        raise PltError(f"unknown congestion control {cc!r} (choose from cubic, reno, bbr)")
+def _kb(n: int) -> str:
+    """The downloads' size as the study writes it: 49152 -> "48 KB"."""
+    return f"{n // 1024} KB" if n % 1024 == 0 else f"{n} B"
 
 
 # ---- checks ------------------------------------------------------------------------------
@@ -131,7 +112,8 @@ def tables(res: dict) -> str:
         out.append("")
     fair = res.get("fairness") or []
     if fair:
-        out += ["## Fairness: long flow vs back-to-back 48 KB downloads (KB/s = 1000 B/s)", "",
+        size = _kb(fair[0].get("download_bytes", study.SHORT_BYTES))
+        out += [f"## Fairness: long flow vs back-to-back {size} downloads (KB/s = 1000 B/s)", "",
                 "| ICW | seconds | long KB/s | short KB/s | short/long [95% CI] | downloads | short median KB/s |",
                 "|---|---|---|---|---|---|---|"]
         for f in fair:
@@ -202,7 +184,8 @@ def figures(res: dict, out_dir: str, samples: dict | None = None) -> list[str]:
         fig, ax = plt.subplots(figsize=(6, 4))
         xs = range(len(fair))
         ax.bar([x - 0.2 for x in xs], [f["long_kbyte_s"] for f in fair], 0.4, label="long flow")
-        ax.bar([x + 0.2 for x in xs], [f["short_kbyte_s"] for f in fair], 0.4, label="48 KB downloads")
+        size = _kb(fair[0].get("download_bytes", study.SHORT_BYTES))
+        ax.bar([x + 0.2 for x in xs], [f["short_kbyte_s"] for f in fair], 0.4, label=f"{size} downloads")
         ax.set_xticks(list(xs), [f"ICW {f['icw']}" for f in fair])
         ax.set_ylabel("throughput (KB/s)")
         f0 = fair[0]
@@ -213,56 +196,47 @@ def figures(res: dict, out_dir: str, samples: dict | None = None) -> list[str]:
 
 
 # ---- the command's body ------------------------------------------------------------------
-def reproduce_icw(quick: bool = False, out_dir: str = "icw-results", cc: str = "cubic",
-                  json_out: bool = False, reps: int | None = None, rtts=None, icws=None,
-                  losses=None, loss_rtt_ms: float = 100, transfer_icws=None, transfer_rtts=None,
-                  transfer_pages=None, fairness_icws=None, fairness_seconds: float | None = None,
-                  parts=PARTS, seed: int = 1, make_figures: bool = True, on_event=None,
-                  echo=print) -> dict:
-    """Run the study (``parts`` of it) and write ``out_dir``/{results.json, tables.md, figures}.
-    Returns the issue's JSON object (plus "checks", "wall_time_s", "quick"). ``json_out`` prints
-    it as one JSON object; otherwise the tables are printed via ``echo``."""
-    d = QUICK if quick else FULL
-    reps = d["reps"] if reps is None else reps
-    rtts = tuple(study.FIG19_RTTS if rtts is None else rtts)
-    icws = tuple(study.FIG19_ICWS if icws is None else icws)
-    losses = tuple(d["losses"] if losses is None else losses)
-    transfer_icws = tuple(study.FIG18_ICWS if transfer_icws is None else transfer_icws)
-    transfer_rtts = tuple(d["transfer_rtts"] if transfer_rtts is None else transfer_rtts)
-    transfer_pages = tuple(d["transfer_pages"] if transfer_pages is None else transfer_pages)
-    fairness_icws = tuple(study.FAIR_ICWS if fairness_icws is None else fairness_icws)
-    fairness_seconds = d["fairness_seconds"] if fairness_seconds is None else fairness_seconds
-    _check_params(rtts, icws, losses, transfer_icws, fairness_icws, reps, fairness_seconds, cc)
-    for p in parts:
-        if p not in PARTS:
-            raise PltError(f"unknown part {p!r} (choose from {', '.join(PARTS)})")
-    for name in transfer_pages:
-        bundled.path(name)  # unknown page -> clear error before running anything
+def reproduce_icw(quick: bool | None = None, out_dir: str = "icw-results", cc: str | None = None,
+                  json_out: bool = False, config_file: str | None = None,
+                  make_figures: bool = True, on_event=None, echo=print, **params) -> dict:
+    """Run the study and write ``out_dir``/{results.json, tables.md, figures}. Parameters:
+    ``config_file`` (an ICW-study TOML file), overridden by ``quick``, ``cc`` and ``params``
+    (fields of ``config.Params``; None = not given). Everything is checked before anything is
+    run or written. Returns the issue's JSON object (plus "checks", "wall_time_s", "quick");
+    ``json_out`` prints it as one JSON object, otherwise the tables are printed via ``echo``."""
+    from_file = config.load(config_file) if config_file else {}
+    p = config.resolve(from_file, quick=quick, cc=cc, **params)
+    quick, cc, reps, seed = p.quick, p.cc, p.reps, p.seed
     os.makedirs(out_dir, exist_ok=True)
     t0 = time.monotonic()
     page = yahoo_page()
-    full: dict = {"quick": quick, "cc": cc, "reps": reps, "seed": seed,
+    full: dict = {"quick": quick, "cc": cc, "reps": reps, "seed": seed, "params": p.as_json(),
+                  "config_file": os.path.abspath(config_file) if config_file else None,
                   "page": {"objects": [{"kind": k, "domain": dm, "bytes": b, "name": n}
                                        for k, dm, b, n in YAHOO_OBJECTS],
                            "total_bytes": sum(o.size for o in page.objects)}}
     res: dict = {"plt_vs_rtt": [], "plt_vs_loss": [], "transfer_rtts": [], "fairness": []}
     samples = None
-    if "rtt" in parts:
-        res["plt_vs_rtt"] = study.plt_vs_rtt(page, rtts, icws, reps, cc, seed, on_event=on_event)
-    if "loss" in parts:
-        res["plt_vs_loss"] = study.plt_vs_loss(page, losses, icws, loss_rtt_ms, reps, cc, seed,
-                                               on_event=on_event)
-    if "transfer" in parts:
-        samples = study.transfer_times(transfer_pages, transfer_icws, transfer_rtts, 1, cc, seed,
-                                       on_event=on_event)
+    load_kw = {"cc": cc, "seed": seed, "rate": p.rate, "max_conns_per_host": p.max_conns_per_host,
+               "on_event": on_event}
+    if "rtt" in p.parts:
+        res["plt_vs_rtt"] = study.plt_vs_rtt(page, p.rtts, p.icws, reps, **load_kw)
+    if "loss" in p.parts:
+        res["plt_vs_loss"] = study.plt_vs_loss(page, p.losses, p.icws, p.loss_rtt_ms, reps, **load_kw)
+    if "transfer" in p.parts:
+        samples = study.transfer_times(p.transfer_pages, p.transfer_icws, p.transfer_rtts,
+                                       p.transfer_reps, **load_kw)
         res["transfer_rtts"] = [{"icw": i, "n": len(xs), "p50": round(study.quantile(xs, 0.5), 3),
                                  "p80": round(study.quantile(xs, 0.8), 3),
                                  "p95": round(study.quantile(xs, 0.95), 3)} for i, xs in samples.items()]
-        full["transfer_setup"] = {"pages": list(transfer_pages), "rtts_ms": list(transfer_rtts),
+        full["transfer_setup"] = {"pages": list(p.transfer_pages), "rtts_ms": list(p.transfer_rtts),
                                   "note": "emulated loads of the bundled corpus; the study's Fig. 18 is from live traces"}
-    if "fairness" in parts:
-        res["fairness"] = [study.fairness(i, fairness_seconds, cc=cc, seed=seed, on_event=on_event)
-                           for i in fairness_icws]
+    if "fairness" in p.parts:
+        res["fairness"] = [study.fairness(i, p.fairness_seconds, p.fairness_rtt_ms, p.fairness_loss,
+                                          p.fairness_loss_up, p.fairness_rate, cc, seed,
+                                          p.fairness_download_bytes, p.fairness_long_flow,
+                                          on_event=on_event)
+                           for i in p.fairness_icws]
     res["checks"] = checks(res)
     res["output_dir"] = os.path.abspath(out_dir)
     res["wall_time_s"] = round(time.monotonic() - t0, 1)

@@ -1,0 +1,242 @@
+"""ICW-study experiment files: every parameter of `pltlab reproduce icw` in one TOML table
+[icw] with a sub-table per part (examples/icw-study.toml is the default study, key by key).
+Precedence: CLI flags > file > defaults (full, or quick). Every error is one line; a file's
+errors name the file and the key."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass
+
+from pltlab import units
+from pltlab.archive import bundled
+from pltlab.errors import PltError
+from pltlab.experiments.icw import study
+from pltlab.experiments.icw.loads import check_icw
+from pltlab.net.spec import CC_CHOICES
+
+PARTS = ("rtt", "loss", "transfer", "fairness")
+LONG_FLOWS = ("iperf3", "probe")  # iperf3 -R, or `pltlab-dp probe bulk` (no 1-s intervals)
+
+
+@dataclass(frozen=True)
+class Params:
+    """Every parameter of the study; losses are fractions. The defaults are the full study."""
+
+    quick: bool = False
+    cc: str = "cubic"
+    reps: int = 5                              # loads per point of Fig. 19/20
+    seed: int = 1                              # link seed (Fig. 20: seed + load - 1), bootstrap
+    parts: tuple = PARTS
+    rate: str | None = None                    # the page loads' link rate; None: unlimited
+    max_conns_per_host: int = 6                # the loader's limit: 12 connections, 2.5 obj/conn
+    icws: tuple = study.FIG19_ICWS             # Fig. 19 and 20
+    rtts: tuple = study.FIG19_RTTS             # Fig. 19, ms
+    losses: tuple = study.FIG20_LOSSES         # Fig. 20, both directions
+    loss_rtt_ms: float = 100                   # Fig. 20
+    transfer_icws: tuple = study.FIG18_ICWS    # Fig. 18
+    transfer_rtts: tuple = study.FIG18_RTTS
+    transfer_pages: tuple = bundled.PAPER
+    transfer_reps: int = 1
+    fairness_icws: tuple = study.FAIR_ICWS
+    fairness_seconds: float = 300
+    fairness_rtt_ms: float = 100
+    fairness_rate: str = "4mbit"
+    fairness_loss: float = 0.25                # downlink (the data direction)
+    fairness_loss_up: float = 0.0
+    fairness_download_bytes: int = study.SHORT_BYTES
+    fairness_long_flow: str = "iperf3"
+
+    def as_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+QUICK = {"reps": 2, "losses": (0.0, 0.02, 0.05, 0.10), "transfer_pages": ("amazon", "wikipedia"),
+         "transfer_rtts": (200,), "fairness_seconds": 60}
+FIELDS = tuple(f.name for f in dataclasses.fields(Params))
+
+
+def defaults(quick: bool = False) -> Params:
+    return dataclasses.replace(Params(), quick=True, **QUICK) if quick else Params()
+
+
+# ---- one value -> its Params value, or a PltError (the message the CLI prints) --------------
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _int(what: str, lo: int, hi: int):
+    def parse(v):
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise PltError(f"invalid {what} {v!r}: must be an integer from {lo} to {hi}")
+        return v
+    return parse
+
+
+def _bool(v):
+    if not isinstance(v, bool):
+        raise PltError(f"invalid value {v!r}: must be true or false")
+    return v
+
+
+def _choice(what: str, choices):
+    def parse(v):
+        if not isinstance(v, str) or v not in choices:
+            raise PltError(f"unknown {what} {v!r} (choose from {', '.join(choices)})")
+        return v
+    return parse
+
+
+def _rtt(v):
+    if not _is_num(v) or not 0 < v <= 10_000:
+        raise PltError(f"invalid RTT {v!r} ms: must be in (0, 10000]")
+    return v
+
+
+def _seconds(v):
+    if not _is_num(v) or not 0 < v <= 86_400:
+        raise PltError(f"invalid fairness duration {v!r} s: must be > 0 (at most 86400)")
+    return v
+
+
+def percent(v) -> float:
+    """A loss rate in percent (files, --loss) -> a fraction."""
+    if not _is_num(v) or not 0 <= v < 100:
+        raise PltError(f"invalid loss {v!r} %: must be in [0, 100)")
+    return v / 100
+
+
+def _fraction(v):
+    if not _is_num(v) or not 0 <= v < 1:
+        raise PltError(f"invalid loss {v!r}: a fraction in [0, 1)")
+    return v
+
+
+def _rate(unlimited_ok: bool):
+    def parse(v):
+        if v is None and unlimited_ok:
+            return None
+        if not isinstance(v, str):
+            raise PltError(f"invalid rate {v!r}: a string such as \"4mbit\"")
+        if units.rate_bps(v, "rate") is None:
+            if not unlimited_ok:
+                raise PltError(f"invalid rate {v!r}: the fairness runs need a bottleneck rate")
+            return None
+        return v
+    return parse
+
+
+def _page(v):
+    if not isinstance(v, str):
+        raise PltError(f"invalid page {v!r}: a bundled page name")
+    bundled.path(v)  # unknown name -> PltError listing the names
+    return v
+
+
+# file key (under [icw]) -> (Params field, element parser, is a list)
+KEYS = {
+    "quick": ("quick", _bool, False),
+    "cc": ("cc", _choice("congestion control", CC_CHOICES), False),
+    "reps": ("reps", _int("number of loads per point", 1, 10_000), False),
+    "seed": ("seed", _int("seed", 0, 2**32 - 1), False),
+    "parts": ("parts", _choice("part", PARTS), True),
+    "rate": ("rate", _rate(True), False),
+    "max_conns_per_host": ("max_conns_per_host", _int("connections per host", 1, 64), False),
+    "icws": ("icws", check_icw, True),
+    "rtt.rtts_ms": ("rtts", _rtt, True),
+    "loss.losses": ("losses", percent, True),
+    "loss.rtt_ms": ("loss_rtt_ms", _rtt, False),
+    "transfer.icws": ("transfer_icws", check_icw, True),
+    "transfer.rtts_ms": ("transfer_rtts", _rtt, True),
+    "transfer.pages": ("transfer_pages", _page, True),
+    "transfer.reps": ("transfer_reps", _int("number of loads per point", 1, 10_000), False),
+    "fairness.icws": ("fairness_icws", check_icw, True),
+    "fairness.seconds": ("fairness_seconds", _seconds, False),
+    "fairness.rtt_ms": ("fairness_rtt_ms", _rtt, False),
+    "fairness.rate": ("fairness_rate", _rate(False), False),
+    "fairness.loss": ("fairness_loss", percent, False),
+    "fairness.loss_up": ("fairness_loss_up", percent, False),
+    "fairness.download_bytes": ("fairness_download_bytes", _int("download size", 1, 100_000_000), False),
+    "fairness.long_flow": ("fairness_long_flow", _choice("long-flow tool", LONG_FLOWS), False),
+}
+# Params field -> element check in Params units (losses are fractions there)
+_CHECK = {f: (_fraction if p is percent else p, many) for f, p, many in KEYS.values()}
+
+
+def _values(v, parse, many: bool):
+    if not many:
+        return parse(v)
+    vs = v if isinstance(v, (list, tuple)) else [v]  # a single value is a list of one
+    if not vs:
+        raise PltError("empty list")
+    out = tuple(parse(x) for x in vs)
+    if len(set(out)) != len(out):
+        raise PltError(f"duplicate values in {list(vs)!r}")
+    return out
+
+
+# ---- files -------------------------------------------------------------------------------
+def load(path: str) -> dict:
+    """The values an ICW-study file sets, as {Params field: value}."""
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.loads(f.read().decode("utf-8"))
+    except OSError as e:
+        raise PltError(f"{path}: cannot read: {e.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise PltError(f"{path}: not valid TOML: {e}") from None
+    return from_dict(doc, path)
+
+
+def from_dict(doc: dict, where: str = "icw study") -> dict:
+    def bad(key, msg):
+        return PltError(f"{where}: key '{key}': {msg}")
+
+    for k in doc:
+        if k != "icw":
+            raise bad(k, "unknown key (an ICW-study file holds one table, [icw])")
+    tab = doc.get("icw")
+    if not isinstance(tab, dict):
+        raise PltError(f"{where}: no [icw] table (see examples/icw-study.toml)")
+    flat = {}
+    for k, v in tab.items():
+        if k in PARTS:
+            if not isinstance(v, dict):
+                raise bad(f"icw.{k}", f"must be a table ([icw.{k}])")
+            flat.update({f"{k}.{k2}": v2 for k2, v2 in v.items()})
+        else:
+            flat[k] = v
+    out = {}
+    for key, v in flat.items():
+        if key not in KEYS:
+            sec = key.rpartition(".")[0]
+            known = [k.rpartition(".")[2] for k in KEYS if k.rpartition(".")[0] == sec]
+            known += [] if sec else [f"[icw.{x}]" for x in PARTS]
+            raise bad(f"icw.{key}", f"unknown key (known here: {', '.join(known)})")
+        field, parse, many = KEYS[key]
+        try:
+            out[field] = _values(v, parse, many)
+        except PltError as e:
+            raise bad(f"icw.{key}", str(e)) from None
+    return out
+
+
+def resolve(file_values: dict | None = None, **given) -> Params:
+    """Defaults < ``file_values`` < ``given`` (None: not given); checked. Whatever neither sets
+    takes the quick defaults if ``quick`` is set by either."""
+    vals = {**(file_values or {}), **{k: v for k, v in given.items() if v is not None}}
+    for k in vals:
+        if k not in FIELDS:
+            raise TypeError(f"unknown ICW-study parameter {k!r}")
+    p = dataclasses.replace(defaults(bool(vals.get("quick", False))), **vals)
+    return check(p)
+
+
+def check(p: Params) -> Params:
+    """Every value checked (lists as tuples); the messages name the value, not a key."""
+    fixed = {}
+    for f, (parse, many) in _CHECK.items():
+        fixed[f] = _values(getattr(p, f), parse, many)
+    return dataclasses.replace(p, **fixed)
