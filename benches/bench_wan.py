@@ -20,6 +20,7 @@ def rtt():
         res = check.rtt_test(r, 400, "userspace", FIFO)
         print(f"RTT {r:>3} ms: error p50 {res['p50_err_ms']:+.3f}  p99 {res['p99_err_ms']:+.3f}  "
               f"max {res['max_err_ms']:+.3f} ms  (n={res['samples']}; target p99 <= 0.3 ms)  "
+              f"application p50 {res['app_p50_err_ms']:+.3f} p99 {res['app_p99_err_ms']:+.3f} ms  "
               f"emulator lateness {json.dumps(res['emulator_lateness'])}")
 
 

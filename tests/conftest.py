@@ -7,6 +7,9 @@ import pytest
 
 from pltlab.net import names
 
+# This session's runs get ids starting with TAG (inherited by the CLI subprocesses), so the leak
+# check below sees only what these tests created, even while other runs share the machine.
+TAG = os.environ.setdefault("PLTLAB_RUN_ID_PREFIX", os.urandom(2).hex())
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "corpus")
 
@@ -17,24 +20,30 @@ def pltlab_cmd(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedPr
                           timeout=timeout, **kw)
 
 
+def _ours(name: str) -> bool:
+    rid = names.run_id_of(name)
+    return bool(rid) and rid.startswith(TAG)
+
+
+def _our_process(pid: str) -> bool:
+    """A pltlab-dp process started by this test session (it inherited PLTLAB_RUN_ID_PREFIX)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if not f.read().split(b"\0")[0].endswith(b"pltlab-dp"):
+                return False
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"PLTLAB_RUN_ID_PREFIX={TAG}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
 def project_state() -> dict:
     """Everything of ours that a leak would leave: namespaces, host links, data-plane processes."""
-    nss = sorted(n for n in (os.listdir("/run/netns") if os.path.isdir("/run/netns") else [])
-                 if names.run_id_of(n))
+    nss = sorted(n for n in (os.listdir("/run/netns") if os.path.isdir("/run/netns") else []) if _ours(n))
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    ours = sorted(line.split(":")[1].strip() for line in links.splitlines()
-                  if names.run_id_of(line.split(":")[1].strip()))
-    procs = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    argv0 = f.read().split(b"\0")[0]
-            except OSError:
-                continue
-            if argv0.endswith(b"pltlab-dp"):
-                procs.append(int(pid))
-    return {"namespaces": nss, "links": ours, "dataplane_processes": sorted(procs)}
+    ours = sorted(name for line in links.splitlines() if _ours(name := line.split(":")[1].strip()))
+    procs = sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and _our_process(p))
+    return {"namespaces": nss, "links": ours, "dataplane_processes": procs}
 
 
 def leaked(before: dict) -> dict:

@@ -16,6 +16,8 @@ def test_check_json_reports_environment_and_fidelity():
     for r in res["rtt"]:
         assert r["samples"] == 50
         assert 0 <= r["p50_err_ms"] < 1.0 and r["p99_err_ms"] >= r["p50_err_ms"]
+        # the application's RTT adds the endpoints' wake-ups to the link's
+        assert r["app_p50_err_ms"] >= r["p50_err_ms"]
     assert res["rate"]["configured_mbit"] == 4
     assert abs(res["rate"]["error"]) < 0.03
     assert res["loss"]["configured"] == 0.05 and abs(res["loss"]["measured"] - 0.05) < 0.01

@@ -17,6 +17,8 @@ def _topo(origins=1, knobs=None, overrides=(), pcap=None, **link) -> Topology:
 def _ping_ms(topo, origin=0, count=30) -> list[float]:
     res = probes.client(topo, ["ping", "--connect", probes.target(topo, origin), "--count", str(count),
                                "--warmup", "3"])
+    assert res["unstamped"] == 0  # every round trip timed by kernel timestamps
+    assert all(a + 5 >= s for s, a in zip(res["samples_us"], res["app_samples_us"]))
     return [s / 1000 for s in res["samples_us"]]
 
 
@@ -133,3 +135,14 @@ def test_mahimahi_trace_sets_the_rate(tmp_path):
         probes.start_server(topo)
         res = probes.client(topo, ["bulk", "--connect", probes.target(topo), "--seconds", "3", "--warmup", "1"])
     assert res["goodput_bps"] == pytest.approx(1504 * 8 * 1000 * 1448 / 1500, rel=0.03)
+
+
+def test_linger_polling_keeps_the_delay():
+    """With linger the emulator polls after each packet instead of sleeping; delays stay exact."""
+    spec = TopologySpec(link=LinkSpec.build(rtt="20ms"), linger_us=300)
+    with Topology(spec) as topo:
+        probes.start_server(topo)
+        samples = sorted(_ping_ms(topo, count=20))
+        stats = topo.down()
+    assert 20 <= samples[0] and samples[10] < 20.5, samples
+    assert stats["uplink"]["packets_out"] > 20

@@ -73,7 +73,9 @@ def rtt_test(rtt_ms: int, samples: int, backend: str, sched_fifo: bool) -> dict:
         res = probes.client(topo, ["ping", "--connect", probes.target(topo), "--count", str(samples),
                                    "--warmup", "5", "--timeout-s", str(limit)], timeout=limit + 10)
         lateness = (topo.down() or {})
+    # network RTT from kernel timestamps (see `pltlab-dp probe ping`); the application's too
     errs = [s / 1000.0 - rtt_ms for s in res["samples_us"]]
+    app = [s / 1000.0 - rtt_ms for s in res["app_samples_us"]]
     return {
         "configured_ms": rtt_ms,
         "samples": len(errs),
@@ -81,6 +83,8 @@ def rtt_test(rtt_ms: int, samples: int, backend: str, sched_fifo: bool) -> dict:
         "p99_err_ms": round(_pct(errs, 0.99), 4),
         "max_err_ms": round(max(errs), 4),
         "min_err_ms": round(min(errs), 4),
+        "app_p50_err_ms": round(_pct(app, 0.5), 4),
+        "app_p99_err_ms": round(_pct(app, 0.99), 4),
         "emulator_lateness": _lateness_summary(lateness),
     }
 

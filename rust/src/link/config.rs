@@ -69,6 +69,10 @@ pub struct Config {
     pub overrides: Vec<Override>,
     #[serde(default = "d_busy")]
     pub busy_wait_us: u64,
+    /// After any packet activity keep polling the TUNs for this long instead
+    /// of sleeping, so replies (ACKs, responses) are read without a wake-up.
+    #[serde(default)]
+    pub linger_us: u64,
     #[serde(default)]
     pub sched_fifo: bool,
     #[serde(default)]
@@ -185,6 +189,9 @@ impl Config {
         if self.busy_wait_us > 100_000 {
             bail!("busy_wait_us must be <= 100000, got {}", self.busy_wait_us);
         }
+        if self.linger_us > 100_000 {
+            bail!("linger_us must be <= 100000, got {}", self.linger_us);
+        }
         let mut up = dir_params("uplink", &self.uplink)?;
         let mut down = dir_params("downlink", &self.downlink)?;
         for (i, o) in self.overrides.iter().enumerate() {
@@ -288,6 +295,7 @@ mod tests {
         assert!(err(r#","bogus":1"#).contains("unknown field"));
         assert!(err(r#","uplink":{"delay_us":-1}"#).contains("invalid"));
         assert!(err(r#","busy_wait_us":1000000"#).contains("busy_wait_us"));
+        assert!(err(r#","linger_us":1000000"#).contains("linger_us"));
         let e = format!("{:#}", Config::parse(r#"{"client":{"netns":"/a","tun":"x"}}"#).unwrap_err());
         assert!(e.contains("missing field `server`"), "{e}");
         let e = format!(

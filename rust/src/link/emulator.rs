@@ -4,7 +4,10 @@
 //! Waiting: if the next release is more than busy_wait away, a timerfd is
 //! armed at (deadline - busy_wait) and the loop blocks in epoll (TUN fds,
 //! timerfd, signalfd); inside the busy-wait window it spins, still draining
-//! the TUNs non-blockingly, until the deadline.
+//! the TUNs non-blockingly, until the deadline. With a linger time it also
+//! spins for that long after the last packet read or written: the peer's
+//! reply (an ACK, a response) then enters the emulator without a wake-up,
+//! whose latency would otherwise add to the emulated delay.
 use anyhow::{Context, Result};
 use std::fs::File;
 use std::io::{self, BufWriter};
@@ -37,6 +40,7 @@ pub struct Emulator {
     /// CLOCK_MONOTONIC -> wall clock offset for pcap timestamps.
     pub rt_off: u64,
     pub busy_ns: u64,
+    pub linger_ns: u64,
     rbuf: Pkt,
     segs: Vec<Pkt>,
 }
@@ -51,7 +55,7 @@ impl Emulator {
     ) -> Self {
         let mut pool = Pool::default();
         let rbuf = pool.get(LARGE);
-        Emulator { tuns, dirs, pool, pcap, rt_off, busy_ns, rbuf, segs: Vec::new() }
+        Emulator { tuns, dirs, pool, pcap, rt_off, busy_ns, linger_ns: 0, rbuf, segs: Vec::new() }
     }
 
     /// Side `i` (0 client, 1 server) feeds direction `i`. Returns packets read.
@@ -164,6 +168,7 @@ impl Emulator {
         ep.add(sigfd.as_raw_fd(), T_SIGNAL)?;
         ready();
         let mut iter: u64 = 0;
+        let mut active = 0u64; // last time a packet was read or written
         loop {
             let got = self.read_side(0)? + self.read_side(1)?;
             let now = now_ns();
@@ -173,9 +178,15 @@ impl Emulator {
                 return Ok(());
             }
             if got + sent > 0 {
+                if self.linger_ns > 0 {
+                    active = now;
+                }
                 continue;
             }
             let now = now_ns();
+            if now < active.saturating_add(self.linger_ns) {
+                continue; // lingering after activity: spin
+            }
             let next = self.next_release();
             if let Some(d) = next {
                 if d <= now.saturating_add(self.busy_ns) {

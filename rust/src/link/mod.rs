@@ -48,6 +48,7 @@ pub fn run(a: Args) -> Result<()> {
     let t0 = clock::now_ns();
     let dirs = [pipeline::Direction::new(&up, true, t0), pipeline::Direction::new(&down, false, t0)];
     let mut emu = Emulator::new([client, server], dirs, pcap, clock::realtime_offset(), cfg.busy_wait_us * 1000);
+    emu.linger_ns = cfg.linger_us * 1000;
     let pid = std::process::id();
     emu.run(&sigfd, || {
         let mut o = std::io::stdout().lock();

@@ -15,6 +15,7 @@ mod fetch;
 mod http;
 mod ping;
 mod server;
+mod stamp;
 mod tcpinfo;
 mod udp;
 #[cfg(test)]

@@ -1,6 +1,14 @@
 //! `probe ping`: TCP request/response RTT on one persistent connection
-//! (TCP_NODELAY on both ends): N x (`GET 1\n` -> 1 byte).
+//! (TCP_NODELAY on both ends), 1-byte ping -> 8-byte reply (`PINGMODE`).
+//!
+//! Two figures per round trip: the application's (send -> read returns) and
+//! the link's: from the client's ping entering its TUN (software transmit
+//! timestamp) to the reply's kernel receive timestamp, minus the server's
+//! turnaround measured the same way. The second excludes the wake-ups and
+//! system calls of the measuring programs, which belong to the machine, not
+//! to the emulated link.
 use super::common::{connect_nodelay, io_ctx, percentile, r3, Deadline};
+use super::stamp;
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -26,13 +34,26 @@ pub struct Args {
 
 #[derive(Serialize, Debug)]
 pub struct Out {
+    /// Link RTT per round trip (kernel timestamps, see above), us.
     pub samples_us: Vec<f64>,
     pub p50_us: f64,
     pub p99_us: f64,
     pub min_us: f64,
     pub max_us: f64,
     pub mean_us: f64,
+    /// Application RTT per round trip (send -> read returns), us.
+    pub app_samples_us: Vec<f64>,
+    pub app_p50_us: f64,
+    pub app_p99_us: f64,
+    /// Round trips where a kernel timestamp was missing (app time used).
+    pub unstamped: usize,
     pub count: usize,
+}
+
+fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    s
 }
 
 pub fn run(a: &Args) -> Result<Out> {
@@ -42,37 +63,67 @@ pub fn run(a: &Args) -> Result<Out> {
     let dl = Deadline::new(a.timeout_s);
     let mut s = connect_nodelay(&a.connect, &dl)?;
     let what = format!("ping {}", a.connect);
-    let mut samples = Vec::with_capacity(a.count);
-    let mut b = [0u8; 16];
-    for i in 0..a.warmup + a.count {
+    let io = |e| io_ctx(e, &what, &dl);
+    stamp::enable(&s).map_err(|e| anyhow!("{what}: SO_TIMESTAMPNS: {e}"))?;
+    s.write_all(b"PINGMODE\n").map_err(io)?;
+    let mut ok = [0u8; 3];
+    s.read_exact(&mut ok).map_err(io)?;
+    if &ok != b"OK\n" {
+        return Err(anyhow!("{what}: server does not speak PINGMODE (got {:?})", String::from_utf8_lossy(&ok)));
+    }
+    stamp::enable_tx(&s).map_err(|e| anyhow!("{what}: SO_TIMESTAMPING: {e}"))?;
+    let _ = stamp::tx(&s, 0); // stamps of PINGMODE
+    let (mut net, mut app) = (Vec::with_capacity(a.count), Vec::with_capacity(a.count));
+    let mut unstamped = 0;
+    let mut b = [0u8; 8];
+    // (client's link-level time of the previous round, its application time)
+    let mut prev: Option<(Option<i128>, f64)> = None;
+    let rounds = a.warmup + a.count + 1; // reply i carries the server turnaround of round i-1
+    for i in 0..rounds {
         if i > 0 && a.interval_ms > 0.0 {
             std::thread::sleep(Duration::from_secs_f64(a.interval_ms / 1000.0));
         }
         dl.arm(&s, &what)?;
         let t0 = Instant::now();
-        s.write_all(b"GET 1\n").map_err(|e| io_ctx(e, &what, &dl))?;
-        let n = s.read(&mut b).map_err(|e| io_ctx(e, &what, &dl))?;
-        let t1 = Instant::now();
-        if n != 1 {
-            return Err(anyhow!(
-                "{what}: expected 1 byte, got {}",
-                if n == 0 { "EOF".to_string() } else { format!("{n} bytes ({:?})", String::from_utf8_lossy(&b[..n])) }
-            ));
+        s.write_all(b"p").map_err(io)?;
+        let sent = stamp::tx(&s, 5).map_err(io)?;
+        let (mut got, mut at) = (0, None);
+        while got < b.len() {
+            let (n, t) = stamp::recv(&s, &mut b[got..]).map_err(io)?;
+            if n == 0 {
+                return Err(anyhow!("{what}: connection closed by peer"));
+            }
+            got += n;
+            at = t.or(at);
         }
-        if i >= a.warmup {
-            samples.push(r3((t1 - t0).as_secs_f64() * 1e6));
+        let app_us = (Instant::now() - t0).as_secs_f64() * 1e6;
+        let turn = u64::from_le_bytes(b) as i128;
+        if let Some((client, app_prev)) = prev.take() {
+            let link = match client {
+                Some(c) if turn > 0 => Some((c - turn) as f64 / 1e3),
+                _ => None,
+            };
+            if i - 1 >= a.warmup {
+                unstamped += link.is_none() as usize;
+                net.push(r3(link.unwrap_or(app_prev)));
+                app.push(r3(app_prev));
+            }
         }
+        prev = Some((sent.zip(at).map(|(s0, r)| r - s0), app_us));
     }
-    let mut sorted = samples.clone();
-    sorted.sort_by(|x, y| x.partial_cmp(y).unwrap());
-    let mean = sorted.iter().sum::<f64>() / sorted.len() as f64;
+    let (sn, sa) = (sorted(&net), sorted(&app));
+    let mean = sn.iter().sum::<f64>() / sn.len() as f64;
     Ok(Out {
-        p50_us: percentile(&sorted, 50.0),
-        p99_us: percentile(&sorted, 99.0),
-        min_us: sorted[0],
-        max_us: *sorted.last().unwrap(),
+        p50_us: percentile(&sn, 50.0),
+        p99_us: percentile(&sn, 99.0),
+        min_us: sn[0],
+        max_us: *sn.last().unwrap(),
         mean_us: r3(mean),
-        count: samples.len(),
-        samples_us: samples,
+        app_p50_us: percentile(&sa, 50.0),
+        app_p99_us: percentile(&sa, 99.0),
+        unstamped,
+        count: net.len(),
+        samples_us: net,
+        app_samples_us: app,
     })
 }

@@ -4,6 +4,8 @@
 //!   `GET <n>\n`            -> exactly n bytes
 //!   `STREAM\n`             -> data forever until the peer closes
 //!   `UDPSTAT <session>\n`  -> one JSON line with UDP stats of that session
+//!   `PINGMODE\n`           -> `OK\n`, then per 1-byte ping an 8-byte reply: the
+//!                            server's turnaround of the previous ping in ns (see ping_loop)
 //!   `GET /path HTTP/1.x`   -> HTTP (see http.rs)
 //!   anything else          -> `ERR ...\n` and close
 //! UDP datagrams: see `udp::Header` (magic, session, seq, total).
@@ -255,6 +257,7 @@ enum Req {
     Get(u64),
     Stream,
     UdpStat(u64),
+    PingMode,
 }
 
 fn parse(line: &str) -> Result<Req, String> {
@@ -267,6 +270,7 @@ fn parse(line: &str) -> Result<Req, String> {
     match (verb, arg) {
         ("GET", Some(n)) => n.parse().map(Req::Get).map_err(|_| format!("bad length {n:?}")),
         ("STREAM", None) => Ok(Req::Stream),
+        ("PINGMODE", None) => Ok(Req::PingMode),
         ("UDPSTAT", Some(s)) => s.parse().map(Req::UdpStat).map_err(|_| format!("bad session {s:?}")),
         _ => Err("unknown request".into()),
     }
@@ -319,11 +323,43 @@ fn handle(s: TcpStream, stats: Stats) -> std::io::Result<()> {
                 v.push(b'\n');
                 w.write_all(&v)?;
             }
+            Ok(Req::PingMode) => {
+                if !rd.buffer().is_empty() {
+                    w.write_all(b"ERR data after PINGMODE before OK\n")?;
+                    return Ok(());
+                }
+                return ping_loop(&s);
+            }
             Err(e) => {
                 w.write_all(format!("ERR {e}\n").as_bytes())?;
                 let _ = s.shutdown(std::net::Shutdown::Write);
                 return Ok(());
             }
         }
+    }
+}
+
+/// Ping-pong with the server's turnaround: its TUN transmit timestamp of a
+/// reply minus its kernel receive timestamp of the ping. The stamp of a reply
+/// exists only once it is sent, so each reply carries the previous round's
+/// turnaround (0 = unknown); the client sends one extra ping at the end.
+fn ping_loop(s: &TcpStream) -> std::io::Result<()> {
+    super::stamp::enable(s)?;
+    super::stamp::enable_tx(s)?;
+    (&*s).write_all(b"OK\n")?;
+    let _ = super::stamp::tx(s, 0); // the OK's stamp
+    let mut b = [0u8; 64];
+    let mut prev = 0u64;
+    loop {
+        let (n, at) = super::stamp::recv(s, &mut b)?;
+        if n == 0 {
+            return Ok(());
+        }
+        (&*s).write_all(&prev.to_le_bytes())?;
+        let sent = super::stamp::tx(s, 5)?;
+        prev = match (at, sent) {
+            (Some(a), Some(t)) => (t - a).max(1) as u64,
+            _ => 0,
+        };
     }
 }

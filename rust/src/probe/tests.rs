@@ -63,6 +63,11 @@ fn ping_samples() {
     let o = ping::run(&ping::Args { connect: a, count: 50, interval_ms: 0.0, warmup: 3, timeout_s: 10.0 }).unwrap();
     assert_eq!(o.samples_us.len(), 50);
     assert!(o.min_us > 0.0 && o.min_us <= o.p50_us && o.p50_us <= o.p99_us && o.p99_us <= o.max_us);
+    // kernel timestamps on every round trip; the network RTT never exceeds the application's
+    assert_eq!(o.unstamped, 0);
+    for (n, a) in o.samples_us.iter().zip(&o.app_samples_us) {
+        assert!(*n <= a + 5.0, "network {n} us > application {a} us");
+    }
 }
 
 #[test]

@@ -14,7 +14,7 @@ from pltlab.net.spec import LinkSpec, OriginOverride
 
 def link_config(client_ns: str, server_ns: str, tun: str, link: LinkSpec,
                 overrides: list[tuple[str, OriginOverride]], busy_wait_us: int, sched_fifo: bool,
-                pcap: str | None, stats: str | None) -> dict:
+                pcap: str | None, stats: str | None, linger_us: int = 0) -> dict:
     def direction(delay, rate, trace, loss, seed):
         return {
             "delay_us": delay, "rate_bps": rate, "trace": trace,
@@ -36,6 +36,7 @@ def link_config(client_ns: str, server_ns: str, tun: str, link: LinkSpec,
                               link.loss_down, link.seed * 2 + 2),
         "overrides": ovr,
         "busy_wait_us": busy_wait_us,
+        "linger_us": linger_us,
         "sched_fifo": sched_fifo,
         "pcap": pcap,
         "stats": stats,

@@ -6,6 +6,7 @@ reserved for benchmarking) and exist only inside the run's namespaces.
 """
 
 import ipaddress
+import os
 import re
 import secrets
 
@@ -20,7 +21,12 @@ MAX_ORIGINS = 65_000
 
 
 def new_run_id() -> str:
-    return secrets.token_hex(3)
+    # PLTLAB_RUN_ID_PREFIX (hex, <= 4 digits) tags the runs of one session, e.g. a test session
+    # telling its own leftovers from those of other runs on the machine
+    tag = os.environ.get("PLTLAB_RUN_ID_PREFIX", "").lower()
+    if not re.fullmatch(r"[0-9a-f]{0,4}", tag):
+        tag = ""
+    return (tag + secrets.token_hex(3))[:6]
 
 
 def valid_run_id(run_id: str) -> bool:

@@ -108,6 +108,7 @@ class TopologySpec:
     overrides: tuple[OriginOverride, ...] = ()
     backend: str = "auto"
     busy_wait_us: int = 300
+    linger_us: int = 0  # emulator polls this long after each packet (see link/emulator.rs)
     sched_fifo: bool = False
     pcap: str | None = None
 
@@ -121,3 +122,5 @@ class TopologySpec:
                 raise PltError(f"override for origin {o.origin}: the topology has {self.origins} origins")
         if not 0 <= self.busy_wait_us <= 100_000:
             raise PltError(f"invalid busy-wait {self.busy_wait_us} us: must be 0..100000")
+        if not 0 <= self.linger_us <= 100_000:
+            raise PltError(f"invalid linger {self.linger_us} us: must be 0..100000")

@@ -220,7 +220,7 @@ class Topology:
             overrides = [(self.origin_ips[o.origin], o) for o in s.overrides]
             cfg = link_config(self.client_ns, self.server_ns, self.tun, s.link, overrides,
                               s.busy_wait_us, s.sched_fifo, s.pcap,
-                              os.path.join(self.workdir, "link-stats.json"))
+                              os.path.join(self.workdir, "link-stats.json"), s.linger_us)
             self.link = UserspaceLink(cfg, self.workdir, self.server_ns)
         self.link.start()
 
