@@ -32,6 +32,11 @@ def test_sequential_page_matches_analytic_plt_and_tfo_saves_one_rtt(scheme):
     reqs = by[True]["requests"]
     assert [r["status"] for r in reqs] == [200] * 4 and len({r["conn_id"] for r in reqs}) == 1
     assert sum(r["new_conn"] for r in reqs) == 1 and reqs[0]["tfo"]
+    # what the replay server saw: one SYN-data connection; over https rustls' ClientHello fits
+    srv = by[True]["server_tfo"]
+    assert srv["tfo_connections"] == 1 and srv["tfo_tls_connections"] == (scheme == "https")
+    assert srv["tfo_tls_hello_split"] == 0 and by[True]["tfo_note"] is None
+    assert by[False]["server_tfo"]["tfo_connections"] == 0
 
 
 def test_connection_limit_keepalive_and_dependency_order():

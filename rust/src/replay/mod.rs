@@ -41,6 +41,13 @@ pub struct Stats {
     pub tls_connections: AtomicU64,
     pub tls_handshake_errors: AtomicU64,
     pub tfo_connections: AtomicU64,
+    /// TLS connections whose SYN carried data; of those, the ones whose
+    /// ClientHello was larger than that data (TFO then saves no round trip).
+    pub tfo_tls_connections: AtomicU64,
+    pub tfo_tls_hello_split: AtomicU64,
+    /// Largest ClientHello record seen in a SYN-data connection, and the most SYN data.
+    pub tfo_tls_hello_max: AtomicU64,
+    pub tfo_syn_bytes_max: AtomicU64,
     pub bytes_out: AtomicU64,
     /// URL -> count, first-seen order (bounded).
     pub not_found_urls: Mutex<Vec<(String, u64)>>,
@@ -70,6 +77,16 @@ impl Stats {
             e.2 += 1;
         } else if v.len() < MAX_LISTED_URLS {
             v.push((url, idx, 1));
+        }
+    }
+    fn note_tfo_tls(&self, fd: i32) {
+        self.tfo_tls_connections.fetch_add(1, Relaxed);
+        if let Some((syn, Some(hello))) = sock::syn_tls_record(fd) {
+            self.tfo_syn_bytes_max.fetch_max(syn as u64, Relaxed);
+            self.tfo_tls_hello_max.fetch_max(hello as u64, Relaxed);
+            if syn < hello {
+                self.tfo_tls_hello_split.fetch_add(1, Relaxed);
+            }
         }
     }
     fn note_service(&self, t: std::time::Instant, think: Option<std::time::Duration>) {
@@ -110,6 +127,10 @@ impl Stats {
             "tls_connections": self.tls_connections.load(Relaxed),
             "tls_handshake_errors": self.tls_handshake_errors.load(Relaxed),
             "tfo_connections": self.tfo_connections.load(Relaxed),
+            "tfo_tls_connections": self.tfo_tls_connections.load(Relaxed),
+            "tfo_tls_hello_split": self.tfo_tls_hello_split.load(Relaxed),
+            "tfo_tls_hello_max": self.tfo_tls_hello_max.load(Relaxed),
+            "tfo_syn_bytes_max": self.tfo_syn_bytes_max.load(Relaxed),
             "bytes_out": self.bytes_out.load(Relaxed),
             "service_us": {"n": sv.len(), "p50": q(0.5), "p99": q(0.99), "max": q(1.0)},
         })
@@ -185,6 +206,9 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                 if let Ok((opts, _)) = sock::tcp_info_tfo(tcp.as_raw_fd()) {
                     if opts & sock::TCPI_OPT_SYN_DATA != 0 {
                         st.tfo_connections.fetch_add(1, Relaxed);
+                        if is_tls {
+                            st.note_tfo_tls(tcp.as_raw_fd());
+                        }
                     }
                 }
                 let _ = tcp.set_nodelay(true);
@@ -443,6 +467,7 @@ pub fn run(a: Args) -> Result<()> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
+        let mut usr1 = signal(SignalKind::user_defined1())?;
         let srv = start(&m, shared.clone())?;
         println!(
             "{}",
@@ -450,9 +475,18 @@ pub fn run(a: Args) -> Result<()> {
         );
         use std::io::Write;
         std::io::stdout().flush().ok();
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+        // SIGUSR1: print a stats snapshot (one JSON line, "event": "snapshot") and go on
+        loop {
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+                _ = usr1.recv() => {
+                    let mut st = shared.stats.json();
+                    st["event"] = "snapshot".into();
+                    println!("{st}");
+                    std::io::stdout().flush().ok();
+                }
+            }
         }
         let st = shared.stats.json();
         if let Some(p) = &m.stats {

@@ -62,6 +62,8 @@ def register(app: typer.Typer) -> None:
                       f" ({'TFO' if r['tfo'] else 'no TFO'})", highlight=False)
             mark = "" if r["valid"] else f"  [red]INVALID: {r['invalid_reason']}[/]"
             out.print(f"Fetching {r['page']} took {r['plt_ms'] / 1000:.3f}s.{mark}", highlight=False)
+            if r.get("tfo_note"):
+                out.print(f"  [yellow]note: {r['tfo_note']}[/]", highlight=False)
 
         for p in resolver.resolve(page, corpus):
             runs += run_page(p, cfg, on_run=seed_style)

@@ -65,6 +65,18 @@ def judge(tfo: bool, counters: dict, requests: list[dict]) -> str | None:
     return None
 
 
+SERVER_TFO_KEYS = ("tls_connections", "tfo_connections", "tfo_tls_connections", "tfo_tls_hello_split")
+
+
+def tfo_note(tfo: bool, server: dict | None) -> str | None:
+    """Why TFO, although used, could not save a round trip on some connections, or None."""
+    if not tfo or not server or not server.get("tfo_tls_hello_split"):
+        return None
+    return (f"TFO was used, but on {server['tfo_tls_hello_split']} of {server['tfo_tls_connections']} https "
+            f"connections with SYN data the TLS ClientHello ({server.get('tfo_tls_hello_max')} B) was larger "
+            f"than the data the SYN carried ({server.get('tfo_syn_bytes_max')} B): no round trip saved there")
+
+
 class PageRunner:
     """Topology + replay for one page and one link configuration; loads it on demand."""
 
@@ -149,9 +161,14 @@ class PageRunner:
         elif tfo and not self.cfg.warm:
             self.topo.reset_tfo()
             self.warmed = False
-        c0 = self.topo.counters()
+        c0, s0 = self.topo.counters(), self.replay.snapshot()
         res = self._load_once(tfo)
-        c1 = self.topo.counters()
+        c1, s1 = self.topo.counters(), self.replay.snapshot()
+        server = None
+        if s0 and s1:  # what the replay server saw during this load
+            server = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TFO_KEYS}
+            server.update(tfo_tls_hello_max=s1.get("tfo_tls_hello_max"),
+                          tfo_syn_bytes_max=s1.get("tfo_syn_bytes_max"))
         counters = {"client": _delta(c1["client"], c0["client"], COUNTERS_CLIENT),
                     "server": _delta(c1["server"], c0["server"], COUNTERS_SERVER)}
         reason = judge(tfo, counters, res.get("requests", []))
@@ -162,6 +179,7 @@ class PageRunner:
             "loss": link.loss_down, "tfo": tfo, "icw": self.cfg.icw, "cc": self.cfg.cc,
             "client": self.cfg.client, "rep": rep, "plt_ms": res["plt_ms"], "valid": reason is None,
             "invalid_reason": reason, "tfo_counters": counters,
+            "server_tfo": server, "tfo_note": tfo_note(tfo, server),
             "not_found": sum(1 for r in res.get("requests", []) if r.get("status") == 404),
             "requests": res.get("requests", []),
         }
