@@ -146,3 +146,19 @@ def test_linger_polling_keeps_the_delay():
         stats = topo.down()
     assert 20 <= samples[0] and samples[10] < 20.5, samples
     assert stats["uplink"]["packets_out"] > 20
+
+
+def test_sched_fifo_is_applied_and_chromium_runs_use_it():
+    from pltlab.archive.generate import generate
+    from pltlab.experiments.runner import PageRunner, RunConfig
+
+    with Topology(TopologySpec(link=LinkSpec.build(rtt="10ms"), sched_fifo=True)) as topo:
+        probes.start_server(topo)
+        assert len(_ping_ms(topo, count=5)) == 5
+        stats = topo.down()
+    assert stats["sched_fifo_requested"] and stats["sched_fifo_applied"], stats.get("sched_fifo_error")
+    page = generate(objects=2, total_bytes=4000, origins=1, depth=1, seed=1)
+    fifo = {(c, f): PageRunner(page, RunConfig(client=c, sched_fifo=f)).topo.spec.sched_fifo
+            for c in ("builtin", "chromium") for f in (None, False, True)}
+    assert fifo == {("builtin", None): False, ("chromium", None): True, ("builtin", False): False,
+                    ("chromium", False): False, ("builtin", True): True, ("chromium", True): True}

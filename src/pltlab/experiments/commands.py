@@ -30,6 +30,7 @@ def register(app: typer.Typer) -> None:
         corpus: Annotated[Optional[str], typer.Option(help="Corpus directory to look page URLs up in.")] = None,
         schemes: Annotated[str, typer.Option(help="Built-in loader: 'recorded' schemes, or 'chromium' (also Chromium's own HSTS upgrades to https).")] = "recorded",
         pcap: Annotated[Optional[str], typer.Option(help="Write the emulator's client-side packet trace here.")] = None,
+        sched_fifo: Annotated[Optional[bool], typer.Option("--sched-fifo/--no-sched-fifo", help="Emulator under SCHED_FIFO (default: on with --client chromium).")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ):
         """Load a page over an emulated WAN with replay servers: PLT per load, TFO on/off."""
@@ -49,7 +50,7 @@ def register(app: typer.Typer) -> None:
             raise PltError(f"--pcap {pcap}: its directory does not exist")
         cfg = RunConfig(rtt=rtt, rate=rate, rate_up=rate_up, loss=loss, queue=queue, icw=icw, cc=cc,
                         client=client, warm=not cold, reps=reps, tfo_modes=modes[tfo], schemes=schemes,
-                        pcap=os.path.abspath(pcap) if pcap else None)
+                        pcap=os.path.abspath(pcap) if pcap else None, sched_fifo=sched_fifo)
         cfg.link()  # validate before anything is built
         from pltlab.net import TcpKnobs
 

@@ -42,6 +42,9 @@ class RunConfig:
     schemes: str = "recorded"
     pcap: str | None = None  # the emulator's client-side packet trace of the runner's loads
     backend: str = "auto"
+    # emulator under SCHED_FIFO; None = when the client is Chromium, whose CPU load otherwise
+    # delays the emulator's wake-ups by milliseconds (docs/performance.md)
+    sched_fifo: bool | None = None
     extra: dict = field(default_factory=dict)
 
     def link(self) -> LinkSpec:
@@ -86,7 +89,8 @@ class PageRunner:
         spec = TopologySpec(origins=max(1, len(self.hosts)), link=cfg.link(),
                             knobs=TcpKnobs(initcwnd=cfg.icw, cc=cfg.cc),
                             overrides=self._overrides(cfg.overrides), pcap=cfg.pcap,
-                            backend=cfg.backend)
+                            backend=cfg.backend,
+                            sched_fifo=cfg.client == "chromium" if cfg.sched_fifo is None else cfg.sched_fifo)
         self.topo = Topology(spec)
         self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
         self.replay: ReplayServer | None = None
