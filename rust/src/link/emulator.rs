@@ -141,7 +141,7 @@ impl Emulator {
                 Ok(_) => {
                     st.packets_out += 1;
                     st.bytes_out += p.wire_len() as u64;
-                    st.lateness.record(t.saturating_sub(rel));
+                    st.record_release(t.saturating_sub(rel));
                 }
                 Err(_) => st.write_errors += 1,
             }
@@ -156,6 +156,23 @@ impl Emulator {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// Handles pending signals: SIGUSR1 prints a snapshot (one JSON line:
+    /// lateness and packets since the previous one); returns true on SIGTERM/SIGINT.
+    fn on_signal(&mut self, sigfd: &OwnedFd) -> bool {
+        while let Some(sig) = sys::read_signal(sigfd.as_raw_fd()) {
+            if sig != libc::SIGUSR1 as u32 {
+                return true;
+            }
+            let v = serde_json::json!({"event": "snapshot", "uplink": self.dirs[UP].st.take_interval(),
+                                       "downlink": self.dirs[DOWN].st.take_interval()});
+            use std::io::Write;
+            let mut o = io::stdout().lock();
+            let _ = writeln!(o, "{v}");
+            let _ = o.flush();
+        }
+        false
     }
 
     /// Runs until SIGTERM/SIGINT.
@@ -174,7 +191,7 @@ impl Emulator {
             let now = now_ns();
             let sent = self.release(UP, now) + self.release(DOWN, now);
             iter = iter.wrapping_add(1);
-            if iter % 256 == 0 && sys::signal_pending(sigfd.as_raw_fd()) {
+            if iter % 256 == 0 && self.on_signal(sigfd) {
                 return Ok(());
             }
             if got + sent > 0 {
@@ -198,7 +215,7 @@ impl Emulator {
             if m & (1 << T_TIMER) != 0 {
                 timer.ack();
             }
-            if m & (1 << T_SIGNAL) != 0 && sys::signal_pending(sigfd.as_raw_fd()) {
+            if m & (1 << T_SIGNAL) != 0 && self.on_signal(sigfd) {
                 return Ok(());
             }
         }

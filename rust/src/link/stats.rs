@@ -138,9 +138,24 @@ pub struct DirStats {
     pub queue: DropLog,
     pub all: DropLog,
     pub lateness: Histogram,
+    /// Lateness since the last snapshot (SIGUSR1), so a caller can scope it to one load.
+    pub lateness_interval: Histogram,
+    pub packets_out_interval: u64,
 }
 
 impl DirStats {
+    pub fn record_release(&mut self, late_ns: u64) {
+        self.lateness.record(late_ns);
+        self.lateness_interval.record(late_ns);
+        self.packets_out_interval += 1;
+    }
+    /// Figures since the previous snapshot; starts the next interval.
+    pub fn take_interval(&mut self) -> Value {
+        let v = json!({"packets_out": self.packets_out_interval, "lateness_us": self.lateness_interval.to_json_us()});
+        self.lateness_interval = Histogram::default();
+        self.packets_out_interval = 0;
+        v
+    }
     pub fn to_json(&self, in_flight: usize) -> Value {
         json!({
             "packets_in": self.packets_in,

@@ -27,7 +27,7 @@ pub fn sched_fifo(prio: i32) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Blocks SIGTERM/SIGINT and returns a non-blocking signalfd for them.
+/// Blocks SIGTERM/SIGINT/SIGUSR1 and returns a non-blocking signalfd for them.
 pub fn signalfd() -> Result<OwnedFd> {
     // SAFETY: sigset manipulation on a local, then syscalls.
     unsafe {
@@ -35,6 +35,7 @@ pub fn signalfd() -> Result<OwnedFd> {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
         if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) < 0 {
             return Err(io::Error::last_os_error()).context("sigprocmask");
         }
@@ -46,11 +47,13 @@ pub fn signalfd() -> Result<OwnedFd> {
     }
 }
 
-/// True if a signal was pending on the signalfd (and consumes it).
-pub fn signal_pending(fd: RawFd) -> bool {
+/// The next pending signal's number from the signalfd (consumed), if any.
+pub fn read_signal(fd: RawFd) -> Option<u32> {
     let mut b = [0u8; 128];
     // SAFETY: valid buffer of sizeof(signalfd_siginfo).
-    unsafe { libc::read(fd, b.as_mut_ptr() as *mut _, b.len()) > 0 }
+    let n = unsafe { libc::read(fd, b.as_mut_ptr() as *mut _, b.len()) };
+    // ssi_signo is the struct's first field
+    (n >= 4).then(|| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 pub struct Epoll {

@@ -89,13 +89,14 @@ class Results:
         return rid
 
     def set_lateness(self, runner_id: str, stats: dict | None) -> None:
-        """The emulator's lateness (downlink) for every run of one runner, known at its teardown."""
+        """The emulator's lateness (downlink) over a whole runner, known at its teardown: for its
+        runs that have no per-load figures (the emulator could not be asked during the load)."""
         lat = ((stats or {}).get("downlink") or {}).get("lateness_us") or {}
         if not lat:
             return
         with self.db:
             self.db.execute("UPDATE runs SET lateness_p50_us=?, lateness_p99_us=?, lateness_max_us=? "
-                            "WHERE runner_id=?", (lat.get("p50"), lat.get("p99"), lat.get("max"), runner_id))
+                            "WHERE runner_id=? AND lateness_p99_us IS NULL", (lat.get("p50"), lat.get("p99"), lat.get("max"), runner_id))
 
     def runner_opened(self, run_id: str) -> None:
         """Recorded before the runner's namespaces exist, so a resume can remove what a kill left."""

@@ -40,6 +40,9 @@ class RunConfig:
     # "recorded": the built-in loader uses the archive's schemes; "chromium": also the https
     # upgrades Chromium makes by itself (HSTS preload), for a like-for-like comparison.
     schemes: str = "recorded"
+    # Built-in loader's model of the page (pltlab.loaders.plan.build): "archive" = recorded
+    # initiators, no priorities; "chromium" = what Chromium sees and how it schedules it.
+    model: str = "archive"
     pcap: str | None = None  # the emulator's client-side packet trace of the runner's loads
     backend: str = "auto"
     # emulator under SCHED_FIFO; None = when the client is Chromium, whose CPU load otherwise
@@ -140,7 +143,7 @@ class PageRunner:
         if tfo not in self._plans:
             self._plans[tfo] = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
                                            max_conns_per_host=self.cfg.max_conns_per_host,
-                                           https_hosts=self.https_hosts)
+                                           https_hosts=self.https_hosts, model=self.cfg.model)
         return builtin.load(self.topo, self._plans[tfo], self.topo.workdir)
 
     def warm_up(self) -> None:
@@ -166,8 +169,11 @@ class PageRunner:
             self.topo.reset_tfo()
             self.warmed = False
         c0, s0 = self.topo.counters(), self.replay.snapshot()
+        self.topo.link_snapshot()  # starts the emulator's interval: its lateness during this load
         res = self._load_once(tfo)
         c1, s1 = self.topo.counters(), self.replay.snapshot()
+        snap = self.topo.link_snapshot()
+        lateness = ((snap or {}).get("downlink") or {}).get("lateness_us")
         server = None
         if s0 and s1:  # what the replay server saw during this load
             server = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TFO_KEYS}
@@ -184,6 +190,7 @@ class PageRunner:
             "client": self.cfg.client, "rep": rep, "plt_ms": res["plt_ms"], "valid": reason is None,
             "invalid_reason": reason, "tfo_counters": counters,
             "server_tfo": server, "tfo_note": tfo_note(tfo, server),
+            "emulator_lateness_us": lateness,  # downlink releases during this load
             "not_found": sum(1 for r in res.get("requests", []) if r.get("status") == 404),
             "requests": res.get("requests", []),
         }

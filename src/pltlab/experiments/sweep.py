@@ -166,6 +166,10 @@ class Sweep:
                    tfo_active=c["client"].get("TCPFastOpenActive"),
                    tfo_passive=c["server"].get("TCPFastOpenPassive"),
                    browser=r.get("browser"), wall_ms=(time.time() - t0) * 1000)
+        lat = r.get("emulator_lateness_us") or {}
+        if lat:  # this load's own figures (else the runner's, filled in at its teardown)
+            row.update(lateness_p50_us=lat.get("p50"), lateness_p99_us=lat.get("p99"),
+                       lateness_max_us=lat.get("max"))
         self.res.add_run(row, r["requests"])
         return row
 

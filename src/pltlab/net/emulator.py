@@ -3,6 +3,7 @@
 import json
 import os
 import select
+import signal
 import subprocess
 import time
 
@@ -84,6 +85,25 @@ class UserspaceLink:
 
     def _stderr_tail(self) -> str:
         return dataplane.stderr_tail(self._err, f"exit code {self.proc.returncode}")
+
+    def snapshot(self, timeout: float = 5.0) -> dict | None:
+        """Lateness and packets per direction since the previous snapshot (SIGUSR1), or None."""
+        if not self.alive():
+            return None
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        end = time.monotonic() + timeout
+        while (left := end - time.monotonic()) > 0:
+            ready, _, _ = select.select([self.proc.stdout], [], [], left)
+            line = self.proc.stdout.readline() if ready else ""
+            if not line:
+                return None
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("event") == "snapshot":
+                return msg
+        return None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

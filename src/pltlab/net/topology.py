@@ -111,6 +111,11 @@ class Topology:
         self._is_up = True
         return self
 
+    def link_snapshot(self) -> dict | None:
+        """The user-space emulator's figures since the previous snapshot (None with netem)."""
+        snap = getattr(self.link, "snapshot", None)
+        return snap() if snap else None
+
     def down(self) -> dict | None:
         """Stop everything this run started and delete its namespaces. Idempotent."""
         for p in reversed(self._procs):

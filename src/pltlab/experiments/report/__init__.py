@@ -32,7 +32,7 @@ def validity_notes(a: dict, runs: list[dict]) -> list[tuple[str, bool]]:
     lat = [r["lateness_p99_us"] for r in runs if r.get("lateness_p99_us") is not None]
     if lat:
         worst = max(lat)
-        notes.append((f"Link emulator lateness (downlink p99 per runner): worst {worst / 1000:.2f} ms"
+        notes.append((f"Link emulator lateness (downlink p99 per load): worst {worst / 1000:.2f} ms"
                       + (" — the machine was loaded; timing noise is likely" if worst > 2000 else ""),
                       worst > 2000))
     else:
