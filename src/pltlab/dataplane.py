@@ -2,10 +2,12 @@
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from pltlab.errors import PltError
@@ -65,3 +67,24 @@ def terminate(p, timeout: float = 10.0) -> str:
         p.kill()
         out, _ = p.communicate()
     return out or ""
+
+
+def snapshot(p, timeout: float = 5.0) -> dict | None:
+    """Ask a running process (link emulator, replay server) for its figures so far: SIGUSR1, then
+    the stdout line with ``"event": "snapshot"``. None if it has exited or does not answer."""
+    if p is None or p.poll() is not None:
+        return None
+    os.kill(p.pid, signal.SIGUSR1)
+    end = time.monotonic() + timeout
+    while (left := end - time.monotonic()) > 0:
+        ready, _, _ = select.select([p.stdout], [], [], left)
+        line = p.stdout.readline() if ready else ""
+        if not line:
+            return None
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("event") == "snapshot":
+            return msg
+    return None

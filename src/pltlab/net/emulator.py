@@ -3,7 +3,6 @@
 import json
 import os
 import select
-import signal
 import subprocess
 import time
 
@@ -88,22 +87,7 @@ class UserspaceLink:
 
     def snapshot(self, timeout: float = 5.0) -> dict | None:
         """Lateness and packets per direction since the previous snapshot (SIGUSR1), or None."""
-        if not self.alive():
-            return None
-        os.kill(self.proc.pid, signal.SIGUSR1)
-        end = time.monotonic() + timeout
-        while (left := end - time.monotonic()) > 0:
-            ready, _, _ = select.select([self.proc.stdout], [], [], left)
-            line = self.proc.stdout.readline() if ready else ""
-            if not line:
-                return None
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if msg.get("event") == "snapshot":
-                return msg
-        return None
+        return dataplane.snapshot(self.proc, timeout)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

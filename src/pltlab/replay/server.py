@@ -3,9 +3,7 @@
 import json
 import os
 import select
-import signal
 import subprocess
-import time
 
 from pltlab import dataplane
 from pltlab.archive.model import Page
@@ -60,24 +58,7 @@ class ReplayServer:
 
     def snapshot(self, timeout: float = 5.0) -> dict | None:
         """The server's statistics so far (SIGUSR1 → one JSON line), or None if it does not answer."""
-        if not self.alive():
-            return None
-        os.kill(self.proc.pid, signal.SIGUSR1)
-        end = time.monotonic() + timeout
-        while (left := end - time.monotonic()) > 0:
-            ready, _, _ = select.select([self.proc.stdout], [], [], left)
-            if not ready:
-                break
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            if ev.get("event") == "snapshot":
-                return ev
-        return None
+        return dataplane.snapshot(self.proc, timeout)
 
     def _stderr_tail(self) -> str:
         return dataplane.stderr_tail(self._err, "no output")
