@@ -100,9 +100,10 @@ def repeatability(client="builtin", reps=10):
 
 
 def _runs(page, cfg):
-    """The built-in loader on Chromium's schemes (HSTS upgrades, docs/loaders.md), or Chromium."""
+    """The built-in loader on Chromium's schemes (HSTS upgrades) and with its model of Chromium
+    (dependencies as Chromium sees them, request priorities: docs/loaders.md), or Chromium."""
     out = []
-    with PageRunner(page, dataclasses.replace(cfg, schemes="chromium")) as pr:
+    with PageRunner(page, dataclasses.replace(cfg, schemes="chromium", model="chromium")) as pr:
         for rep in range(1, cfg.reps + 1):
             for tfo in cfg.tfo_modes:
                 out.append(pr.load(tfo, rep))

@@ -62,6 +62,18 @@ pub struct Object {
     pub parent: Option<usize>,
     #[serde(default)]
     pub delay_ms: f64,
+    /// Requestable at the parent's first response byte instead of its last (a browser's
+    /// parser/preload scanner sees the references at the start of a document).
+    #[serde(default)]
+    pub at_first_byte: bool,
+    /// Further objects that must all have arrived (last byte) before this one is requestable
+    /// (script execution order, body reached).
+    #[serde(default)]
+    pub after: Vec<usize>,
+    /// Low priority (Chromium: images): subject to `delayable_limit`/`tight_limit`, and behind
+    /// every other queued request of its pool.
+    #[serde(default)]
+    pub delayable: bool,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -77,6 +89,16 @@ pub struct Plan {
     pub ca: Option<PathBuf>,
     #[serde(default = "timeout_default")]
     pub timeout_s: f64,
+    /// At most this many delayable requests released (queued for or on a connection) at once;
+    /// None = no limit.
+    #[serde(default)]
+    pub delayable_limit: Option<usize>,
+    /// While some object of `tight_until` has not arrived: at most this many delayable
+    /// requests released at once (None = only `delayable_limit`).
+    #[serde(default)]
+    pub tight_limit: Option<usize>,
+    #[serde(default)]
+    pub tight_until: Vec<usize>,
 }
 
 impl Plan {
@@ -97,6 +119,15 @@ impl Plan {
             if !(o.delay_ms >= 0.0) {
                 bail!("object {i}: delay_ms must be >= 0");
             }
+            if let Some(&a) = o.after.iter().find(|&&a| a >= n || a == i) {
+                bail!("object {i}: bad \"after\" index {a}");
+            }
+        }
+        if let Some(&t) = self.tight_until.iter().find(|&&t| t >= n) {
+            bail!("bad \"tight_until\" index {t}");
+        }
+        if self.delayable_limit == Some(0) || self.tight_limit == Some(0) {
+            bail!("delayable_limit and tight_limit must be >= 1");
         }
         // acyclic: every chain of parents ends within n steps
         for i in 0..n {
@@ -108,6 +139,28 @@ impl Plan {
                     bail!("object {i}: parent chain has a cycle");
                 }
             }
+        }
+        // ... and with the "after" edges too (Kahn's algorithm)
+        let mut indeg: Vec<usize> = self.objects.iter().map(|o| o.parent.is_some() as usize + o.after.len()).collect();
+        let mut out = vec![Vec::new(); n];
+        for (i, o) in self.objects.iter().enumerate() {
+            for p in o.parent.iter().chain(o.after.iter()) {
+                out[*p].push(i);
+            }
+        }
+        let mut stack: Vec<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
+        let mut seen = 0;
+        while let Some(k) = stack.pop() {
+            seen += 1;
+            for &c in &out[k] {
+                indeg[c] -= 1;
+                if indeg[c] == 0 {
+                    stack.push(c);
+                }
+            }
+        }
+        if seen < n {
+            bail!("parents and \"after\" lists form a cycle");
         }
         if self.objects.iter().any(|o| o.tls) && self.ca.is_none() {
             bail!("plan has https objects but no \"ca\"");
@@ -143,6 +196,8 @@ pub struct Rec {
     pub new_conn: bool,
     pub tfo: bool,
     pub ready_ms: f64,
+    /// When the delayable-request limits let it go to its pool (= ready_ms if not held).
+    pub released_ms: f64,
     pub connect_start_ms: Option<f64>,
     pub connect_end_ms: Option<f64>,
     pub tls_end_ms: Option<f64>,
@@ -210,6 +265,7 @@ enum Ev {
     Ready(usize),
     DnsDone(usize),
     Connected { cid: usize, cs: f64, ce: f64, tls: Option<f64> },
+    FirstByte(usize),
     Done { cid: usize, rec: Rec, keep: bool, tfo: Option<(bool, u8)> },
     Closed { cid: usize },
     Fatal(String),
@@ -263,7 +319,8 @@ async fn open_stream(ctx: &Ctx, addr: SocketAddr, host: &str, tls: bool) -> Resu
 }
 
 /// One request/response exchange; returns (record, keep_alive).
-async fn exchange(ctx: &Ctx, s: &mut Box<dyn Io>, buf: &mut Vec<u8>, req: &[u8], head_req: bool, url: &str) -> Result<(Rec, bool)> {
+async fn exchange(ctx: &Ctx, s: &mut Box<dyn Io>, buf: &mut Vec<u8>, req: &[u8], head_req: bool, url: &str, first_byte: impl FnOnce()) -> Result<(Rec, bool)> {
+    let mut first_byte = Some(first_byte);
     let mut rec = Rec { request_ms: ctx.ms(), ..Default::default() };
     s.write_all(req).await.map_err(|e| anyhow!("sending request for {url}: {e}"))?;
     s.flush().await.map_err(|e| anyhow!("sending request for {url}: {e}"))?;
@@ -278,6 +335,9 @@ async fn exchange(ctx: &Ctx, s: &mut Box<dyn Io>, buf: &mut Vec<u8>, req: &[u8],
         }
         if len == 0 {
             rec.first_byte_ms = ctx.ms();
+            if let Some(f) = first_byte.take() {
+                f();
+            }
         }
         len += n;
         // drop informational (1xx) heads, then take the final head
@@ -335,7 +395,11 @@ async fn conn_task(ctx: Rc<Ctx>, plan: Rc<Plan>, reqs: Rc<Vec<Vec<u8>>>, cid: us
             };
             let o = &plan.objects[idx];
             let head_req = o.method.eq_ignore_ascii_case("HEAD");
-            let (mut rec, keep) = exchange(&ctx, &mut s, &mut buf, &reqs[idx], head_req, &o.url).await?;
+            let fb_tx = tx.clone();
+            let (mut rec, keep) = exchange(&ctx, &mut s, &mut buf, &reqs[idx], head_req, &o.url, move || {
+                let _ = fb_tx.send(Ev::FirstByte(idx));
+            })
+            .await?;
             rec.index = idx;
             let tfo = if first {
                 first = false;
@@ -374,10 +438,23 @@ struct Sched {
     reqs: Rc<Vec<Vec<u8>>>,
     groups: Vec<Group>,
     obj_group: Vec<usize>,
+    /// Objects waiting for this one's last byte (as parent or in `after`).
     children: Vec<Vec<usize>>,
+    /// Objects waiting for this one's first byte (`at_first_byte`).
+    fb_children: Vec<Vec<usize>>,
+    /// Prerequisites (parent, `after`) not yet met, per object.
+    waiting: Vec<usize>,
     conns: Vec<Conn>,
     recs: Vec<Option<Rec>>,
     ready_ms: Vec<f64>,
+    released_ms: Vec<f64>,
+    /// Ready delayable requests held back by the limits, FIFO.
+    held: VecDeque<usize>,
+    /// Delayable requests released and not yet arrived.
+    delayable_out: usize,
+    in_tight: Vec<bool>,
+    /// Objects of `tight_until` not yet arrived.
+    tight_left: usize,
     done: usize,
     tx: UnboundedSender<Ev>,
 }
@@ -452,11 +529,66 @@ impl Sched {
         ));
     }
 
+    /// One prerequisite of `idx` met; when it was the last: requestable after its delay.
+    fn prereq_met(&mut self, idx: usize) {
+        self.waiting[idx] -= 1;
+        if self.waiting[idx] > 0 {
+            return;
+        }
+        let d = self.plan.objects[idx].delay_ms;
+        if d > 0.0 {
+            let tx = self.tx.clone();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(Duration::from_secs_f64(d / 1000.0)).await;
+                let _ = tx.send(Ev::Ready(idx));
+            });
+        } else {
+            self.ready(idx);
+        }
+    }
+
+    /// Delayable requests may be released now (Chromium's ResourceScheduler / Blink tight mode).
+    fn gate_open(&self) -> bool {
+        let lim = match (self.tight_left > 0, self.plan.tight_limit, self.plan.delayable_limit) {
+            (true, Some(t), Some(d)) => Some(t.min(d)),
+            (true, Some(t), None) => Some(t),
+            (_, _, d) => d,
+        };
+        lim.map_or(true, |l| self.delayable_out < l)
+    }
+
     fn ready(&mut self, idx: usize) {
-        self.ready_ms[idx] = self.ctx.ms();
+        let now = self.ctx.ms();
+        self.ready_ms[idx] = now;
+        if self.plan.objects[idx].delayable && (!self.held.is_empty() || !self.gate_open()) {
+            self.held.push_back(idx);
+            return;
+        }
+        self.release(idx, now);
+    }
+
+    fn release(&mut self, idx: usize, now: f64) {
+        self.released_ms[idx] = now;
         let g = self.obj_group[idx];
-        self.groups[g].queue.push_back(idx);
+        if self.plan.objects[idx].delayable {
+            self.delayable_out += 1;
+            self.groups[g].queue.push_back(idx);
+        } else {
+            // a pool serves its queued requests by priority: ahead of every delayable one
+            let objs = &self.plan.objects;
+            let q = &mut self.groups[g].queue;
+            let pos = q.iter().position(|&k| objs[k].delayable).unwrap_or(q.len());
+            q.insert(pos, idx);
+        }
         self.dispatch(g);
+    }
+
+    fn release_held(&mut self) {
+        while !self.held.is_empty() && self.gate_open() {
+            let idx = self.held.pop_front().unwrap();
+            let now = self.ctx.ms();
+            self.release(idx, now);
+        }
     }
 
     fn free(&mut self, cid: usize) {
@@ -474,6 +606,12 @@ impl Sched {
         match ev {
             Ev::Fatal(e) => bail!("{e}"),
             Ev::Ready(i) => self.ready(i),
+            Ev::FirstByte(i) => {
+                for k in 0..self.fb_children[i].len() {
+                    let ch = self.fb_children[i][k];
+                    self.prereq_met(ch);
+                }
+            }
             Ev::DnsDone(g) => {
                 self.groups[g].dns = Some(true);
                 self.groups[g].dns_end_ms = self.ctx.ms();
@@ -500,6 +638,7 @@ impl Sched {
                 c.rec.requests.push(idx);
                 rec.conn_id = cid;
                 rec.ready_ms = self.ready_ms[idx];
+                rec.released_ms = self.released_ms[idx];
                 rec.url = self.plan.objects[idx].url.clone();
                 rec.host = self.plan.objects[idx].host.clone();
                 self.recs[idx] = Some(rec);
@@ -512,19 +651,17 @@ impl Sched {
                     self.groups[g].open -= 1;
                     self.dispatch(g);
                 }
+                if self.plan.objects[idx].delayable {
+                    self.delayable_out -= 1;
+                }
+                if self.in_tight[idx] {
+                    self.tight_left -= 1;
+                }
                 for k in 0..self.children[idx].len() {
                     let ch = self.children[idx][k];
-                    let d = self.plan.objects[ch].delay_ms;
-                    if d > 0.0 {
-                        let tx = self.tx.clone();
-                        tokio::task::spawn_local(async move {
-                            tokio::time::sleep(Duration::from_secs_f64(d / 1000.0)).await;
-                            let _ = tx.send(Ev::Ready(ch));
-                        });
-                    } else {
-                        self.ready(ch);
-                    }
+                    self.prereq_met(ch);
                 }
+                self.release_held();
                 return Ok(self.done == self.plan.objects.len());
             }
             Ev::Closed { cid } => {
@@ -566,11 +703,23 @@ async fn load_inner(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
         obj_group.push(g);
     }
     let mut children = vec![Vec::new(); n];
+    let mut fb_children = vec![Vec::new(); n];
+    let mut waiting = vec![0usize; n];
     for (i, o) in plan.objects.iter().enumerate() {
         if let Some(p) = o.parent {
-            children[p].push(i);
+            if o.at_first_byte { fb_children[p].push(i) } else { children[p].push(i) }
+            waiting[i] += 1;
+        }
+        for &a in &o.after {
+            children[a].push(i);
+            waiting[i] += 1;
         }
     }
+    let mut in_tight = vec![false; n];
+    for &t in &plan.tight_until {
+        in_tight[t] = true;
+    }
+    let tight_left = in_tight.iter().filter(|&&t| t).count();
     let reqs = Rc::new(plan.objects.iter().map(build_request).collect::<Vec<_>>());
     let (tx, mut rx) = unbounded_channel();
     let mut s = Sched {
@@ -580,14 +729,21 @@ async fn load_inner(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
         groups,
         obj_group,
         children,
+        fb_children,
+        waiting,
         conns: Vec::new(),
         recs: vec![None; n],
         ready_ms: vec![0.0; n],
+        released_ms: vec![0.0; n],
+        held: VecDeque::new(),
+        delayable_out: 0,
+        in_tight,
+        tight_left,
         done: 0,
         tx,
     };
     for (i, o) in plan.objects.iter().enumerate() {
-        if o.parent.is_none() {
+        if s.waiting[i] == 0 {
             if o.delay_ms > 0.0 {
                 let tx = s.tx.clone();
                 let d = o.delay_ms;

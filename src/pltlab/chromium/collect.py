@@ -28,6 +28,7 @@ class Request:
     connection_id: int | None = None
     connection_reused: bool | None = None
     timing: dict | None = None  # CDP ResourceTiming (ms offsets from its requestTime)
+    timing_base_ms: float | None = None  # timing's requestTime, on start_ms's clock
     encoded_bytes: int = 0  # bytes on the wire, headers included
     data_bytes: int = 0  # decoded body bytes received
     body: bytes | None = None
@@ -107,6 +108,8 @@ class Collector:
         r.connection_id = int(cid) if cid is not None else None
         r.connection_reused = resp.get("connectionReused")
         r.timing = resp.get("timing")
+        if r.timing and r.timing.get("requestTime") and self._t0 is not None:
+            r.timing_base_ms = self._ms(r.timing["requestTime"])
 
     def _on_responseReceived(self, p: dict) -> None:
         self._touch()

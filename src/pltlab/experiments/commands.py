@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
         reps: Annotated[int, typer.Option(help="Repetitions per configuration.")] = 3,
         corpus: Annotated[Optional[str], typer.Option(help="Corpus directory to look page URLs up in.")] = None,
         schemes: Annotated[str, typer.Option(help="Built-in loader: 'recorded' schemes, or 'chromium' (also Chromium's own HSTS upgrades to https).")] = "recorded",
+        model: Annotated[str, typer.Option(help="Built-in loader: 'archive' (recorded initiators, no priorities) or 'chromium' (Chromium's dependencies and request scheduling, docs/loaders.md).")] = "archive",
         pcap: Annotated[Optional[str], typer.Option(help="Write the emulator's client-side packet trace here.")] = None,
         sched_fifo: Annotated[Optional[bool], typer.Option("--sched-fifo/--no-sched-fifo", help="Emulator under SCHED_FIFO (default: on with --client chromium).")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -46,10 +47,12 @@ def register(app: typer.Typer) -> None:
             raise PltError(f"invalid --reps {reps}: must be 1..10000")
         if schemes not in ("recorded", "chromium"):
             raise PltError(f"invalid --schemes {schemes!r}: recorded or chromium")
+        if model not in ("archive", "chromium"):
+            raise PltError(f"invalid --model {model!r}: archive or chromium")
         if pcap and not os.path.isdir(os.path.dirname(os.path.abspath(pcap))):
             raise PltError(f"--pcap {pcap}: its directory does not exist")
         cfg = RunConfig(rtt=rtt, rate=rate, rate_up=rate_up, loss=loss, queue=queue, icw=icw, cc=cc,
-                        client=client, warm=not cold, reps=reps, tfo_modes=modes[tfo], schemes=schemes,
+                        client=client, warm=not cold, reps=reps, tfo_modes=modes[tfo], schemes=schemes, model=model,
                         pcap=os.path.abspath(pcap) if pcap else None, sched_fifo=sched_fifo)
         cfg.link()  # validate before anything is built
         from pltlab.net import TcpKnobs

@@ -21,6 +21,26 @@ def shim_path(workdir: str) -> str:
     return path
 
 
+TIMES = (("connect_start_ms", "connectStart"), ("connect_end_ms", "connectEnd"),
+         ("tls_start_ms", "sslStart"), ("request_ms", "sendStart"), ("first_byte_ms", "receiveHeadersEnd"))
+
+
+def wire_times(r) -> dict:
+    """The CDP ResourceTiming of a request on the load's clock (ms since its first request), named
+    like the built-in loader's fields: connect_* only on the request that opened the connection
+    (-1 in CDP = not this request's), request_ms = request sent, first_byte_ms = response head
+    received. None where Chromium gave no timing (redirects, failures)."""
+    out = {k: None for k, _ in TIMES}
+    t, base = r.timing, r.timing_base_ms
+    if not t or base is None:
+        return out
+    for k, cdp in TIMES:
+        v = t.get(cdp)
+        if v is not None and v >= 0:
+            out[k] = round(base + v, 3)
+    return out
+
+
 def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None, tfo: bool) -> dict:
     from pltlab.chromium import Chromium, hsts
 
@@ -42,7 +62,8 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
             "conn_id": r.connection_id, "new_conn": r.connection_reused is False,
             "start_ms": r.start_ms, "last_byte_ms": r.end_ms, "bytes": r.data_bytes,
             "wire_bytes": r.encoded_bytes, "status": r.status, "error": r.error or None,
-            "resource_type": r.resource_type,
+            "resource_type": r.resource_type, "initiator_type": r.initiator_type,
+            "initiator_url": r.initiator_url, **wire_times(r),
         })
     return {"plt_ms": res.plt_ms, "requests": requests, "browser": res.browser_version,
             "unfinished": res.unfinished, "hsts_upgraded": upgraded}

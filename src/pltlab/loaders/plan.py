@@ -41,21 +41,105 @@ def effective_schemes(page: Page, https_hosts) -> dict[int, str]:
     return {id(o): scheme(o) for o in page.objects}
 
 
+MODELS = ("archive", "chromium")
+# Chromium's request scheduling (docs/loaders.md, "Built-in vs Chromium"): Blink's tight mode
+# lets at most 2 low-priority requests run until the main document's parser reaches <body>
+# (ResourceLoadScheduler, kTightLimitForRendererSideResourceScheduler). After that, Chromium 156
+# here had up to 19 images on the wire at once (amazon): no further limit (None); the network
+# service's old 10-delayable-requests rule is not in effect.
+TIGHT_LIMIT = 2
+DELAYABLE_LIMIT: int | None = None
+
+
+def _head(page: Page, doc: Obj) -> tuple[list[Obj], list[Obj]]:
+    """(stylesheets, scripts) of a synthesized document's <head>, in document order
+    (synth._html puts them there in its children's order)."""
+    css, js = [], []
+    for c in synth.children(page, doc):
+        k = synth.ref_kind(page, c)
+        (css if k == "css" else js if k == "js" else []).append(c)
+    return css, js
+
+
+def _blocking(page: Page, doc: Obj, upto: Obj | None) -> list[Obj]:
+    """What a parser-blocking script ``upto`` of ``doc`` waits for before it runs (every earlier
+    head script, every earlier stylesheet); with ``upto`` None: what the parser waits for before
+    it reaches <body> (every head script and the stylesheets before the last one)."""
+    order = [c for c in synth.children(page, doc) if synth.ref_kind(page, c) in ("css", "js")]
+    if upto is None:
+        last = max((i for i, c in enumerate(order) if synth.ref_kind(page, c) == "js"), default=-1)
+        return order[:last + 1]
+    return order[:order.index(upto)] if upto in order else []
+
+
+def chromium_deps(page: Page, o: Obj) -> dict:
+    """How Chromium reaches object ``o`` of the synthesized page (synth.py): ``parent`` (the
+    object whose body references it, synth.loader; for a redirect target the redirect),
+    ``at_first_byte`` (a reference in a synthesized document's markup: the preload scanner
+    sees it with the first bytes), ``after`` (objects that must have arrived first: a script
+    runs after the earlier head scripts and stylesheets; <iframe>, fonts, inline-script
+    fetches and stylesheet images wait until the parser reached <body>), ``delayable``
+    (images: low priority)."""
+    out = {"parent": None, "at_first_byte": False, "after": [],
+           "delayable": kind(o.mime, o.url) == "image"}
+    if o is page.objects[0]:
+        return out
+    if o.initiator_type == "redirect" and o.initiator and page.find(o.initiator) is not None:
+        out["parent"] = page.find(o.initiator)
+        return out
+    par = synth.loader(page, o)
+    out["parent"] = par
+    if par.body is not None:  # a recorded body: references anywhere in it
+        return out
+    pk, rk = kind(par.mime, par.url), synth.ref_kind(page, o)
+    if pk == "html":
+        out["at_first_byte"] = True
+        if rk not in ("css", "js", "image"):  # <iframe>, @font-face text, fetch() at the end
+            out["after"] = _blocking(page, par, None)
+    elif pk == "js":
+        doc = synth.loader(page, par)
+        if kind(doc.mime, doc.url) == "html" and doc.body is None and par in _head(page, doc)[1]:
+            out["after"] = _blocking(page, doc, par)  # parser-blocking: runs in order
+    elif pk == "css" and rk in ("image", "font"):
+        doc = synth.document_of(page, par)
+        if doc.body is None:
+            out["after"] = _blocking(page, doc, None)  # the element it styles is in <body>
+    return out
+
+
 def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None,
           max_conns_per_host: int = 6, compute_delays: bool = False, dns_delay_ms: float = 0.0,
-          timeout_s: float = 120.0, https_hosts=None) -> dict:
+          timeout_s: float = 120.0, https_hosts=None, model: str = "archive") -> dict:
     """``https_hosts``: hosts a browser upgrades to https by itself (pltlab.chromium.hsts); the
     objects it would then load over https are fetched over https (port 443 for a recorded 80),
-    as Chromium does. None: every object on its recorded scheme."""
+    as Chromium does. None: every object on its recorded scheme.
+
+    ``model``: "archive" = each object requestable at its recorded initiator's last byte, no
+    priorities (the TFO paper's loader); "chromium" = the dependencies Chromium sees in the
+    replayed page and its scheduling of low-priority requests (chromium_deps, TIGHT_LIMIT,
+    DELAYABLE_LIMIT; docs/loaders.md)."""
+    if model not in MODELS:
+        raise ValueError(f"unknown loader model {model!r}: one of {', '.join(MODELS)}")
     objs = [o for o in page.objects if o.scheme in ("http", "https") and o.host in host_ips]
     schemes = effective_schemes(page, https_hosts) if https_hosts is not None else {}
     index = {}
     for i, o in enumerate(objs):
         index.setdefault(o.url.split("#", 1)[0], i)
+    pos = {id(o): i for i, o in enumerate(objs)}
     out = []
     for i, o in enumerate(objs):
         parent = None
-        if i > 0:
+        extra = {}
+        if model == "chromium" and i > 0:
+            d = chromium_deps(page, o)
+            p = pos.get(id(d["parent"])) if d["parent"] is not None else None
+            parent = p if p is not None and p != i else 0
+            after = sorted({pos[id(a)] for a in d["after"] if id(a) in pos} - {i, parent})
+            extra = {"at_first_byte": d["at_first_byte"] and p is not None, "after": after,
+                     "delayable": d["delayable"]}
+        elif model == "chromium":
+            extra = {"at_first_byte": False, "after": [], "delayable": False}
+        elif i > 0:
             p = index.get((o.initiator or "").split("#", 1)[0])
             parent = p if p is not None and p != i else 0
         delay = 0.0
@@ -69,14 +153,41 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
             port = 443 if o.port == 80 else o.port
         out.append({"url": url, "method": o.method, "host": o.host,
                     "ip": host_ips[o.host], "port": port, "tls": sch == "https",
-                    "parent": parent, "delay_ms": round(delay, 3)})
+                    "parent": parent, "delay_ms": round(delay, 3), **extra})
     _check_acyclic(out)
-    return {"objects": out, "max_conns_per_host": max_conns_per_host, "tfo": tfo,
+    plan = {"objects": out, "max_conns_per_host": max_conns_per_host, "tfo": tfo,
             "dns_delay_ms": dns_delay_ms, "ca": ca, "timeout_s": timeout_s}
+    if model == "chromium":
+        main = synth.main_document(page)
+        tight = [pos[id(c)] for c in _blocking(page, main, None) if id(c) in pos] \
+            if main.body is None else []
+        plan.update(delayable_limit=DELAYABLE_LIMIT, tight_limit=TIGHT_LIMIT,
+                    tight_until=tight or [0])
+    return plan
 
 
 def _check_acyclic(objs: list[dict]) -> None:
-    """Every object must reach the main document through its parents."""
+    """Every object must reach the main document through its parents (and "after" lists
+    must not close a cycle either)."""
+    if not any(o.get("after") for o in objs):
+        return _check_parents(objs)
+    state: dict[int, int] = {}
+
+    def visit(i: int) -> None:
+        state[i] = 1
+        for j in ([objs[i]["parent"]] if objs[i]["parent"] is not None else []) + objs[i].get("after", []):
+            if state.get(j) == 1:
+                raise ValueError(f"dependency cycle through {objs[j]['url']}")
+            if j not in state:
+                visit(j)
+        state[i] = 2
+
+    for i in range(len(objs)):
+        if i not in state:
+            visit(i)
+
+
+def _check_parents(objs: list[dict]) -> None:
     for i in range(len(objs)):
         seen, cur = set(), i
         while objs[cur]["parent"] is not None:
