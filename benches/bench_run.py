@@ -2,7 +2,7 @@
 """`pltlab run` figures (issue: replay + loaders): tool overhead, fidelity against analytic PLTs,
 repeatability, built-in loader vs Chromium.
 
-    python3 benches/bench_run.py [overhead|fidelity|fanout|repeat|repeat-chromium|compare|chromium-tfo ...]
+    python3 benches/bench_run.py [overhead|fidelity|fanout|repeat|repeat-chromium|compare|compare-uncalibrated|chromium-tfo ...]
 
 Needs root (namespaces). Timings are noisy on a shared 2-core machine: run it on a quiet one.
 """
@@ -110,23 +110,42 @@ def _runs(page, cfg):
     return out
 
 
-def compare(reps=3, tfo=False):
-    print(f"built-in (Chromium's schemes) vs Chromium, 100 ms, TFO {'on' if tfo else 'off'}, "
+def compare(reps=3, tfo=False, calibrate=True):
+    """Per page: (with ``calibrate``) Chromium's compute measured at RTT 0 (pltlab.loaders.calibrate,
+    3 loads, median), then the built-in loader without and with the calibration, then Chromium."""
+    from pltlab.loaders.calibrate import PAGE_KEY, calibrate as measure
+
+    print(f"built-in (Chromium's schemes, model chromium) vs Chromium, 100 ms, TFO {'on' if tfo else 'off'}, "
           f"median of {reps}:", flush=True)
     for name in PAPER:
         page = bundled.load(name)
+        if calibrate:
+            measure(page, loads=3)
+            cal = page.extras[PAGE_KEY]
+            print(f"  {name}: calibration at RTT 0 ({cal['browser']}): Chromium PLTs {cal['load_plt_ms']} ms, "
+                  f"{cal['matched']}/{cal['objects']} objects matched, tail {cal['tail_ms']:.1f} ms", flush=True)
         med = {}
-        for client in ("builtin", "chromium"):
-            runs = _runs(page, RunConfig(rtt="100ms", reps=reps, tfo_modes=(tfo,), client=client))
+        for what, client, cal_on in (("builtin", "builtin", False), ("calibrated", "builtin", True),
+                                     ("chromium", "chromium", False)):
+            if what == "calibrated" and not calibrate:
+                continue
+            runs = _runs(page, RunConfig(rtt="100ms", reps=reps, tfo_modes=(tfo,), client=client,
+                                         calibrated=cal_on))
             bad = [r["invalid_reason"] for r in runs if not r["valid"]]
-            med[client] = statistics.median(r["plt_ms"] for r in runs)
-            med[client + "_n"] = statistics.median(len(r["requests"]) for r in runs)
+            med[what] = statistics.median(r["plt_ms"] for r in runs)
+            med[what + "_net"] = statistics.median(r["network_plt_ms"] for r in runs)
+            med[what + "_n"] = statistics.median(len(r["requests"]) for r in runs)
             if bad:
-                print(f"  {name} {client}: invalid: {bad}")
+                print(f"  {name} {what}: invalid: {bad}")
         d = med["chromium"] / med["builtin"] - 1
-        print(f"  {name:10} objects {len(page.objects):4}: built-in {med['builtin']:7.1f} ms "
-              f"({med['builtin_n']:.0f} req), Chromium {med['chromium']:7.1f} ms ({med['chromium_n']:.0f} req): "
-              f"{d:+.1%} (target within 15 %)", flush=True)
+        line = (f"  {name:10} objects {len(page.objects):4}: built-in {med['builtin']:7.1f} ms "
+                f"({med['builtin_n']:.0f} req), Chromium {med['chromium']:7.1f} ms ({med['chromium_n']:.0f} req): "
+                f"{d:+.1%}")
+        if calibrate:
+            dc = med["chromium"] / med["calibrated"] - 1
+            line += (f"; built-in calibrated {med['calibrated']:7.1f} ms (network {med['calibrated_net']:.1f} + "
+                     f"tail): Chromium {dc:+.1%}")
+        print(line + " (target within 15 %)", flush=True)
 
 
 def chromium_tfo(reps=5):
@@ -145,7 +164,7 @@ def chromium_tfo(reps=5):
 
 ALL = {"overhead": overhead, "fidelity": fidelity, "fanout": fanout, "repeat": repeatability,
        "repeat-chromium": lambda: repeatability("chromium", 10), "compare": compare,
-       "compare-tfo": lambda: compare(tfo=True), "chromium-tfo": chromium_tfo}
+       "compare-tfo": lambda: compare(tfo=True), "compare-uncalibrated": lambda: compare(calibrate=False), "chromium-tfo": chromium_tfo}
 
 if __name__ == "__main__":
     for what in sys.argv[1:] or ["overhead", "fidelity", "fanout", "repeat", "repeat-chromium", "compare"]:

@@ -1,7 +1,9 @@
 """HAR 1.2 in and out. One archive file holds one page; imported HARs may hold several.
 
 Our own fields: `_initiator` ({"type", "url"}, Chrome's convention) and `_pltlab` (start/end
-relative to the page start, whether the body is known, provenance) on entries and pages."""
+relative to the page start, whether the body is known, provenance) on entries and pages; Chromium's
+measured compute (pltlab.loaders.calibrate): `_pltlab_compute_ms` (ms >= 0) on entries and
+`_pltlab_calibration` ({"tail_ms", "browser", "machine", ...}) on the page."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from pltlab.archive.deps import link_redirects
 from pltlab.archive.model import Obj, Page
 from pltlab.errors import PltError
+from pltlab.loaders.calibrate import KEY as COMPUTE_KEY, PAGE_KEY as CAL_KEY, check_calibration, check_delay
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 TEXT_TYPES = ("text/", "application/javascript", "application/x-javascript", "application/json",
@@ -60,12 +63,13 @@ def _entry(o: Obj, start: datetime) -> dict:
     s = o.start_ms or 0.0
     dur = max(0.0, (o.end_ms - s)) if o.end_ms is not None else 0.0
     ext = dict(o.extras)
+    compute = ext.pop(COMPUTE_KEY, None)
     ext.update(body="full" if o.body is not None else "size-only")
     ext["start_ms"], ext["end_ms"] = o.start_ms, o.end_ms  # null: unknown (not 0)
     init = {"type": o.initiator_type or ("other" if o.initiator is None else "parser")}
     if o.initiator:
         init["url"] = o.initiator
-    return {
+    e = {
         "pageref": "page_1",
         "startedDateTime": _iso(start + timedelta(milliseconds=s)),
         "time": dur,
@@ -81,6 +85,9 @@ def _entry(o: Obj, start: datetime) -> dict:
         "_initiator": init,
         "_pltlab": ext,
     }
+    if compute is not None:
+        e["_pltlab_compute_ms"] = compute
+    return e
 
 
 def page_to_har(page: Page) -> dict:
@@ -88,11 +95,16 @@ def page_to_har(page: Page) -> dict:
 
     start = _parse_time(page.started, "page") or EPOCH
     timings = {"onContentLoad": -1, "onLoad": page.on_load_ms if page.on_load_ms is not None else -1}
+    ext = dict(page.extras)
+    cal = ext.pop(CAL_KEY, None)
+    pm = {"startedDateTime": _iso(start), "id": "page_1", "title": page.title or page.url,
+          "pageTimings": timings, "_pltlab": {"url": page.url, **ext}}
+    if cal is not None:
+        pm["_pltlab_calibration"] = cal
     return {"log": {
         "version": "1.2",
         "creator": {"name": "pltlab", "version": __version__},
-        "pages": [{"startedDateTime": _iso(start), "id": "page_1", "title": page.title or page.url,
-                   "pageTimings": timings, "_pltlab": {"url": page.url, **page.extras}}],
+        "pages": [pm],
         "entries": [_entry(o, start) for o in page.objects],
     }}
 
@@ -161,6 +173,9 @@ def _obj(e: dict, start: datetime | None, where: str) -> tuple[Obj, datetime | N
     mime = content.get("mimeType") or next((v for k, v in headers if k.lower() == "content-type"), "")
     body = _body(content, where)
     ext = dict(e.get("_pltlab") or {})
+    ext.pop(COMPUTE_KEY, None)  # only from `_pltlab_compute_ms`
+    if e.get("_pltlab_compute_ms") is not None:
+        ext[COMPUTE_KEY] = check_delay(e["_pltlab_compute_ms"], f"{where}: _pltlab_compute_ms")
     if ext.pop("body", None) == "size-only" or (body == b"" and (content.get("size") or 0) > 0):
         body = None  # an empty text for a non-empty response means "not recorded"
     size = next((s for s in (content.get("size"), resp.get("bodySize"), e.get("_objectSize"))
@@ -226,6 +241,9 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
             continue
         objs.sort(key=lambda o: o.start_ms if o.start_ms is not None else float("inf"))
         ext = dict(pm.get("_pltlab") or {})
+        ext.pop(CAL_KEY, None)
+        if pm.get("_pltlab_calibration") is not None:
+            ext[CAL_KEY] = check_calibration(pm["_pltlab_calibration"], f"{src}: page {ref}: _pltlab_calibration")
         url = ext.pop("url", None) or objs[0].url
         if ext.get("source") is None and (log.get("creator") or {}).get("name") != "pltlab":
             ext["source"] = os.path.basename(src)

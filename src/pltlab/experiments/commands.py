@@ -30,6 +30,7 @@ def register(app: typer.Typer) -> None:
         corpus: Annotated[Optional[str], typer.Option(help="Corpus directory to look page URLs up in.")] = None,
         schemes: Annotated[str, typer.Option(help="Built-in loader: 'recorded' schemes, or 'chromium' (also Chromium's own HSTS upgrades to https).")] = "recorded",
         model: Annotated[str, typer.Option(help="Built-in loader: 'archive' (recorded initiators, no priorities) or 'chromium' (Chromium's dependencies and request scheduling, docs/loaders.md).")] = "archive",
+        calibration: Annotated[bool, typer.Option("--calibration/--no-calibration", help="With --model chromium on a page calibrated by `pltlab calibrate`: Chromium's measured compute delays and load-event tail (default on).")] = True,
         pcap: Annotated[Optional[str], typer.Option(help="Write the emulator's client-side packet trace here.")] = None,
         sched_fifo: Annotated[Optional[bool], typer.Option("--sched-fifo/--no-sched-fifo", help="Emulator under SCHED_FIFO (default: on with --client chromium).")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -53,6 +54,7 @@ def register(app: typer.Typer) -> None:
             raise PltError(f"--pcap {pcap}: its directory does not exist")
         cfg = RunConfig(rtt=rtt, rate=rate, rate_up=rate_up, loss=loss, queue=queue, icw=icw, cc=cc,
                         client=client, warm=not cold, reps=reps, tfo_modes=modes[tfo], schemes=schemes, model=model,
+                        calibrated=calibration,
                         pcap=os.path.abspath(pcap) if pcap else None, sched_fifo=sched_fifo)
         cfg.link()  # validate before anything is built
         from pltlab.net import TcpKnobs
@@ -85,6 +87,57 @@ def register(app: typer.Typer) -> None:
         out.print(t)
         if invalid:
             out.print(f"[red]{len(invalid)} invalid run(s), not averaged in[/]")
+
+    @app.command()
+    def calibrate(
+        pages: Annotated[list[str], typer.Argument(help="Pages: HAR files, corpus directories, bundled names (amazon, ...).")],
+        output: Annotated[str, typer.Option("-o", "--output", help="Directory for the calibrated archives (NAME.har; created if needed).")],
+        loads: Annotated[int, typer.Option(help="Chromium loads per page (the median is stored).")] = 3,
+        rtt: Annotated[str, typer.Option(help="RTT of the calibration loads.")] = "0ms",
+        corpus: Annotated[Optional[str], typer.Option(help="Corpus directory to look page URLs up in.")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    ):
+        """Measure Chromium's compute on pages (loads at RTT 0) and write them with the calibration,
+        for the built-in loader's --model chromium (docs/loaders.md "Compute calibration")."""
+        from pltlab.archive import bundled
+        from pltlab.archive.corpus import file_name
+        from pltlab.archive.har import write_page
+        from pltlab.experiments import pages as resolver
+        from pltlab.loaders.calibrate import PAGE_KEY, calibrate as measure
+
+        if not 1 <= loads <= 100:
+            raise PltError(f"invalid --loads {loads}: must be 1..100")
+        out_dir = os.path.abspath(output)
+        if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+            raise PltError(f"{output}: exists and is not a directory")
+        todo = []
+        for what in pages:
+            for p in resolver.resolve(what, corpus):
+                todo.append((what, p))
+        os.makedirs(out_dir, exist_ok=True)
+        log = Console(stderr=True)
+        taken: set[str] = set()
+        done = []
+        for what, p in todo:
+            if what in bundled.NAMES:
+                name = f"{what}.har"
+            elif os.path.isfile(what) and what.endswith(".har") and len(resolver.resolve(what, corpus)) == 1:
+                name = os.path.basename(what)
+            else:
+                name = file_name(p.url, taken)
+            measure(p, loads=loads, rtt=rtt, log=lambda m: log.print(m, highlight=False))
+            path = os.path.join(out_dir, name)
+            write_page(p, path + ".tmp")
+            os.replace(path + ".tmp", path)
+            cal = p.extras[PAGE_KEY]
+            done.append({"page": p.url, "file": path, **cal,
+                         "compute_ms_sum": round(sum(o.extras.get("compute_ms", 0.0) for o in p.objects), 1)})
+            if not as_json:
+                log.print(f"{p.url}: {cal['matched']}/{cal['objects']} objects matched, compute "
+                          f"{done[-1]['compute_ms_sum']:.0f} ms summed over objects, tail {cal['tail_ms']:.0f} ms "
+                          f"({cal['browser']}) -> {path}", highlight=False)
+        if as_json:
+            print(json.dumps({"pages": done}))
 
     register_experiments(app)
 

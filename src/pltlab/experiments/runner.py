@@ -43,6 +43,9 @@ class RunConfig:
     # Built-in loader's model of the page (pltlab.loaders.plan.build): "archive" = recorded
     # initiators, no priorities; "chromium" = what Chromium sees and how it schedules it.
     model: str = "archive"
+    # model "chromium" on a calibrated page (pltlab calibrate): measured compute delays per
+    # object and the load-event tail (added to plt_ms, also reported as tail_ms); False: none
+    calibrated: bool = True
     pcap: str | None = None  # the emulator's client-side packet trace of the runner's loads
     backend: str = "auto"
     # emulator under SCHED_FIFO; None = when the client is Chromium, whose CPU load otherwise
@@ -143,8 +146,14 @@ class PageRunner:
         if tfo not in self._plans:
             self._plans[tfo] = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
                                            max_conns_per_host=self.cfg.max_conns_per_host,
-                                           https_hosts=self.https_hosts, model=self.cfg.model)
-        return builtin.load(self.topo, self._plans[tfo], self.topo.workdir)
+                                           https_hosts=self.https_hosts, model=self.cfg.model,
+                                           calibrated=self.cfg.calibrated)
+        res = builtin.load(self.topo, self._plans[tfo], self.topo.workdir)
+        tail = plans.tail_ms(self.page, self.cfg.model, self.cfg.calibrated)
+        if tail is not None:  # Chromium's measured time from the last response to loadEventEnd
+            res["network_plt_ms"], res["tail_ms"] = res["plt_ms"], tail
+            res["plt_ms"] = res["plt_ms"] + tail
+        return res
 
     def warm_up(self) -> None:
         """The prior visit that caches a TFO cookie for every origin: one TFO request per origin
@@ -187,7 +196,10 @@ class PageRunner:
             "page": self.page.url, "rtt_ms": link.rtt_us / 1000,
             "rate_mbit": (link.rate_down_bps / 1e6) if link.rate_down_bps else None,
             "loss": link.loss_down, "tfo": tfo, "icw": self.cfg.icw, "cc": self.cfg.cc,
-            "client": self.cfg.client, "rep": rep, "plt_ms": res["plt_ms"], "valid": reason is None,
+            "client": self.cfg.client, "rep": rep, "plt_ms": res["plt_ms"],
+            # built-in loader with a calibrated model="chromium": plt_ms = network_plt_ms + tail_ms
+            "network_plt_ms": res.get("network_plt_ms", res["plt_ms"]), "tail_ms": res.get("tail_ms"),
+            "valid": reason is None,
             "invalid_reason": reason, "tfo_counters": counters,
             "server_tfo": server, "tfo_note": tfo_note(tfo, server),
             "emulator_lateness_us": lateness,  # downlink releases during this load

@@ -66,4 +66,5 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
             "initiator_url": r.initiator_url, **wire_times(r),
         })
     return {"plt_ms": res.plt_ms, "requests": requests, "browser": res.browser_version,
+            "nav_timing": res.nav_timing,
             "unfinished": res.unfinished, "hsts_upgraded": upgraded}

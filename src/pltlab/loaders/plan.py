@@ -107,9 +107,30 @@ def chromium_deps(page: Page, o: Obj) -> dict:
     return out
 
 
+def plan_objects(page: Page, host_ips: dict[str, str]) -> list[Obj]:
+    """The page's objects the plan fetches, in plan order (plan index i = element i)."""
+    return [o for o in page.objects if o.scheme in ("http", "https") and o.host in host_ips]
+
+
+def calibration(page: Page) -> dict | None:
+    """The page's stored compute calibration (loaders.calibrate), checked, or None."""
+    from pltlab.loaders.calibrate import PAGE_KEY, check_calibration
+
+    cal = page.extras.get(PAGE_KEY)
+    return None if cal is None else check_calibration(cal, page.url)
+
+
+def tail_ms(page: Page, model: str, calibrated: bool = True) -> float | None:
+    """The calibrated time from the last response to loadEventEnd that model="chromium" adds to
+    the PLT, or None (other model, no calibration, or not wanted)."""
+    cal = calibration(page) if model == "chromium" and calibrated else None
+    return None if cal is None else float(cal["tail_ms"])
+
+
 def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None,
           max_conns_per_host: int = 6, compute_delays: bool = False, dns_delay_ms: float = 0.0,
-          timeout_s: float = 120.0, https_hosts=None, model: str = "archive") -> dict:
+          timeout_s: float = 120.0, https_hosts=None, model: str = "archive",
+          calibrated: bool = True) -> dict:
     """``https_hosts``: hosts a browser upgrades to https by itself (pltlab.chromium.hsts); the
     objects it would then load over https are fetched over https (port 443 for a recorded 80),
     as Chromium does. None: every object on its recorded scheme.
@@ -117,10 +138,17 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
     ``model``: "archive" = each object requestable at its recorded initiator's last byte, no
     priorities (the TFO paper's loader); "chromium" = the dependencies Chromium sees in the
     replayed page and its scheduling of low-priority requests (chromium_deps, TIGHT_LIMIT,
-    DELAYABLE_LIMIT; docs/loaders.md)."""
+    DELAYABLE_LIMIT; docs/loaders.md).
+
+    ``calibrated``: with model "chromium" and a page calibrated by loaders.calibrate, each
+    object's ``delay_ms`` is its measured compute delay (Obj.extras["compute_ms"]; the load-event
+    tail is not part of the plan: tail_ms())."""
     if model not in MODELS:
         raise ValueError(f"unknown loader model {model!r}: one of {', '.join(MODELS)}")
-    objs = [o for o in page.objects if o.scheme in ("http", "https") and o.host in host_ips]
+    from pltlab.loaders.calibrate import KEY, check_delay
+
+    use_cal = model == "chromium" and calibrated and calibration(page) is not None
+    objs = plan_objects(page, host_ips)
     schemes = effective_schemes(page, https_hosts) if https_hosts is not None else {}
     index = {}
     for i, o in enumerate(objs):
@@ -143,7 +171,10 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
             p = index.get((o.initiator or "").split("#", 1)[0])
             parent = p if p is not None and p != i else 0
         delay = 0.0
-        if compute_delays and parent is not None:
+        if use_cal:
+            if o.extras.get(KEY) is not None:
+                delay = check_delay(o.extras[KEY], f"{o.url}: {KEY}")
+        elif compute_delays and parent is not None:
             par = objs[parent]
             if o.start_ms is not None and par.end_ms is not None:
                 delay = max(0.0, o.start_ms - par.end_ms)

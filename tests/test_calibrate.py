@@ -1,0 +1,216 @@
+"""Chromium's compute, measured (pltlab.loaders.calibrate): derivation from a timeline, storage
+in the archive (HAR `_pltlab_compute_ms` / `_pltlab_calibration`), use by the built-in plan
+(model="chromium"), errors."""
+
+import json
+import os
+
+import pytest
+
+from pltlab.archive import har
+from pltlab.archive.model import Obj, Page
+from pltlab.errors import PltError
+from pltlab.loaders import calibrate as cal, plan as plans
+
+H = "http://a.test"
+IPS = {"a.test": "198.19.0.1"}
+
+
+def _plan() -> dict:
+    """0 document; 1 script at the document's first byte; 2 image at the document's first byte;
+    3 image requested by script 1 after stylesheet 4 arrived; 4 stylesheet at the document's
+    first byte; 5 never requested by Chromium."""
+    o = [{"url": f"{H}/", "parent": None},
+         {"url": f"{H}/s.js", "parent": 0, "at_first_byte": True, "after": []},
+         {"url": f"{H}/i.png", "parent": 0, "at_first_byte": True, "after": []},
+         {"url": f"{H}/x.png", "parent": 1, "at_first_byte": False, "after": [4]},
+         {"url": f"{H}/c.css", "parent": 0, "at_first_byte": True, "after": []},
+         {"url": f"{H}/gone.png", "parent": 0, "at_first_byte": True, "after": []}]
+    return {"objects": o}
+
+
+def _req(url, start, fb, lb, **kw):
+    return {"url": url, "start_ms": start, "first_byte_ms": fb, "last_byte_ms": lb, "status": 200,
+            "error": None, **kw}
+
+
+def _load(shift=0.0, plt=200.0) -> dict:
+    """navigationStart is 3 ms before the first request (responseStart 13 = document first byte
+    10 + 3)."""
+    return {"plt_ms": plt, "nav_timing": {"responseStart": 13.0},
+            "requests": [_req(f"{H}/", 0.0, 10.0, 40.0),
+                         _req(f"{H}/s.js#frag", 25.0 + shift, 50.0, 60.0),
+                         _req(f"{H}/i.png", 8.0, 30.0, 35.0),  # before the first byte: 0
+                         _req(f"{H}/c.css", 26.0, 70.0, 90.0),
+                         _req(f"{H}/x.png", 120.0, 130.0, 150.0),
+                         _req("http://elsewhere.test/", 1.0, 2.0, 180.0)]}  # not in the plan
+
+
+def test_derivation_known_answer():
+    d = cal.derive_one(_plan(), _load())
+    # 0: start 0 - navigationStart (-3); 1: 25 - first byte 10; 2: clamped; 3: 120 - max(60, 90);
+    # 4: 26 - 10; 5: not requested
+    assert d["compute_ms"] == [3.0, 15.0, 0.0, 30.0, 16.0, None]
+    # loadEventEnd on the requests' clock = 200 - 3; last response of the plan's objects: 150
+    assert d["tail_ms"] == pytest.approx(47.0)
+    assert d["matched"] == 5
+
+
+def test_derivation_median_over_loads():
+    d = cal.derive(_plan(), [_load(0.0, 200.0), _load(10.0, 220.0), _load(4.0, 190.0)])
+    assert d["compute_ms"][1] == 19.0  # 15, 25, 19
+    assert d["tail_ms"] == pytest.approx(47.0)  # 47, 67, 37
+    assert d["loads"] == 3
+
+
+def test_derivation_without_navigation_timing_uses_the_request_clock():
+    ld = _load()
+    ld["nav_timing"] = {}
+    assert cal.derive_one(_plan(), ld)["compute_ms"][0] == 0.0
+
+
+def test_derivation_errors():
+    with pytest.raises(PltError, match="no load event"):
+        cal.derive_one(_plan(), dict(_load(), plt_ms=None))
+    with pytest.raises(PltError, match="did not request the main document"):
+        cal.derive_one(_plan(), dict(_load(), requests=_load()["requests"][1:]))
+    bad = _load()
+    bad["requests"][0] = dict(bad["requests"][0], status=0, error="net::ERR_CONNECTION_REFUSED")
+    with pytest.raises(PltError, match="main document failed"):
+        cal.derive_one(_plan(), bad)
+    with pytest.raises(PltError, match="at least one"):
+        cal.derive(_plan(), [])
+
+
+def _page() -> Page:
+    return Page(url=f"{H}/", objects=[
+        Obj(f"{H}/", mime="text/html", size=5000),
+        Obj(f"{H}/s.js", mime="application/javascript", size=2000, initiator=f"{H}/", initiator_type="parser"),
+        Obj(f"{H}/i.png", mime="image/png", size=3000, initiator=f"{H}/", initiator_type="parser")])
+
+
+def _calibrated() -> Page:
+    page = _page()
+    cal.attach(page, plans.plan_objects(page, IPS),
+               {"compute_ms": [2.5, 17.25, None], "tail_ms": 40.0, "matched": 3, "loads": 3},
+               {"browser": "chromium 156", "machine": "test", "rtt_ms": 0.0})
+    return page
+
+
+def test_har_round_trip(tmp_path):
+    page = _calibrated()
+    path = str(tmp_path / "p.har")
+    har.write_page(page, path)
+    doc = json.load(open(path))
+    assert [e.get("_pltlab_compute_ms") for e in doc["log"]["entries"]] == [2.5, 17.25, None]
+    assert "compute_ms" not in doc["log"]["entries"][0]["_pltlab"]
+    pm = doc["log"]["pages"][0]
+    assert pm["_pltlab_calibration"]["tail_ms"] == 40.0 and pm["_pltlab_calibration"]["browser"] == "chromium 156"
+    back = har.read_page(path)
+    assert [o.extras.get("compute_ms") for o in back.objects] == [2.5, 17.25, None]
+    assert back.extras["calibration"] == page.extras["calibration"]
+    har.write_page(back, str(tmp_path / "q.har"))
+    assert json.load(open(tmp_path / "q.har"))["log"] == doc["log"]
+
+
+def test_plan_uses_the_calibration():
+    page = _calibrated()
+    p = plans.build(page, IPS, tfo=False, model="chromium")
+    assert [o["delay_ms"] for o in p["objects"]] == [2.5, 17.25, 0.0]
+    assert plans.tail_ms(page, "chromium") == 40.0
+    off = plans.build(page, IPS, tfo=False, model="chromium", calibrated=False)
+    assert [o["delay_ms"] for o in off["objects"]] == [0.0, 0.0, 0.0]
+    assert plans.tail_ms(page, "chromium", calibrated=False) is None
+    arch = plans.build(page, IPS, tfo=False)  # the archive model: no Chromium compute
+    assert [o["delay_ms"] for o in arch["objects"]] == [0.0, 0.0, 0.0]
+    assert plans.tail_ms(page, "archive") is None
+    assert plans.tail_ms(_page(), "chromium") is None  # not calibrated
+
+
+@pytest.mark.parametrize("bad", [-1.0, "12", None, float("nan"), True])
+def test_plan_refuses_bad_stored_delays(bad):
+    page = _calibrated()
+    page.objects[1].extras["compute_ms"] = bad
+    if bad is None:  # no value: no delay
+        assert plans.build(page, IPS, tfo=False, model="chromium")["objects"][1]["delay_ms"] == 0.0
+        return
+    with pytest.raises(PltError, match="invalid compute delay"):
+        plans.build(page, IPS, tfo=False, model="chromium")
+
+
+def _write_bad(tmp_path, entry_value=None, tail=None) -> str:
+    page = _calibrated()
+    path = str(tmp_path / "bad.har")
+    har.write_page(page, path)
+    doc = json.load(open(path))
+    if entry_value is not None:
+        doc["log"]["entries"][1]["_pltlab_compute_ms"] = entry_value
+    if tail is not None:
+        doc["log"]["pages"][0]["_pltlab_calibration"]["tail_ms"] = tail
+    json.dump(doc, open(path, "w"))
+    return path
+
+
+@pytest.mark.parametrize("value", [-5, "abc", [1], {"a": 1}])
+def test_har_refuses_bad_stored_delays(tmp_path, value):
+    with pytest.raises(PltError, match=r"entry 1: _pltlab_compute_ms: invalid compute delay"):
+        har.read_page(_write_bad(tmp_path, entry_value=value))
+
+
+@pytest.mark.parametrize("tail", [-0.5, "x"])
+def test_har_refuses_bad_tail(tmp_path, tail):
+    with pytest.raises(PltError, match="calibration tail_ms: invalid compute delay"):
+        har.read_page(_write_bad(tmp_path, tail=tail))
+
+
+def test_cli_run_refuses_bad_stored_delay(tmp_path):
+    from conftest import pltlab_cmd
+
+    cp = pltlab_cmd("run", _write_bad(tmp_path, entry_value=-3), "--model", "chromium", "--tfo", "off",
+                    "--reps", "1")
+    assert cp.returncode != 0
+    assert "invalid compute delay -3" in cp.stderr and "Traceback" not in cp.stderr
+
+
+needs_chromium = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK) or os.geteuid() != 0,
+                                    reason="needs root and Debian's chromium")
+
+
+@needs_chromium
+def test_calibrating_a_page_that_fails_to_load(tmp_path):
+    """A main document redirecting to itself: Chromium gives up (too many redirects)."""
+    page = Page(url=f"{H}/", objects=[Obj(f"{H}/", status=302, headers=[("Location", f"{H}/")],
+                                          redirect_url=f"{H}/", mime="text/html")])
+    path = str(tmp_path / "loop.har")
+    har.write_page(page, path)
+    from conftest import pltlab_cmd
+
+    cp = pltlab_cmd("calibrate", path, "-o", str(tmp_path / "out"), "--loads", "1", timeout=180)
+    assert cp.returncode != 0, cp.stdout
+    assert "calibrating http://a.test/: load 1 failed" in cp.stderr and "Traceback" not in cp.stderr
+    assert not os.path.exists(tmp_path / "out" / "loop.har")
+
+
+@needs_chromium
+def test_calibrate_and_run_a_small_page(tmp_path):
+    """End to end: `pltlab calibrate` writes the archive with the calibration; `pltlab run --model
+    chromium` on it reports tail_ms and network_plt_ms."""
+    from conftest import pltlab_cmd
+    from pltlab.archive.generate import generate
+
+    src = str(tmp_path / "g.har")
+    har.write_page(generate(objects=6, total_bytes=20000, origins=2, depth=2, seed=1), src)
+    cp = pltlab_cmd("calibrate", src, "-o", str(tmp_path / "out"), "--loads", "2", "--json", timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    res = json.loads(cp.stdout)["pages"][0]
+    assert res["loads"] == 2 and res["matched"] == res["objects"] == 6
+    assert res["browser"].startswith("chromium ") and res["machine"]
+    page = har.read_page(res["file"])
+    assert page.extras["calibration"]["tail_ms"] >= 0
+    assert page.objects[1].extras["compute_ms"] >= 0
+    cp = pltlab_cmd("run", res["file"], "--rtt", "20ms", "--model", "chromium", "--schemes", "chromium",
+                    "--tfo", "off", "--reps", "1", "--json", timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    r = json.loads(cp.stdout)["runs"][0]
+    assert r["tail_ms"] == page.extras["calibration"]["tail_ms"]
+    assert r["plt_ms"] == pytest.approx(r["network_plt_ms"] + r["tail_ms"])
