@@ -167,3 +167,32 @@ def test_fairness_10s():
     assert r["long_kbyte_s"] > 0 and r["short_kbyte_s"] > 0 and r["short_downloads"] >= 1
     assert r["ratio_ci"][0] <= r["ratio"] <= r["ratio_ci"][1]
     assert r["downlink_dropped"] > 0  # the 25 % loss was there
+
+
+def test_a_failing_load_is_retried_then_left_out_not_fatal(monkeypatch):
+    """One load that keeps failing costs its point one sample, not the whole study."""
+    from pltlab.errors import PltError
+    from pltlab.experiments.icw import report, study
+
+    attempts = []
+
+    def fake(page, cfg, rep):
+        attempts.append((cfg.icw, rep))
+        if rep == 2 and cfg.icw == 3:
+            raise PltError("load timed out")
+        return {"trace_plt_ms": 100.0 * rep, "loader_plt_ms": 100.0 * rep,
+                "trace": {"connections": 2, "unacked": 0}, "requests": []}
+
+    monkeypatch.setattr(study, "traced_load", fake)
+    events = []
+    pts = study.plt_vs_rtt(None, rtts=(50,), icws=(1, 3), reps=3, on_event=events.append)
+    assert attempts.count((3, 2)) == 2  # retried once
+    by = {p["icw"]: p for p in pts}
+    assert by[1]["n"] == 3 and by[1]["failed_loads"] == []
+    assert by[3]["n"] == 2 and by[3]["failed_loads"] == [{"rep": 2, "seed": 1, "error": "load timed out"}]
+    assert [e["attempt"] for e in events if "error" in e] == [1, 2]
+    chk = report.checks({"plt_vs_rtt": pts})["all_loads_done"]
+    assert not chk["ok"] and chk["failed"] == [{"fig": "plt_vs_rtt", "icw": 3, "rtt_ms": 50, "reps": 2}]
+    monkeypatch.setattr(study, "traced_load", lambda *a: (_ for _ in ()).throw(PltError("down")))
+    with pytest.raises(PltError, match="every load failed"):
+        study.plt_vs_rtt(None, rtts=(50,), icws=(1,), reps=1)

@@ -77,7 +77,7 @@ def test_quick_and_precedence():
 # ---- errors: one line naming the file and the key, exit 2, nothing written ------------------
 BAD = [
     ('[icw]\ncolor = "red"\n', "key 'icw.color': unknown key (known here: quick, cc, reps, seed, parts, "
-     "rate, max_conns_per_host, icws, [icw.rtt], [icw.loss], [icw.transfer], [icw.fairness])"),
+     "rate, max_conns_per_host, load_timeout_s, icws, [icw.rtt], [icw.loss], [icw.transfer], [icw.fairness])"),
     ("[icw.fairness]\nsecs = 3\n", "key 'icw.fairness.secs': unknown key (known here: icws, seconds, "
      "rtt_ms, rate, loss, loss_up, download_bytes, long_flow)"),
     ("pages = ['amazon']\n", "key 'pages': unknown key (an ICW-study file holds one table, [icw])"),
@@ -169,7 +169,8 @@ def test_cli_overrides_file_and_reaches_every_runner(tmp_path, monkeypatch):
                                     "--rtt", "40", "--loss", "0", "--loss", "4",
                                     "--fairness-seconds", "7"])
     assert r.exit_code == 0, r.stderr
-    load_kw = {"cc": "reno", "seed": 1, "rate": "8mbit", "max_conns_per_host": 6}  # rate: the file
+    load_kw = {"cc": "reno", "seed": 1, "rate": "8mbit", "max_conns_per_host": 6,
+               "load_timeout_s": 900}  # rate: the file
     assert calls["plt_vs_rtt"] == [{"rtts": (40.0,), "icws": (10, 16), "reps": 2, **load_kw}]
     assert calls["plt_vs_loss"] == [{"losses": (0.0, 0.04), "icws": (10, 16), "rtt_ms": 60, "reps": 2, **load_kw}]
     assert calls["transfer_times"] == [{"pages": ("amazon", "wikipedia"), "icws": (3, 10, 32), "rtts": (60,),

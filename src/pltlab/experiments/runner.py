@@ -42,6 +42,7 @@ class RunConfig:
     schemes: str = "recorded"
     # Built-in loader's model of the page (pltlab.loaders.plan.build): "archive" = recorded
     # initiators, no priorities; "chromium" = what Chromium sees and how it schedules it.
+    load_timeout_s: float = 120.0  # the built-in loader gives up on a load after this long
     model: str = "archive"
     # model "chromium" on a calibrated page (pltlab calibrate): measured compute delays per
     # object and the load-event tail (added to plt_ms, also reported as tail_ms); False: none
@@ -147,7 +148,8 @@ class PageRunner:
             self._plans[tfo] = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
                                            max_conns_per_host=self.cfg.max_conns_per_host,
                                            https_hosts=self.https_hosts, model=self.cfg.model,
-                                           calibrated=self.cfg.calibrated)
+                                           calibrated=self.cfg.calibrated,
+                                           timeout_s=self.cfg.load_timeout_s)
         res = builtin.load(self.topo, self._plans[tfo], self.topo.workdir)
         tail = plans.tail_ms(self.page, self.cfg.model, self.cfg.calibrated)
         if tail is not None:  # Chromium's measured time from the last response to loadEventEnd

@@ -31,6 +31,7 @@ class Params:
     parts: tuple = PARTS
     rate: str | None = None                    # the page loads' link rate; None: unlimited
     max_conns_per_host: int = 6                # the loader's limit: 12 connections, 2.5 obj/conn
+    load_timeout_s: float = 900                # one page load may take this long (25 % loss, ICW 1: ~2 min)
     icws: tuple = study.FIG19_ICWS             # Fig. 19 and 20
     rtts: tuple = study.FIG19_RTTS             # Fig. 19, ms
     losses: tuple = study.FIG20_LOSSES         # Fig. 20, both directions
@@ -101,6 +102,12 @@ def _seconds(v):
     return v
 
 
+def _timeout(v):
+    if not _is_num(v) or not 1 <= v <= 86_400:
+        raise PltError(f"invalid load timeout {v!r} s: must be from 1 to 86400")
+    return v
+
+
 def percent(v) -> float:
     """A loss rate in percent (files, --loss) -> a fraction."""
     if not _is_num(v) or not 0 <= v < 100:
@@ -144,6 +151,7 @@ KEYS = {
     "parts": ("parts", _choice("part", PARTS), True),
     "rate": ("rate", _rate(True), False),
     "max_conns_per_host": ("max_conns_per_host", _int("connections per host", 1, 64), False),
+    "load_timeout_s": ("load_timeout_s", _timeout, False),
     "icws": ("icws", check_icw, True),
     "rtt.rtts_ms": ("rtts", _rtt, True),
     "loss.losses": ("losses", percent, True),

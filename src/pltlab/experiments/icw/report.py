@@ -21,6 +21,10 @@ def _kb(n: int) -> str:
 # ---- checks ------------------------------------------------------------------------------
 def checks(res: dict) -> dict:
     out = {}
+    lost = [{"fig": fig, **{k: p[k] for k in ("icw", "rtt_ms", "loss") if k in p}, "reps": f["rep"]}
+            for fig in ("plt_vs_rtt", "plt_vs_loss") for p in res.get(fig) or []
+            for f in p.get("failed_loads") or []]
+    out["all_loads_done"] = {"ok": not lost, "failed": lost}
     rtt_pts = res.get("plt_vs_rtt") or []
     if rtt_pts:
         by = {(p["icw"], p["rtt_ms"]): p for p in rtt_pts}
@@ -218,17 +222,25 @@ def reproduce_icw(quick: bool | None = None, out_dir: str = "icw-results", cc: s
     res: dict = {"plt_vs_rtt": [], "plt_vs_loss": [], "transfer_rtts": [], "fairness": []}
     samples = None
     load_kw = {"cc": cc, "seed": seed, "rate": p.rate, "max_conns_per_host": p.max_conns_per_host,
-               "on_event": on_event}
+               "load_timeout_s": p.load_timeout_s, "on_event": on_event}
+
+    def keep(part: str) -> None:
+        # after each part: what is done so far, so a crash or Ctrl-C later loses nothing measured
+        with open(os.path.join(out_dir, "results.partial.json"), "w") as f:
+            json.dump({**full, "parts_done": part, **res}, f, indent=1)
     if "rtt" in p.parts:
         res["plt_vs_rtt"] = study.plt_vs_rtt(page, p.rtts, p.icws, reps, **load_kw)
+        keep("rtt")
     if "loss" in p.parts:
         res["plt_vs_loss"] = study.plt_vs_loss(page, p.losses, p.icws, p.loss_rtt_ms, reps, **load_kw)
+        keep("loss")
     if "transfer" in p.parts:
         samples = study.transfer_times(p.transfer_pages, p.transfer_icws, p.transfer_rtts,
                                        p.transfer_reps, **load_kw)
         res["transfer_rtts"] = [{"icw": i, "n": len(xs), "p50": round(study.quantile(xs, 0.5), 3),
                                  "p80": round(study.quantile(xs, 0.8), 3),
                                  "p95": round(study.quantile(xs, 0.95), 3)} for i, xs in samples.items()]
+        keep("transfer")
         full["transfer_setup"] = {"pages": list(p.transfer_pages), "rtts_ms": list(p.transfer_rtts),
                                   "note": "emulated loads of the bundled corpus; the study's Fig. 18 is from live traces"}
     if "fairness" in p.parts:
@@ -246,6 +258,9 @@ def reproduce_icw(quick: bool | None = None, out_dir: str = "icw-results", cc: s
         full["transfer_samples"] = {str(k): v for k, v in samples.items()}
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(full, f, indent=1)
+    partial = os.path.join(out_dir, "results.partial.json")
+    if os.path.exists(partial):
+        os.unlink(partial)
     text = tables(res)
     with open(os.path.join(out_dir, "tables.md"), "w") as f:
         f.write(f"# ICW study ({'quick' if quick else 'full'}, cc {cc}, {reps} loads per point, "

@@ -43,33 +43,59 @@ def _point(runs: list[dict], seed: int) -> dict:
 
 
 def _cfg(rtt_ms: float, icw: int, cc: str, loss: float = 0.0, seed: int = 1,
-         rate: str | None = None, conns: int = 6) -> RunConfig:
+         rate: str | None = None, conns: int = 6, timeout_s: float = 900) -> RunConfig:
     return RunConfig(rtt=f"{rtt_ms}ms", icw=icw, cc=cc, loss=f"{loss * 100:g}%" if loss else None,
-                     rate=rate, seed=seed, tfo_modes=(False,), reps=1, max_conns_per_host=conns)
+                     rate=rate, seed=seed, tfo_modes=(False,), reps=1, max_conns_per_host=conns,
+                     load_timeout_s=timeout_s)
+
+
+def _load(pg: Page, cfg: RunConfig, rep: int, on_event, **where) -> tuple[dict | None, str]:
+    """One traced load, retried once: (record, "") or, if both attempts fail, (None, error),
+    reported as events, so one unlucky load does not end a study of an hour."""
+    err = ""
+    for attempt in (1, 2):
+        try:
+            return traced_load(pg, cfg, rep), ""
+        except PltError as e:
+            err = str(e)
+            _emit(on_event, **where, rep=rep, attempt=attempt, error=err)
+    return None, err
+
+
+def _finish(runs: list, failed: list, seed: int, what: str) -> dict:
+    if not runs:
+        raise PltError(f"{what}: every load failed (last: {failed[-1]['error'] if failed else '?'})")
+    return {**_point(runs, seed), "failed_loads": failed}
 
 
 def plt_vs_rtt(page: Page, rtts=FIG19_RTTS, icws=FIG19_ICWS, reps: int = 5, cc: str = "cubic",
                seed: int = 1, rate: str | None = None, max_conns_per_host: int = 6,
-               on_event=None) -> list[dict]:
+               load_timeout_s: float = 900, on_event=None) -> list[dict]:
     """Fig. 19: PLT (trace) per (ICW, RTT), no loss; geometric mean of ``reps`` loads."""
     icws = [check_icw(i) for i in icws]
     out = []
     for rtt in rtts:
         for icw in icws:
-            runs = []
+            runs, failed = [], []
             for rep in range(1, reps + 1):
-                r = traced_load(page, _cfg(rtt, icw, cc, seed=seed, rate=rate,
-                                           conns=max_conns_per_host), rep)
+                where = {"fig": "plt_vs_rtt", "icw": icw, "rtt_ms": rtt}
+                r, err = _load(page, _cfg(rtt, icw, cc, seed=seed, rate=rate, conns=max_conns_per_host,
+                                          timeout_s=load_timeout_s), rep, on_event, **where)
+                if r is None:
+                    failed.append({"rep": rep, "seed": seed, "error": err})
+                    continue
                 runs.append(r)
-                _emit(on_event, fig="plt_vs_rtt", icw=icw, rtt_ms=rtt, rep=rep,
-                      trace_plt_ms=r["trace_plt_ms"], loader_plt_ms=r["loader_plt_ms"])
-            out.append({"icw": icw, "rtt_ms": rtt, **_point(runs, seed)})
+                _emit(on_event, **where, rep=rep, trace_plt_ms=r["trace_plt_ms"],
+                      loader_plt_ms=r["loader_plt_ms"])
+            out.append({"icw": icw, "rtt_ms": rtt,
+                        **_finish(runs, failed, seed, f"ICW {icw}, RTT {rtt} ms")})
     return out
 
 
 def plt_vs_loss(page: Page, losses=FIG20_LOSSES, icws=FIG19_ICWS, rtt_ms: float = 100,
                 reps: int = 5, cc: str = "cubic", seed: int = 1, rate: str | None = None,
-                max_conns_per_host: int = 6, on_event=None) -> list[dict]:
+                max_conns_per_host: int = 6, load_timeout_s: float = 900,
+                on_event=None) -> list[dict]:
     """Fig. 20: PLT (trace) per (ICW, loss) at ``rtt_ms``. Load ``rep`` of every ICW uses link
     seed ``seed + rep - 1`` in a fresh topology: every ICW sees the same drop pattern (by packet
     index) for the same repetition."""
@@ -77,20 +103,25 @@ def plt_vs_loss(page: Page, losses=FIG20_LOSSES, icws=FIG19_ICWS, rtt_ms: float 
     out = []
     for loss in losses:
         for icw in icws:
-            runs = []
+            runs, failed = [], []
             for rep in range(1, reps + 1):
-                r = traced_load(page, _cfg(rtt_ms, icw, cc, loss, seed + rep - 1, rate,
-                                           max_conns_per_host), rep)
+                where = {"fig": "plt_vs_loss", "icw": icw, "loss": loss}
+                r, err = _load(page, _cfg(rtt_ms, icw, cc, loss, seed + rep - 1, rate,
+                                          max_conns_per_host, load_timeout_s), rep, on_event, **where)
+                if r is None:
+                    failed.append({"rep": rep, "seed": seed + rep - 1, "error": err})
+                    continue
                 runs.append(r)
-                _emit(on_event, fig="plt_vs_loss", icw=icw, loss=loss, rep=rep,
-                      trace_plt_ms=r["trace_plt_ms"], loader_plt_ms=r["loader_plt_ms"])
-            out.append({"icw": icw, "loss": loss, "rtt_ms": rtt_ms, **_point(runs, seed)})
+                _emit(on_event, **where, rep=rep, trace_plt_ms=r["trace_plt_ms"],
+                      loader_plt_ms=r["loader_plt_ms"])
+            out.append({"icw": icw, "loss": loss, "rtt_ms": rtt_ms,
+                        **_finish(runs, failed, seed, f"ICW {icw}, loss {loss:.0%}")})
     return out
 
 
 def transfer_times(pages=bundled.PAPER, icws=FIG18_ICWS, rtts=FIG18_RTTS, reps: int = 1,
                    cc: str = "cubic", seed: int = 1, rate: str | None = None,
-                   max_conns_per_host: int = 6, on_event=None) -> dict:
+                   max_conns_per_host: int = 6, load_timeout_s: float = 900, on_event=None) -> dict:
     """Fig. 18: per object, (last byte received - request sent) / RTT, from the loader's
     per-request timings, over the bundled corpus' pages at each RTT. Returns
     {icw: [transfer time in RTTs, ...]} (all pages, RTTs and repetitions pooled)."""
@@ -101,8 +132,11 @@ def transfer_times(pages=bundled.PAPER, icws=FIG18_ICWS, rtts=FIG18_RTTS, reps: 
         for name, page in loaded:
             for icw in icws:
                 for rep in range(1, reps + 1):
-                    r = traced_load(page, _cfg(rtt, icw, cc, seed=seed, rate=rate,
-                                               conns=max_conns_per_host), rep)
+                    r, _ = _load(page, _cfg(rtt, icw, cc, seed=seed, rate=rate,
+                                            conns=max_conns_per_host, timeout_s=load_timeout_s),
+                                 rep, on_event, fig="transfer_rtts", icw=icw, rtt_ms=rtt, page=name)
+                    if r is None:
+                        continue  # reported as an event; the CDF pools the other loads
                     xs = [(q["last_byte_ms"] - q["request_ms"]) / rtt for q in r["requests"]
                           if q.get("request_ms") is not None and q.get("last_byte_ms") is not None
                           and q.get("status") != 404]
