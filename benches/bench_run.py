@@ -89,14 +89,16 @@ def fanout():
                            plts, fanout_rtts(kids, conns, tfo) * rtt)
 
 
-def repeatability(client="builtin", reps=10):
+def repeatability(client="builtin", reps=10, client_rmem=None):
     page = bundled.load("wikipedia")
-    runs = run_page(page, RunConfig(rtt="100ms", reps=reps, tfo_modes=(False,), client=client))
+    runs = run_page(page, RunConfig(rtt="100ms", reps=reps, tfo_modes=(False,), client=client,
+                                    client_rmem=client_rmem))
     plts = [r["plt_ms"] for r in runs]
     cv = statistics.pstdev(plts) / statistics.fmean(plts)
-    print(f"repeatability: wikipedia at 100 ms, {reps} loads, {client}: mean "
-          f"{statistics.fmean(plts):.1f} ms, CV {cv:.2%} (target <= {1 if client == 'builtin' else 5} %)",
-          flush=True)
+    rmem = f", client receive buffer {client_rmem} B" if client_rmem else ""
+    print(f"repeatability: wikipedia at 100 ms, {reps} loads, {client}{rmem}: mean "
+          f"{statistics.fmean(plts):.1f} ms, CV {cv:.2%} (target <= {1 if client == 'builtin' else 5} %); "
+          f"PLTs {[round(p) for p in plts]}", flush=True)
 
 
 def _runs(page, cfg):
@@ -163,9 +165,11 @@ def chromium_tfo(reps=5):
 
 
 ALL = {"overhead": overhead, "fidelity": fidelity, "fanout": fanout, "repeat": repeatability,
+       "repeat-rmem": lambda: repeatability(client_rmem=1 << 20),
        "repeat-chromium": lambda: repeatability("chromium", 10), "compare": compare,
        "compare-tfo": lambda: compare(tfo=True), "compare-uncalibrated": lambda: compare(calibrate=False), "chromium-tfo": chromium_tfo}
 
 if __name__ == "__main__":
-    for what in sys.argv[1:] or ["overhead", "fidelity", "fanout", "repeat", "repeat-chromium", "compare"]:
+    for what in sys.argv[1:] or ["overhead", "fidelity", "fanout", "repeat", "repeat-rmem", "repeat-chromium",
+                                 "compare"]:
         ALL[what]()

@@ -7,6 +7,7 @@ import pytest
 
 from pltlab import probes
 from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, Topology, TopologySpec
+from tests.conftest import pltlab_cmd
 
 
 def _topo(origins=1, knobs=None, overrides=(), pcap=None, **link) -> Topology:
@@ -162,3 +163,17 @@ def test_sched_fifo_is_applied_and_chromium_runs_use_it():
             for c in ("builtin", "chromium") for f in (None, False, True)}
     assert fifo == {("builtin", None): False, ("chromium", None): True, ("builtin", False): False,
                     ("chromium", False): False, ("builtin", True): True, ("chromium", True): True}
+
+
+def test_client_receive_buffer_knob():
+    from pltlab.errors import PltError
+    from pltlab.net import nsutil
+
+    with _topo(knobs=TcpKnobs(client_rmem=1 << 20), rtt="1ms") as topo:
+        assert nsutil.sysctl_get(topo.client_ns, "net.ipv4.tcp_rmem").split() == ["4096", "1048576", "6291456"]
+        assert nsutil.sysctl_get(topo.server_ns, "net.ipv4.tcp_rmem").split()[1] == "131072"  # kernel's
+    for bad in (0, 100, 1 << 30, True):
+        with pytest.raises(PltError, match="receive buffer"):
+            TcpKnobs(client_rmem=bad)
+    cp = pltlab_cmd("run", "wikipedia", "--rtt", "10ms", "--client-rmem", "0", "--reps", "1")
+    assert cp.returncode == 2 and cp.stderr.strip().startswith("pltlab: error:") and "--client-rmem" in cp.stderr

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pltlab import units
 from pltlab.errors import PltError
 
 
@@ -32,6 +33,7 @@ def register(app: typer.Typer) -> None:
         model: Annotated[str, typer.Option(help="Built-in loader: 'archive' (recorded initiators, no priorities) or 'chromium' (Chromium's dependencies and request scheduling, docs/loaders.md).")] = "archive",
         calibration: Annotated[bool, typer.Option("--calibration/--no-calibration", help="With --model chromium on a page calibrated by `pltlab calibrate`: Chromium's measured compute delays and load-event tail (default on).")] = True,
         pcap: Annotated[Optional[str], typer.Option(help="Write the emulator's client-side packet trace here.")] = None,
+        client_rmem: Annotated[Optional[str], typer.Option("--client-rmem", help="Client's initial TCP receive buffer (e.g. 1mb; default: the kernel's 128 KB, autotuned).")] = None,
         sched_fifo: Annotated[Optional[bool], typer.Option("--sched-fifo/--no-sched-fifo", help="Emulator under SCHED_FIFO (default: on with --client chromium).")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ):
@@ -55,11 +57,12 @@ def register(app: typer.Typer) -> None:
         cfg = RunConfig(rtt=rtt, rate=rate, rate_up=rate_up, loss=loss, queue=queue, icw=icw, cc=cc,
                         client=client, warm=not cold, reps=reps, tfo_modes=modes[tfo], schemes=schemes, model=model,
                         calibrated=calibration,
-                        pcap=os.path.abspath(pcap) if pcap else None, sched_fifo=sched_fifo)
+                        pcap=os.path.abspath(pcap) if pcap else None, sched_fifo=sched_fifo,
+                        client_rmem=units.size_bytes(client_rmem, "--client-rmem") if client_rmem else None)
         cfg.link()  # validate before anything is built
         from pltlab.net import TcpKnobs
 
-        TcpKnobs(initcwnd=icw, cc=cc)
+        TcpKnobs(initcwnd=icw, cc=cc, client_rmem=cfg.client_rmem)
         out = Console(stderr=as_json)
         runs = []
 

@@ -42,6 +42,7 @@ class RunConfig:
     schemes: str = "recorded"
     # Built-in loader's model of the page (pltlab.loaders.plan.build): "archive" = recorded
     # initiators, no priorities; "chromium" = what Chromium sees and how it schedules it.
+    client_rmem: int | None = None  # TcpKnobs.client_rmem: None = the kernel's receive buffer
     load_timeout_s: float = 120.0  # the built-in loader gives up on a load after this long
     model: str = "archive"
     # model "chromium" on a calibrated page (pltlab calibrate): measured compute delays per
@@ -94,7 +95,7 @@ class PageRunner:
         self.page, self.cfg = page, cfg
         self.hosts = hostmap.assign([page])
         spec = TopologySpec(origins=max(1, len(self.hosts)), link=cfg.link(),
-                            knobs=TcpKnobs(initcwnd=cfg.icw, cc=cfg.cc),
+                            knobs=TcpKnobs(initcwnd=cfg.icw, cc=cfg.cc, client_rmem=cfg.client_rmem),
                             overrides=self._overrides(cfg.overrides), pcap=cfg.pcap,
                             backend=cfg.backend,
                             sched_fifo=cfg.client == "chromium" if cfg.sched_fifo is None else cfg.sched_fifo)

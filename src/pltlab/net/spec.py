@@ -83,6 +83,10 @@ class TcpKnobs:
     cc: str = "cubic"  # per route (congctl): only reno/bbr can be a namespace default here
     mtu: int = 1500
     client_initcwnd: int | None = None
+    # the client's initial receive buffer (net.ipv4.tcp_rmem's middle value); None = the kernel's
+    # (131072: a 64 KB initial window, grown by autotuning, whose pace depends on sub-millisecond
+    # timing, so a large object can take one round trip more in some loads than in others)
+    client_rmem: int | None = None
 
     def __post_init__(self):
         for name in ("tfo_client", "tfo_server"):
@@ -95,6 +99,9 @@ class TcpKnobs:
                 raise PltError(f"invalid {name} {v!r}: must be an integer from 1 to 1024 segments")
         if self.cc not in CC_CHOICES:
             raise PltError(f"unknown congestion control {self.cc!r} (choose from {', '.join(CC_CHOICES)})")
+        if self.client_rmem is not None and (isinstance(self.client_rmem, bool) or not isinstance(
+                self.client_rmem, int) or not 4096 <= self.client_rmem <= 64 << 20):
+            raise PltError(f"invalid client receive buffer {self.client_rmem!r}: 4096 bytes to 64 MB")
         if not isinstance(self.mtu, int) or not 576 <= self.mtu <= 65535:
             raise PltError(f"invalid mtu {self.mtu!r}: must be between 576 and 65535")
 

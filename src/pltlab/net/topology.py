@@ -167,6 +167,8 @@ class Topology:
                 "net.ipv4.tcp_fastopen": k.tfo_client,
                 "net.ipv4.tcp_no_metrics_save": 1,  # no cwnd/ssthresh carried from run to run
             })
+            if k.client_rmem:
+                _write_sysctls({"net.ipv4.tcp_rmem": f"4096 {k.client_rmem} {max(k.client_rmem, 6 << 20)}"})
 
     def _build_server(self) -> None:
         k = self.spec.knobs
