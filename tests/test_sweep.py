@@ -166,6 +166,8 @@ def test_order_is_seeded_balanced_and_stable(tmp_path):
     ('pages = ["nosuchpage"]\n', "pages"),
     ('rtt = ["10ms"]\n', "pages"),
     ('pages = ["amazon"]\nrtts = ["10ms"]\n', "rtts"),
+    ('pages = ["amazon"]\nclient_rmem = "1 lightyear"\n', "client_rmem"),
+    ('pages = ["amazon"]\nclient_rmem = "1GiB"\n', "client_rmem"),
 ])
 def test_malformed_experiment_file_is_one_error_naming_the_key(tmp_path, body, key):
     path = tmp_path / "exp.toml"
@@ -193,3 +195,6 @@ def test_spec_cross_product_and_overrides(tmp_path):
     assert len(exp.configs) == 16 and exp.tfo_modes == (True,) and exp.n_runs == 16 * 3
     assert {c.overrides for c in exp.configs} == {(), (("o1.alpha.test", 5000, 0.01),)}
     assert exp.pages[0].label == "alpha"
+    assert exp.client_rmem is None
+    rm = spec.from_dict({**doc, "client_rmem": "1MiB"}, "x.toml", str(tmp_path))
+    assert rm.client_rmem == 1 << 20 and rm.digest() != exp.digest()

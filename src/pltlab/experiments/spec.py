@@ -28,11 +28,11 @@ from urllib.parse import urlsplit
 from pltlab import units
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
-from pltlab.net.spec import CC_CHOICES
+from pltlab.net.spec import CC_CHOICES, TcpKnobs
 
 LIST_KEYS = ("rtt", "rate", "rate_up", "loss", "queue", "tfo", "initcwnd", "cc", "client", "warmup",
              "origin_rtt")
-SCALAR_KEYS = ("name", "pages", "corpus", "repetitions", "seed", "max_conns_per_host")
+SCALAR_KEYS = ("name", "pages", "corpus", "repetitions", "seed", "max_conns_per_host", "client_rmem")
 DEFAULTS = {"rtt": ["100ms"], "rate": ["unlimited"], "rate_up": [None], "loss": ["0%"],
             "queue": [1000], "tfo": ["off", "on"], "initcwnd": ["default"], "cc": ["cubic"],
             "client": ["builtin"], "warmup": ["warm"], "origin_rtt": [{}]}
@@ -79,6 +79,7 @@ class Experiment:
     repetitions: int
     seed: int = 1
     max_conns_per_host: int = 6
+    client_rmem: int | None = None  # the client's initial TCP receive buffer; None = the kernel's
     source: str = ""  # the experiment file's text
     path: str = ""
     extras: dict = field(default_factory=dict)
@@ -90,6 +91,8 @@ class Experiment:
         h.update(json.dumps([c.key() for c in self.configs]).encode())
         h.update(json.dumps([list(self.tfo_modes), self.repetitions, self.seed,
                              self.max_conns_per_host]).encode())
+        if self.client_rmem is not None:  # only when set: earlier sweeps keep their digest
+            h.update(json.dumps({"client_rmem": self.client_rmem}).encode())
         return h.hexdigest()[:16]
 
     @property
@@ -149,6 +152,14 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
     mc = doc.get("max_conns_per_host", 6)
     if not isinstance(mc, int) or isinstance(mc, bool) or not 1 <= mc <= 64:
         raise bad("max_conns_per_host", f"{mc!r}: must be an integer from 1 to 64")
+    rmem = doc.get("client_rmem", "default")
+    if rmem == "default":
+        rmem = None
+    else:
+        try:
+            rmem = TcpKnobs(client_rmem=units.size_bytes(rmem, "client_rmem")).client_rmem
+        except PltError as e:
+            raise bad("client_rmem", f"{e} (or \"default\")") from None
     name = doc.get("name", os.path.splitext(os.path.basename(where))[0] or "experiment")
     if not isinstance(name, str) or not name.strip():
         raise bad("name", "must be a non-empty string")
@@ -173,7 +184,7 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
                    parsed["origin_rtt"])]
     return Experiment(name=name.strip(), pages=pages, configs=configs,
                       tfo_modes=tuple(parsed["tfo"]), repetitions=reps, seed=seed,
-                      max_conns_per_host=mc)
+                      max_conns_per_host=mc, client_rmem=rmem)
 
 
 class _KeyErr(Exception):

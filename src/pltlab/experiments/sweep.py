@@ -107,7 +107,8 @@ class Sweep:
         k = self.exp.configs[c]
         return RunConfig(rtt=k.rtt, rate=k.rate, rate_up=k.rate_up, loss=k.loss, queue=k.queue,
                          icw=k.icw, cc=k.cc, client=k.client, warm=k.warm, seed=self.exp.seed,
-                         max_conns_per_host=self.exp.max_conns_per_host, overrides=k.overrides)
+                         max_conns_per_host=self.exp.max_conns_per_host, overrides=k.overrides,
+                         client_rmem=self.exp.client_rmem)
 
     def _runner(self, p: int, c: int) -> PageRunner:
         key = (p, c)
