@@ -150,7 +150,7 @@ def figures(res: dict, out_dir: str, samples: dict | None = None) -> list[str]:
             written.append(p)
         plt.close(fig)
 
-    def lines(points, xkey, xlabel, name, title, xscale=1.0):
+    def lines(points, xkey, xlabel, name, title, xscale=1.0, logy=False):
         fig, ax = plt.subplots(figsize=(6, 4))
         for icw in sorted({p["icw"] for p in points}):
             pts = sorted((p for p in points if p["icw"] == icw), key=lambda p: p[xkey])
@@ -159,7 +159,9 @@ def figures(res: dict, out_dir: str, samples: dict | None = None) -> list[str]:
             err = [[(p["plt_ms"] - p["ci"][0]) / 1000 for p in pts], [(p["ci"][1] - p["plt_ms"]) / 1000 for p in pts]]
             ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=f"ICW {icw}")
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("page load time (s, trace)")
+        ax.set_ylabel("page load time (s, trace)" + (", log scale" if logy else ""))
+        if logy:  # PLT grows by orders of magnitude with loss: keep the low-loss points readable
+            ax.set_yscale("log")
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.legend()
@@ -169,7 +171,7 @@ def figures(res: dict, out_dir: str, samples: dict | None = None) -> list[str]:
         lines(res["plt_vs_rtt"], "rtt_ms", "RTT (ms)", "fig19_plt_vs_rtt", "PLT vs RTT (no loss)")
     if res.get("plt_vs_loss"):
         lines(res["plt_vs_loss"], "loss", "loss rate (%)", "fig20_plt_vs_loss",
-              f"PLT vs loss at {res['plt_vs_loss'][0]['rtt_ms']:g} ms RTT", xscale=100)
+              f"PLT vs loss at {res['plt_vs_loss'][0]['rtt_ms']:g} ms RTT", xscale=100, logy=True)
     if samples:
         fig, ax = plt.subplots(figsize=(6, 4))
         for icw, xs in sorted(samples.items()):
