@@ -100,19 +100,23 @@ class Experiment:
         return len(self.pages) * len(self.configs) * len(self.tfo_modes) * self.repetitions
 
 
-def load(path: str) -> Experiment:
+def read_toml(path: str) -> tuple[dict, str]:
+    """An experiment file's document and text; any problem is one PltError naming the file."""
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            text = f.read().decode("utf-8")
+        return tomllib.loads(text), text
     except OSError as e:
         raise PltError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        doc = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise PltError(f"{path}: not valid TOML: {e}") from None
+
+
+def load(path: str) -> Experiment:
+    doc, text = read_toml(path)
     base = os.path.dirname(os.path.abspath(path))
     exp = from_dict(doc, path, base)
-    exp.source = raw.decode("utf-8")
+    exp.source = text
     exp.path = os.path.abspath(path)
     return exp
 

@@ -6,7 +6,6 @@ errors name the file and the key."""
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass
 
 from pltlab import units
@@ -14,6 +13,7 @@ from pltlab.archive import bundled
 from pltlab.errors import PltError
 from pltlab.experiments.icw import study
 from pltlab.experiments.icw.loads import check_icw
+from pltlab.experiments.spec import read_toml
 from pltlab.net.spec import CC_CHOICES
 
 PARTS = ("rtt", "loss", "transfer", "fairness")
@@ -188,14 +188,7 @@ def _values(v, parse, many: bool):
 # ---- files -------------------------------------------------------------------------------
 def load(path: str) -> dict:
     """The values an ICW-study file sets, as {Params field: value}."""
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.loads(f.read().decode("utf-8"))
-    except OSError as e:
-        raise PltError(f"{path}: cannot read: {e.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise PltError(f"{path}: not valid TOML: {e}") from None
-    return from_dict(doc, path)
+    return from_dict(read_toml(path)[0], path)
 
 
 def from_dict(doc: dict, where: str = "icw study") -> dict:

@@ -62,7 +62,18 @@ def _load(pg: Page, cfg: RunConfig, rep: int, on_event, **where) -> tuple[dict |
     return None, err
 
 
-def _finish(runs: list, failed: list, seed: int, what: str) -> dict:
+def _measure(page: Page, reps: int, cfg_of, seed: int, what: str, on_event, **where) -> dict:
+    """One point: ``reps`` traced loads (load ``rep`` with ``cfg_of(rep)``), each retried once;
+    loads that fail twice are left out and listed in ``failed_loads``."""
+    runs, failed = [], []
+    for rep in range(1, reps + 1):
+        cfg = cfg_of(rep)
+        r, err = _load(page, cfg, rep, on_event, **where)
+        if r is None:
+            failed.append({"rep": rep, "seed": cfg.seed, "error": err})
+            continue
+        runs.append(r)
+        _emit(on_event, **where, rep=rep, trace_plt_ms=r["trace_plt_ms"], loader_plt_ms=r["loader_plt_ms"])
     if not runs:
         raise PltError(f"{what}: every load failed (last: {failed[-1]['error'] if failed else '?'})")
     return {**_point(runs, seed), "failed_loads": failed}
@@ -76,19 +87,11 @@ def plt_vs_rtt(page: Page, rtts=FIG19_RTTS, icws=FIG19_ICWS, reps: int = 5, cc: 
     out = []
     for rtt in rtts:
         for icw in icws:
-            runs, failed = [], []
-            for rep in range(1, reps + 1):
-                where = {"fig": "plt_vs_rtt", "icw": icw, "rtt_ms": rtt}
-                r, err = _load(page, _cfg(rtt, icw, cc, seed=seed, rate=rate, conns=max_conns_per_host,
-                                          timeout_s=load_timeout_s), rep, on_event, **where)
-                if r is None:
-                    failed.append({"rep": rep, "seed": seed, "error": err})
-                    continue
-                runs.append(r)
-                _emit(on_event, **where, rep=rep, trace_plt_ms=r["trace_plt_ms"],
-                      loader_plt_ms=r["loader_plt_ms"])
+            cfg = _cfg(rtt, icw, cc, seed=seed, rate=rate, conns=max_conns_per_host,
+                       timeout_s=load_timeout_s)
             out.append({"icw": icw, "rtt_ms": rtt,
-                        **_finish(runs, failed, seed, f"ICW {icw}, RTT {rtt} ms")})
+                        **_measure(page, reps, lambda rep: cfg, seed, f"ICW {icw}, RTT {rtt} ms",
+                                   on_event, fig="plt_vs_rtt", icw=icw, rtt_ms=rtt)})
     return out
 
 
@@ -103,19 +106,12 @@ def plt_vs_loss(page: Page, losses=FIG20_LOSSES, icws=FIG19_ICWS, rtt_ms: float 
     out = []
     for loss in losses:
         for icw in icws:
-            runs, failed = [], []
-            for rep in range(1, reps + 1):
-                where = {"fig": "plt_vs_loss", "icw": icw, "loss": loss}
-                r, err = _load(page, _cfg(rtt_ms, icw, cc, loss, seed + rep - 1, rate,
-                                          max_conns_per_host, load_timeout_s), rep, on_event, **where)
-                if r is None:
-                    failed.append({"rep": rep, "seed": seed + rep - 1, "error": err})
-                    continue
-                runs.append(r)
-                _emit(on_event, **where, rep=rep, trace_plt_ms=r["trace_plt_ms"],
-                      loader_plt_ms=r["loader_plt_ms"])
+            def cfg(rep, icw=icw, loss=loss):
+                return _cfg(rtt_ms, icw, cc, loss, seed + rep - 1, rate, max_conns_per_host,
+                            load_timeout_s)
             out.append({"icw": icw, "loss": loss, "rtt_ms": rtt_ms,
-                        **_finish(runs, failed, seed, f"ICW {icw}, loss {loss:.0%}")})
+                        **_measure(page, reps, cfg, seed, f"ICW {icw}, loss {loss:.0%}", on_event,
+                                   fig="plt_vs_loss", icw=icw, loss=loss)})
     return out
 
 
