@@ -112,41 +112,39 @@ def _runs(page, cfg):
     return out
 
 
-def compare(reps=3, tfo=False, calibrate=True):
-    """Per page: (with ``calibrate``) Chromium's compute measured at RTT 0 (pltlab.loaders.calibrate,
-    3 loads, median), then the built-in loader without and with the calibration, then Chromium."""
+def compare(reps=3, tfo=False, calibrate=True, rtt=100):
+    """Per page: (with ``calibrate``) Chromium's compute measured twice (pltlab.loaders.calibrate,
+    3 loads each, median): at RTT 0 and at the comparison's RTT; then the built-in loader
+    without and with each calibration, then Chromium."""
     from pltlab.loaders.calibrate import PAGE_KEY, calibrate as measure
 
-    print(f"built-in (Chromium's schemes, model chromium) vs Chromium, 100 ms, TFO {'on' if tfo else 'off'}, "
+    print(f"built-in (Chromium's schemes, model chromium) vs Chromium, {rtt} ms, TFO {'on' if tfo else 'off'}, "
           f"median of {reps}:", flush=True)
+    cals = (("cal0", "0ms"), (f"cal{rtt}", f"{rtt}ms")) if calibrate else ()
     for name in PAPER:
-        page = bundled.load(name)
-        if calibrate:
-            measure(page, loads=3)
-            cal = page.extras[PAGE_KEY]
-            print(f"  {name}: calibration at RTT 0 ({cal['browser']}): Chromium PLTs {cal['load_plt_ms']} ms, "
-                  f"{cal['matched']}/{cal['objects']} objects matched, tail {cal['tail_ms']:.1f} ms", flush=True)
+        pages = {"builtin": bundled.load(name), "chromium": bundled.load(name)}
+        for what, at in cals:
+            pages[what] = measure(bundled.load(name), loads=3, rtt=at)
+            cal = pages[what].extras[PAGE_KEY]
+            print(f"  {name}: calibration at RTT {at} ({cal['browser']}): Chromium PLTs {cal['load_plt_ms']} ms, "
+                  f"{cal['matched']}/{cal['objects']} objects matched, tail {cal['tail_ms']:.1f} ms, "
+                  f"tight mode +{cal['tight_delay_ms']:.1f} ms", flush=True)
         med = {}
-        for what, client, cal_on in (("builtin", "builtin", False), ("calibrated", "builtin", True),
-                                     ("chromium", "chromium", False)):
-            if what == "calibrated" and not calibrate:
-                continue
-            runs = _runs(page, RunConfig(rtt="100ms", reps=reps, tfo_modes=(tfo,), client=client,
-                                         calibrated=cal_on))
+        for what, page in pages.items():
+            client = "chromium" if what == "chromium" else "builtin"
+            runs = _runs(page, RunConfig(rtt=f"{rtt}ms", reps=reps, tfo_modes=(tfo,), client=client,
+                                         calibrated=what.startswith("cal")))
             bad = [r["invalid_reason"] for r in runs if not r["valid"]]
             med[what] = statistics.median(r["plt_ms"] for r in runs)
-            med[what + "_net"] = statistics.median(r["network_plt_ms"] for r in runs)
             med[what + "_n"] = statistics.median(len(r["requests"]) for r in runs)
             if bad:
                 print(f"  {name} {what}: invalid: {bad}")
-        d = med["chromium"] / med["builtin"] - 1
-        line = (f"  {name:10} objects {len(page.objects):4}: built-in {med['builtin']:7.1f} ms "
-                f"({med['builtin_n']:.0f} req), Chromium {med['chromium']:7.1f} ms ({med['chromium_n']:.0f} req): "
-                f"{d:+.1%}")
-        if calibrate:
-            dc = med["chromium"] / med["calibrated"] - 1
-            line += (f"; built-in calibrated {med['calibrated']:7.1f} ms (network {med['calibrated_net']:.1f} + "
-                     f"tail): Chromium {dc:+.1%}")
+        line = (f"  {name:10} objects {len(pages['builtin'].objects):4}: Chromium {med['chromium']:7.1f} ms "
+                f"({med['chromium_n']:.0f} req); built-in {med['builtin']:7.1f} ms ({med['builtin_n']:.0f} req): "
+                f"Chromium {med['chromium'] / med['builtin'] - 1:+.1%}")
+        for what, at in cals:
+            line += (f"; calibrated at {at} {med[what]:7.1f} ms: Chromium "
+                     f"{med['chromium'] / med[what] - 1:+.1%}")
         print(line + " (target within 15 %)", flush=True)
 
 

@@ -82,6 +82,71 @@ def test_derivation_errors():
         cal.derive(_plan(), [])
 
 
+def _tight_plan() -> dict:
+    """0 document, 1 head script (tight until it arrived), images 2-5 (delayable) of the main
+    frame, images 6, 7, 10 of an iframe document 8 whose tight phase lasts until its script 9."""
+    o = [{"url": f"{H}/", "parent": None}, {"url": f"{H}/s.js", "parent": 0}]
+    o += [{"url": f"{H}/i{k}.png", "parent": 0, "delayable": True} for k in range(2, 6)]
+    o += [{"url": f"{H}/f{k}.png", "parent": 8, "delayable": True, "tight_phase": 0} for k in (6, 7)]
+    o += [{"url": f"{H}/f.html", "parent": 0}, {"url": f"{H}/fs.js", "parent": 8},
+          {"url": f"{H}/f10.png", "parent": 8, "delayable": True, "tight_phase": 0}]
+    return {"objects": o, "tight_limit": 2, "tight_until": [1],
+            "tight_phases": [{"until": [9], "delay_ms": 0.0, "doc": 8}]}
+
+
+def _tight_load(released: dict[int, float]) -> dict:
+    """Request k released at released[k] (default 16), out for 50 ms; the script at 100."""
+    reqs = [_req(f"{H}/", 0.0, 10.0, 20.0, released_ms=0.0), _req(f"{H}/s.js", 15.0, 90.0, 100.0, released_ms=15.0)]
+    plan = _tight_plan()["objects"]
+    for k in range(2, len(plan)):
+        rel = released.get(k, 16.0)
+        reqs.append(_req(plan[k]["url"], 15.0, rel + 40.0, rel + 50.0, released_ms=rel))
+    return {"plt_ms": 400.0, "nav_timing": {"responseStart": 10.0}, "requests": reqs}
+
+
+def test_tight_mode_end_known_answer():
+    # each image is out for 50 ms after its release; the head script arrives at 100
+    ld = _tight_load({2: 16.0, 3: 17.0, 4: 18.0, 5: 19.0, 6: 200.0, 7: 201.0, 8: 150.0, 9: 160.0})
+    # 4 released at 18 while 2 and 3 are out: tight mode had ended at 18
+    assert cal.tight_end(_tight_plan(), cal._match(_tight_plan()["objects"], ld["requests"])) == 18.0
+    assert cal.derive_one(_tight_plan(), ld)["tight_delay_ms"] == 0.0  # 18 - 100, clamped
+    # 4 at 130 (2 and 3 arrived at 66/67), 5 at 131 with only 4 out: never 2 out at a release
+    ld = _tight_load({2: 16.0, 3: 17.0, 4: 130.0, 5: 131.0, 6: 240.0, 7: 300.0, 8: 150.0, 9: 160.0})
+    assert cal.derive_one(_tight_plan(), ld)["tight_delay_ms"] is None
+    # the iframe's images: 7 released at 241 while only 6 is out: not measurable either
+    assert cal.derive_one(_tight_plan(), ld)["frame_tight_delay_ms"] == {8: None}
+
+
+def test_tight_mode_delay_known_answer():
+    # main frame: 2 and 3 out from 16/17 to 300; 4 released at 130 with both out: ended at 130,
+    # 30 ms after the head script's last byte (100)
+    rel = {2: 16.0, 3: 17.0, 4: 130.0, 5: 131.0, 8: 150.0, 9: 150.0, 6: 210.0, 7: 212.0, 10: 255.0}
+    ld = _tight_load(rel)
+    for k in (2, 3):
+        ld["requests"][k]["last_byte_ms"] = 300.0
+    # iframe: its script 9 arrives at 200; images 6 and 7 out from 210/212 to 262/264; 10
+    # released at 255 with both out: its tight mode ended 55 ms after its script
+    d = cal.derive_one(_tight_plan(), ld)
+    assert d["tight_delay_ms"] == 30.0 and d["frame_tight_delay_ms"] == {8: 55.0}
+    ld2 = _tight_load({**rel, 4: 110.0, 10: 250.0})
+    for k in (2, 3):
+        ld2["requests"][k]["last_byte_ms"] = 300.0
+    # the last load: every request released at once (16): never measurable
+    agg = cal.derive(_tight_plan(), [ld, ld2, _tight_load({})])
+    assert agg["tight_delay_ms"] == 20.0  # median of 30, 10
+    assert agg["frame_tight_delay_ms"] == {8: 52.5}  # median of 55, 50 (the third: none)
+
+
+def test_navigation_offset_uses_the_final_document():
+    """A main URL that redirects: Navigation Timing's responseStart is the final document's;
+    the main request's delay must not include the redirect chain."""
+    plan = {"objects": [{"url": f"{H}/", "parent": None}, {"url": f"{H}/home", "parent": 0}]}
+    ld = {"plt_ms": 500.0, "nav_timing": {"responseStart": 305.0},
+          "requests": [_req(f"{H}/", 0.0, 100.0, 101.0), _req(f"{H}/home", 102.0, 300.0, 310.0)]}
+    assert cal.derive_one(plan, ld, doc=1)["compute_ms"][0] == 5.0  # navigationStart at -5
+    assert cal.derive_one(plan, ld, doc=0)["compute_ms"][0] == 205.0  # the old error
+
+
 def _page() -> Page:
     return Page(url=f"{H}/", objects=[
         Obj(f"{H}/", mime="text/html", size=5000),
@@ -155,6 +220,20 @@ def _write_bad(tmp_path, entry_value=None, tail=None) -> str:
 def test_har_refuses_bad_stored_delays(tmp_path, value):
     with pytest.raises(PltError, match=r"entry 1: _pltlab_compute_ms: invalid compute delay"):
         har.read_page(_write_bad(tmp_path, entry_value=value))
+
+
+def test_calibration_keeps_and_checks_tight_delays(tmp_path):
+    page = _calibrated()
+    page.extras["calibration"].update(tight_delay_ms=12.5, frame_tight_delay_ms={f"{H}/f.html": 7.0})
+    path = str(tmp_path / "t.har")
+    har.write_page(page, path)
+    assert har.read_page(path).extras["calibration"]["frame_tight_delay_ms"] == {f"{H}/f.html": 7.0}
+    assert plans.build(page, IPS, tfo=False, model="chromium")["tight_delay_ms"] == 12.5
+    assert "tight_delay_ms" not in plans.build(page, IPS, tfo=False, model="chromium", calibrated=False)
+    for bad in ({"tight_delay_ms": -1}, {"frame_tight_delay_ms": {"x": "y"}}, {"frame_tight_delay_ms": [1]}):
+        c = dict(page.extras["calibration"], **bad)
+        with pytest.raises(PltError, match="tight_delay_ms"):
+            cal.check_calibration(c, "p")
 
 
 @pytest.mark.parametrize("tail", [-0.5, "x"])

@@ -102,3 +102,38 @@ def test_chromium_model_load_over_the_link():
     assert any(q["released_ms"] > q["ready_ms"] + 20 for q in imgs)  # some were held
     x = rq[i["x.png"]]
     assert x["ready_ms"] >= max(rq[i[n]]["last_byte_ms"] for n in ("c1.css", "s1.js", "s2.js"))
+
+
+def _frames_page() -> Page:
+    """main document (head script s1) with an iframe f.html (head script fs.js, images fi0..fi2)
+    and a script y.js inserted by s1 (async: low priority)."""
+    o = [Obj(f"{H}/", mime="text/html", size=5000),
+         Obj(f"{H}/s1.js", mime="application/javascript", size=4000, initiator=f"{H}/", initiator_type="parser"),
+         Obj(f"{H}/y.js", mime="application/javascript", size=1000, initiator=f"{H}/s1.js", initiator_type="script"),
+         Obj(f"{H}/i0.png", mime="image/png", size=900, initiator=f"{H}/", initiator_type="parser"),
+         Obj(f"{H}/f.html", mime="text/html", size=2000, initiator=f"{H}/", initiator_type="parser"),
+         Obj(f"{H}/fs.js", mime="application/javascript", size=3000, initiator=f"{H}/f.html", initiator_type="parser")]
+    o += [Obj(f"{H}/fi{k}.png", mime="image/png", size=700, initiator=f"{H}/f.html", initiator_type="parser")
+          for k in range(3)]
+    return Page(url=f"{H}/", objects=o)
+
+
+def test_chromium_model_async_scripts_and_frames():
+    page = _frames_page()
+    i = _idx(page)
+    plan = plans.build(page, {"a.test": "198.19.0.1"}, tfo=False, model="chromium")
+    ob = plan["objects"]
+    # a script inserted by a script is async in Chromium: low priority, like images
+    assert ob[i["y.js"]]["delayable"] and not ob[i["s1.js"]]["delayable"] and not ob[i["fs.js"]]["delayable"]
+    # the main frame's tight mode: until its head script; the iframe has its own, until fs.js
+    assert plan["tight_until"] == [i["s1.js"]]
+    assert plan["tight_phases"] == [{"until": [i["fs.js"]], "delay_ms": 0.0, "doc": i["f.html"]}]
+    assert all(ob[i[f"fi{k}.png"]]["tight_phase"] == 0 for k in range(3))
+    assert "tight_phase" not in ob[i["i0.png"]] and "tight_phase" not in ob[i["y.js"]]
+    assert plans.frame_of(page, page.objects[i["fi1.png"]]) is page.objects[i["f.html"]]
+    assert plans.frame_of(page, page.objects[i["y.js"]]) is page.objects[0]
+    # a calibrated frame delay goes to its phase
+    page.extras["calibration"] = {"tail_ms": 0.0, "tight_delay_ms": 5.0,
+                                  "frame_tight_delay_ms": {f"{H}/f.html": 33.0}}
+    cal = plans.build(page, {"a.test": "198.19.0.1"}, tfo=False, model="chromium")
+    assert cal["tight_delay_ms"] == 5.0 and cal["tight_phases"][0]["delay_ms"] == 33.0

@@ -74,6 +74,19 @@ pub struct Object {
     /// every other queued request of its pool.
     #[serde(default)]
     pub delayable: bool,
+    /// The tight phase (index into `tight_phases`) that limits this delayable request: its
+    /// frame's (Chromium schedules per frame). None: the `tight_until` phase, if any.
+    #[serde(default)]
+    pub tight_phase: Option<usize>,
+}
+
+/// One frame's tight mode: until every object of `until` has arrived, and `delay_ms` more, at
+/// most `tight_limit` of its delayable requests are released at once.
+#[derive(Deserialize, Debug, Clone)]
+pub struct TightPhase {
+    pub until: Vec<usize>,
+    #[serde(default)]
+    pub delay_ms: f64,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -99,6 +112,13 @@ pub struct Plan {
     pub tight_limit: Option<usize>,
     #[serde(default)]
     pub tight_until: Vec<usize>,
+    /// Tight mode lasts this long after the last object of `tight_until` arrived (the
+    /// renderer's time until its parser inserts <body>: Blink leaves tight mode then).
+    #[serde(default)]
+    pub tight_delay_ms: f64,
+    /// Further tight phases (per frame), chosen by each object's `tight_phase`.
+    #[serde(default)]
+    pub tight_phases: Vec<TightPhase>,
 }
 
 impl Plan {
@@ -125,6 +145,21 @@ impl Plan {
         }
         if let Some(&t) = self.tight_until.iter().find(|&&t| t >= n) {
             bail!("bad \"tight_until\" index {t}");
+        }
+        for (k, ph) in self.tight_phases.iter().enumerate() {
+            if let Some(&t) = ph.until.iter().find(|&&t| t >= n) {
+                bail!("tight phase {k}: bad \"until\" index {t}");
+            }
+            if !(ph.delay_ms >= 0.0 && ph.delay_ms.is_finite()) {
+                bail!("tight phase {k}: delay_ms must be a number >= 0");
+            }
+        }
+        if let Some((i, _)) = self.objects.iter().enumerate()
+            .find(|(_, o)| o.tight_phase.is_some_and(|k| k >= self.tight_phases.len())) {
+            bail!("object {i}: bad \"tight_phase\"");
+        }
+        if !(self.tight_delay_ms >= 0.0 && self.tight_delay_ms.is_finite()) {
+            bail!("tight_delay_ms must be a number >= 0");
         }
         if self.delayable_limit == Some(0) || self.tight_limit == Some(0) {
             bail!("delayable_limit and tight_limit must be >= 1");
@@ -268,6 +303,7 @@ enum Ev {
     FirstByte(usize),
     Done { cid: usize, rec: Rec, keep: bool, tfo: Option<(bool, u8)> },
     Closed { cid: usize },
+    TightEnd(usize),
     Fatal(String),
 }
 
@@ -448,15 +484,28 @@ struct Sched {
     recs: Vec<Option<Rec>>,
     ready_ms: Vec<f64>,
     released_ms: Vec<f64>,
-    /// Ready delayable requests held back by the limits, FIFO.
-    held: VecDeque<usize>,
+    /// Ready delayable requests held back by the limits, FIFO per phase slot (`slot`).
+    held: Vec<VecDeque<usize>>,
     /// Delayable requests released and not yet arrived.
     delayable_out: usize,
-    in_tight: Vec<bool>,
-    /// Objects of `tight_until` not yet arrived.
-    tight_left: usize,
+    /// The tight phases (`tight_phases`, then the `tight_until` one) and their state.
+    phases: Vec<Phase>,
+    /// Per object: the phases whose `until` it is part of.
+    in_tight: Vec<Vec<usize>>,
+    /// Per object: its held-queue slot (its phase; phases.len() = none).
+    slot: Vec<usize>,
     done: usize,
     tx: UnboundedSender<Ev>,
+}
+
+struct Phase {
+    /// Objects of `until` not yet arrived.
+    left: usize,
+    /// Tight mode in force (until `delay_ms` after the last of `until`).
+    on: bool,
+    /// Its delayable requests released and not yet arrived.
+    out: usize,
+    delay_ms: f64,
 }
 
 impl Sched {
@@ -547,21 +596,23 @@ impl Sched {
         }
     }
 
-    /// Delayable requests may be released now (Chromium's ResourceScheduler / Blink tight mode).
-    fn gate_open(&self) -> bool {
-        let lim = match (self.tight_left > 0, self.plan.tight_limit, self.plan.delayable_limit) {
-            (true, Some(t), Some(d)) => Some(t.min(d)),
-            (true, Some(t), None) => Some(t),
-            (_, _, d) => d,
+    /// A delayable request of phase slot `k` may be released now (Chromium's ResourceScheduler
+    /// / Blink tight mode, per frame).
+    fn gate_open(&self, k: usize) -> bool {
+        let global = self.plan.delayable_limit.map_or(true, |d| self.delayable_out < d);
+        let tight = match (self.phases.get(k), self.plan.tight_limit) {
+            (Some(ph), Some(t)) if ph.on => ph.out < t,
+            _ => true,
         };
-        lim.map_or(true, |l| self.delayable_out < l)
+        global && tight
     }
 
     fn ready(&mut self, idx: usize) {
         let now = self.ctx.ms();
         self.ready_ms[idx] = now;
-        if self.plan.objects[idx].delayable && (!self.held.is_empty() || !self.gate_open()) {
-            self.held.push_back(idx);
+        let k = self.slot[idx];
+        if self.plan.objects[idx].delayable && (!self.held[k].is_empty() || !self.gate_open(k)) {
+            self.held[k].push_back(idx);
             return;
         }
         self.release(idx, now);
@@ -572,6 +623,9 @@ impl Sched {
         let g = self.obj_group[idx];
         if self.plan.objects[idx].delayable {
             self.delayable_out += 1;
+            if let Some(ph) = self.phases.get_mut(self.slot[idx]) {
+                ph.out += 1;
+            }
             self.groups[g].queue.push_back(idx);
         } else {
             // a pool serves its queued requests by priority: ahead of every delayable one
@@ -583,11 +637,27 @@ impl Sched {
         self.dispatch(g);
     }
 
+    /// The last object of phase `k`'s `until` arrived: the phase ends after its delay.
+    fn end_tight(&mut self, k: usize) {
+        let d = self.phases[k].delay_ms;
+        if d > 0.0 {
+            let tx = self.tx.clone();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(Duration::from_secs_f64(d / 1000.0)).await;
+                let _ = tx.send(Ev::TightEnd(k));
+            });
+        } else {
+            self.phases[k].on = false;
+        }
+    }
+
     fn release_held(&mut self) {
-        while !self.held.is_empty() && self.gate_open() {
-            let idx = self.held.pop_front().unwrap();
-            let now = self.ctx.ms();
-            self.release(idx, now);
+        for k in 0..self.held.len() {
+            while !self.held[k].is_empty() && self.gate_open(k) {
+                let idx = self.held[k].pop_front().unwrap();
+                let now = self.ctx.ms();
+                self.release(idx, now);
+            }
         }
     }
 
@@ -606,6 +676,10 @@ impl Sched {
         match ev {
             Ev::Fatal(e) => bail!("{e}"),
             Ev::Ready(i) => self.ready(i),
+            Ev::TightEnd(k) => {
+                self.phases[k].on = false;
+                self.release_held();
+            }
             Ev::FirstByte(i) => {
                 for k in 0..self.fb_children[i].len() {
                     let ch = self.fb_children[i][k];
@@ -653,9 +727,16 @@ impl Sched {
                 }
                 if self.plan.objects[idx].delayable {
                     self.delayable_out -= 1;
+                    if let Some(ph) = self.phases.get_mut(self.slot[idx]) {
+                        ph.out -= 1;
+                    }
                 }
-                if self.in_tight[idx] {
-                    self.tight_left -= 1;
+                for k in 0..self.in_tight[idx].len() {
+                    let p = self.in_tight[idx][k];
+                    self.phases[p].left -= 1;
+                    if self.phases[p].left == 0 {
+                        self.end_tight(p);
+                    }
                 }
                 for k in 0..self.children[idx].len() {
                     let ch = self.children[idx][k];
@@ -715,11 +796,25 @@ async fn load_inner(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
             waiting[i] += 1;
         }
     }
-    let mut in_tight = vec![false; n];
-    for &t in &plan.tight_until {
-        in_tight[t] = true;
+    let mut defs: Vec<TightPhase> = plan.tight_phases.clone();
+    let legacy = (!plan.tight_until.is_empty()).then(|| {
+        defs.push(TightPhase { until: plan.tight_until.clone(), delay_ms: plan.tight_delay_ms });
+        defs.len() - 1
+    });
+    let mut in_tight = vec![Vec::new(); n];
+    let mut phases = Vec::new();
+    for (k, d) in defs.iter().enumerate() {
+        let mut until = d.until.clone();
+        until.sort_unstable();
+        until.dedup();
+        for &t in &until {
+            in_tight[t].push(k);
+        }
+        phases.push(Phase { left: until.len(), on: !until.is_empty(), out: 0, delay_ms: d.delay_ms });
     }
-    let tight_left = in_tight.iter().filter(|&&t| t).count();
+    let slot: Vec<usize> = plan.objects.iter()
+        .map(|o| o.tight_phase.or(legacy).unwrap_or(phases.len()))
+        .collect();
     let reqs = Rc::new(plan.objects.iter().map(build_request).collect::<Vec<_>>());
     let (tx, mut rx) = unbounded_channel();
     let mut s = Sched {
@@ -735,10 +830,11 @@ async fn load_inner(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
         recs: vec![None; n],
         ready_ms: vec![0.0; n],
         released_ms: vec![0.0; n],
-        held: VecDeque::new(),
+        held: vec![VecDeque::new(); phases.len() + 1],
         delayable_out: 0,
+        phases,
         in_tight,
-        tight_left,
+        slot,
         done: 0,
         tx,
     };

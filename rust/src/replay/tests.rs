@@ -75,6 +75,7 @@ fn obj(url: &str, host: &str, addr: SocketAddr, tls: bool, parent: Option<usize>
         at_first_byte: false,
         after: Vec::new(),
         delayable: false,
+        tight_phase: None,
     }
 }
 
@@ -89,6 +90,8 @@ fn plan(objects: Vec<Object>, ca: Option<PathBuf>) -> Plan {
         delayable_limit: None,
         tight_limit: None,
         tight_until: Vec::new(),
+        tight_delay_ms: 0.0,
+        tight_phases: Vec::new(),
     }
 }
 
@@ -576,7 +579,7 @@ fn delayable_limits_tight_phase_and_priority() {
     p.delayable_limit = Some(4);
     p.tight_limit = Some(1);
     p.tight_until = vec![1, 2];
-    let out = loader::load(p).unwrap();
+    let out = loader::load(p.clone()).unwrap();
     let rq = &out.requests;
     let tight_end = rq[1].last_byte_ms.max(rq[2].last_byte_ms);
     let imgs: Vec<&loader::Rec> = rq[3..15].iter().collect();
@@ -593,6 +596,17 @@ fn delayable_limits_tight_phase_and_priority() {
     let queued: Vec<_> = imgs.iter().filter(|r| r.released_ms <= late.ready_ms && r.request_ms > late.ready_ms).collect();
     assert!(!queued.is_empty(), "no image queued when the script became ready");
     assert!(queued.iter().all(|r| r.request_ms > late.request_ms), "{late:?} {queued:?}");
+    // tight_delay_ms: the tight phase lasts that much longer after its last object arrived
+    let mut p3 = p.clone();
+    p3.tight_delay_ms = 250.0;
+    let out3 = loader::load(p3).unwrap();
+    let rq3 = &out3.requests;
+    let end3 = rq3[1].last_byte_ms.max(rq3[2].last_byte_ms) + 250.0;
+    let imgs3: Vec<&loader::Rec> = rq3[3..15].iter().collect();
+    assert_eq!(peak_released(&imgs3, 0.0, end3 - 1.0), 1, "extended tight phase: {imgs3:?}");
+    let first_after = imgs3.iter().filter(|r| r.released_ms >= end3 - 1.0).map(|r| r.released_ms).fold(f64::MAX, f64::min);
+    assert!(first_after < end3 + 30.0, "held images not released when the phase ended: {imgs3:?}");
+    assert!(peak_released(&imgs3, end3, f64::MAX) > 1);
     // without the limits every image is released when discovered
     let mut p2 = plan(vec![obj("http://a.test/", "a.test", srv.http, false, None)], None);
     for i in 0..12 {
@@ -602,6 +616,46 @@ fn delayable_limits_tight_phase_and_priority() {
     }
     let out2 = loader::load(p2).unwrap();
     assert!(out2.requests.iter().all(|r| r.released_ms == r.ready_ms));
+}
+
+#[test]
+fn tight_phases_are_per_frame() {
+    // Two frames: frame 0's tight phase lasts until a slow stylesheet (300 ms) arrived, frame 1's
+    // until the main document did. Frame 0's images go one at a time meanwhile, frame 1's at once.
+    let mut r = vec![
+        serde_json::json!({"host": "a.test", "path": "/", "body": {"synth": 10}}),
+        serde_json::json!({"host": "b.test", "path": "/css", "body": {"synth": 10}, "wait_ms": 300.0}),
+    ];
+    for i in 0..10 {
+        r.push(serde_json::json!({"host": "a.test", "path": format!("/img{i}"), "body": {"synth": 10}, "wait_ms": 40.0}));
+    }
+    let srv = start_server(serde_json::Value::Array(r), true);
+    let mut objs = vec![
+        obj("http://a.test/", "a.test", srv.http, false, None),
+        obj("http://b.test/css", "b.test", srv.http, false, Some(0)),
+    ];
+    for i in 0..10 {
+        let mut o = obj(&format!("http://a.test/img{i}"), "a.test", srv.http, false, Some(0));
+        o.delayable = true;
+        o.tight_phase = Some(usize::from(i >= 5));
+        objs.push(o);
+    }
+    let mut p = plan(objs, None);
+    p.tight_limit = Some(1);
+    p.tight_phases = vec![
+        loader::TightPhase { until: vec![1], delay_ms: 0.0 },
+        loader::TightPhase { until: vec![0], delay_ms: 0.0 },
+    ];
+    let out = loader::load(p.clone()).unwrap();
+    let rq = &out.requests;
+    let css_end = rq[1].last_byte_ms;
+    let f0: Vec<&loader::Rec> = rq[2..7].iter().collect();
+    let f1: Vec<&loader::Rec> = rq[7..12].iter().collect();
+    assert_eq!(peak_released(&f0, 0.0, css_end - 1.0), 1, "frame 0: {f0:?}");
+    assert!(peak_released(&f1, 0.0, css_end - 1.0) >= 4, "frame 1 held by frame 0's phase: {f1:?}");
+    // a bad phase index is refused
+    p.objects[2].tight_phase = Some(2);
+    assert!(p.validate().is_err());
 }
 
 /// An origin that sends the response head and half the body, waits `pause_ms`, then the rest.

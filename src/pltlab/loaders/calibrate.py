@@ -25,6 +25,7 @@ import platform
 import statistics
 import time
 
+from pltlab.archive import synth
 from pltlab.archive.model import Page, strip_fragment
 from pltlab.errors import PltError
 
@@ -43,6 +44,14 @@ def check_calibration(cal, where: str) -> dict:
     if not isinstance(cal, dict):
         raise PltError(f"{where}: invalid calibration {cal!r}: must be an object")
     check_delay(cal.get("tail_ms"), f"{where}: calibration tail_ms")
+    if cal.get("tight_delay_ms") is not None:
+        check_delay(cal["tight_delay_ms"], f"{where}: calibration tight_delay_ms")
+    frames = cal.get("frame_tight_delay_ms")
+    if frames is not None:
+        if not isinstance(frames, dict):
+            raise PltError(f"{where}: invalid calibration frame_tight_delay_ms {frames!r}: must be an object")
+        for url, v in frames.items():
+            check_delay(v, f"{where}: calibration frame_tight_delay_ms of {url}")
     return cal
 
 
@@ -61,8 +70,9 @@ def _match(plan_objs: list[dict], requests: list[dict]) -> list[dict | None]:
 
 def nav_offset(load: dict, main: dict | None) -> float:
     """navigationStart -> the requests' clock (ms since the load's first request): the main
-    document's first byte is Navigation Timing's responseStart on the one clock and
-    first_byte_ms on the other. 0 when either is missing."""
+    document's first byte (``main``: the request of the document at the end of the main URL's
+    redirect chain) is Navigation Timing's responseStart on the one clock and first_byte_ms on
+    the other. 0 when either is missing."""
     rs = (load.get("nav_timing") or {}).get("responseStart")
     fb = (main or {}).get("first_byte_ms")
     if isinstance(rs, (int, float)) and rs > 0 and isinstance(fb, (int, float)):
@@ -70,9 +80,28 @@ def nav_offset(load: dict, main: dict | None) -> float:
     return 0.0
 
 
-def derive_one(plan: dict, load: dict) -> dict:
+def tight_end(plan: dict, reqs: list[dict | None], phase: int | None = None) -> float | None:
+    """When a frame of Chromium left tight mode in one load (``phase``: the plan's tight phase
+    of that frame, None = the main document's): the moment its scheduler released (network
+    request start, ``released_ms``) one of the frame's delayable requests while ``tight_limit``
+    of them were already out (released, not yet arrived). None when that never happened."""
+    lim = plan.get("tight_limit")
+    if not lim:
+        return None
+    spans = sorted((r["released_ms"], r["last_byte_ms"]) for o, r in zip(plan["objects"], reqs)
+                   if o.get("delayable") and o.get("tight_phase") == phase and r is not None
+                   and r.get("released_ms") is not None and r.get("last_byte_ms") is not None)
+    for t, _ in spans:
+        if sum(1 for a, b in spans if a < t and b > t) >= lim:
+            return t
+    return None
+
+
+def derive_one(plan: dict, load: dict, doc: int = 0) -> dict:
     """One Chromium load (loaders.chromium.load's result, with ``nav_timing``) against the plan
-    (model="chromium"): {"compute_ms": [ms or None per plan object], "tail_ms", "matched"}."""
+    (model="chromium"; ``doc``: the plan index of the main URL's final document): {"compute_ms":
+    [ms or None per plan object], "tail_ms", "tight_delay_ms" (None: not measurable in this
+    load), "matched"}."""
     objs = plan["objects"]
     if not load.get("plt_ms"):
         raise PltError("Chromium reported no load event: the page did not load")
@@ -82,7 +111,7 @@ def derive_one(plan: dict, load: dict) -> dict:
         raise PltError(f"{objs[0]['url'] if objs else '?'}: Chromium did not request the main document")
     if main.get("error") or not main.get("status"):
         raise PltError(f"{objs[0]['url']}: the main document failed in Chromium: {main.get('error') or 'no response'}")
-    off = nav_offset(load, main)
+    off = nav_offset(load, reqs[doc] if 0 <= doc < len(reqs) else None)
 
     def at(j: int, first_byte: bool):
         r = reqs[j]
@@ -108,20 +137,40 @@ def derive_one(plan: dict, load: dict) -> dict:
         out.append(round(max(0.0, r["start_ms"] - ready), 3))
     ends = [r["last_byte_ms"] for r in reqs if r is not None and r.get("last_byte_ms") is not None]
     tail = max(0.0, (load["plt_ms"] - off) - max(ends)) if ends else 0.0
-    return {"compute_ms": out, "tail_ms": round(tail, 3), "matched": sum(r is not None for r in reqs)}
+
+    def tight_delay(until: list[int], phase: int | None) -> float | None:
+        te = tight_end(plan, reqs, phase)
+        arrived = [reqs[j].get("last_byte_ms") if reqs[j] is not None else None for j in until]
+        if te is None or not arrived or any(t is None for t in arrived):
+            return None
+        return round(max(0.0, te - max(arrived)), 3)
+
+    frames = {ph["doc"]: tight_delay(ph["until"], k) for k, ph in enumerate(plan.get("tight_phases") or [])
+              if ph.get("until")}
+    return {"compute_ms": out, "tail_ms": round(tail, 3),
+            "tight_delay_ms": tight_delay(plan.get("tight_until") or [], None),
+            "frame_tight_delay_ms": frames, "matched": sum(r is not None for r in reqs)}
 
 
-def derive(plan: dict, loads: list[dict]) -> dict:
-    """The median over several loads of derive_one (per object over the loads that gave it a
-    value)."""
+def derive(plan: dict, loads: list[dict], doc: int = 0) -> dict:
+    """The median over several loads of derive_one (per object, and the tight-mode delay, over
+    the loads that gave a value)."""
     if not loads:
         raise PltError("calibration needs at least one Chromium load")
-    ones = [derive_one(plan, ld) for ld in loads]
+    ones = [derive_one(plan, ld, doc) for ld in loads]
     comp = []
     for i in range(len(plan["objects"])):
         vs = [d["compute_ms"][i] for d in ones if d["compute_ms"][i] is not None]
         comp.append(round(statistics.median(vs), 3) if vs else None)
+    def med(vs):
+        vs = [v for v in vs if v is not None]
+        return round(statistics.median(vs), 3) if vs else None
+
+    frames = {doc: med(d["frame_tight_delay_ms"].get(doc) for d in ones)
+              for doc in {k for d in ones for k in d["frame_tight_delay_ms"]}}
     return {"compute_ms": comp, "tail_ms": round(statistics.median(d["tail_ms"] for d in ones), 3),
+            "tight_delay_ms": med(d["tight_delay_ms"] for d in ones) or 0.0,
+            "frame_tight_delay_ms": {k: v for k, v in sorted(frames.items()) if v is not None},
             "matched": min(d["matched"] for d in ones), "loads": len(ones)}
 
 
@@ -143,7 +192,10 @@ def attach(page: Page, objs: list, derived: dict, meta: dict) -> Page:
     for o, v in zip(objs, derived["compute_ms"]):
         if v is not None:
             o.extras[KEY] = v
-    page.extras[PAGE_KEY] = {"tail_ms": derived["tail_ms"], **meta, "loads": derived["loads"],
+    frames = {objs[k].url: v for k, v in (derived.get("frame_tight_delay_ms") or {}).items()}
+    page.extras[PAGE_KEY] = {"tail_ms": derived["tail_ms"],
+                             "tight_delay_ms": derived.get("tight_delay_ms", 0.0),
+                             "frame_tight_delay_ms": frames, **meta, "loads": derived["loads"],
                              "matched": derived["matched"], "objects": len(objs)}
     return page
 
@@ -172,8 +224,10 @@ def calibrate(page: Page, loads: int = 3, rtt: str = "0ms", log=None) -> Page:
             if log:
                 log(f"{page.url}: calibration load {k + 1}/{loads}: Chromium PLT {res['plt_ms']:.1f} ms")
         objs = plans.plan_objects(page, pr.host_ips)
+    main = synth.main_document(page)
+    doc = next((i for i, o in enumerate(objs) if o is main), 0)
     try:
-        derived = derive(plan, results)
+        derived = derive(plan, results, doc)
     except PltError as e:
         raise PltError(f"calibrating {page.url}: {e}") from None
     meta = {"browser": f"chromium {browser}".strip(), "machine": machine(),

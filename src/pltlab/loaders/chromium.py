@@ -29,9 +29,12 @@ def wire_times(r) -> dict:
     """The CDP ResourceTiming of a request on the load's clock (ms since its first request), named
     like the built-in loader's fields: connect_* only on the request that opened the connection
     (-1 in CDP = not this request's), request_ms = request sent, first_byte_ms = response head
-    received. None where Chromium gave no timing (redirects, failures)."""
+    received; released_ms = ResourceTiming's requestTime, when the network stack started the
+    request (after Chromium's scheduler held a low-priority one back). None where Chromium gave
+    no timing (redirects, failures)."""
     out = {k: None for k, _ in TIMES}
     t, base = r.timing, r.timing_base_ms
+    out["released_ms"] = None if base is None else round(base, 3)
     if not t or base is None:
         return out
     for k, cdp in TIMES:

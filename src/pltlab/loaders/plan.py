@@ -92,6 +92,8 @@ def chromium_deps(page: Page, o: Obj) -> dict:
     if par.body is not None:  # a recorded body: references anywhere in it
         return out
     pk, rk = kind(par.mime, par.url), synth.ref_kind(page, o)
+    if pk == "js" and rk == "js":  # a script-inserted <script> is async: low priority, like images
+        out["delayable"] = True
     if pk == "html":
         out["at_first_byte"] = True
         if rk not in ("css", "js", "image"):  # <iframe>, @font-face text, fetch() at the end
@@ -105,6 +107,44 @@ def chromium_deps(page: Page, o: Obj) -> dict:
         if doc.body is None:
             out["after"] = _blocking(page, doc, None)  # the element it styles is in <body>
     return out
+
+
+def frame_of(page: Page, o: Obj) -> Obj:
+    """The synthesized document whose frame requests ``o`` (Chromium schedules low-priority
+    requests per frame): the document that references it, the one its script runs in or its
+    stylesheet applies to; a redirect target's is its redirect's."""
+    cur, seen = o, set()
+    while cur.initiator_type == "redirect" and cur.initiator and id(cur) not in seen:
+        seen.add(id(cur))
+        src = page.find(cur.initiator)
+        if src is None:
+            break
+        cur = src
+    if cur is page.objects[0]:
+        return cur
+    return synth.document_of(page, synth.loader(page, cur))
+
+
+def _tight_phases(page: Page, objs: list[Obj], out: list[dict], pos: dict, main: Obj,
+                  cal: dict | None) -> list[dict]:
+    """Tight phases of the frames other than the main document's (whose phase is the plan's
+    ``tight_until``): per synthesized document with delayable requests, until its head scripts
+    and stylesheets arrived (+ its calibrated delay); sets each delayable object's
+    ``tight_phase``."""
+    phases, index = [], {}
+    delays = (cal or {}).get("frame_tight_delay_ms") or {}
+    for o, d in zip(objs, out):
+        if not d.get("delayable"):
+            continue
+        doc = frame_of(page, o)
+        if doc is main or doc.body is not None or kind(doc.mime, doc.url) != "html" or id(doc) not in pos:
+            continue
+        if id(doc) not in index:
+            until = sorted({pos[id(c)] for c in _blocking(page, doc, None) if id(c) in pos})
+            index[id(doc)] = len(phases)
+            phases.append({"until": until, "delay_ms": float(delays.get(doc.url, 0.0)), "doc": pos[id(doc)]})
+        d["tight_phase"] = index[id(doc)]
+    return phases
 
 
 def plan_objects(page: Page, host_ips: dict[str, str]) -> list[Obj]:
@@ -192,8 +232,12 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
         main = synth.main_document(page)
         tight = [pos[id(c)] for c in _blocking(page, main, None) if id(c) in pos] \
             if main.body is None else []
+        cal = calibration(page) if use_cal else None
         plan.update(delayable_limit=DELAYABLE_LIMIT, tight_limit=TIGHT_LIMIT,
-                    tight_until=tight or [0])
+                    tight_until=tight or [0],
+                    tight_phases=_tight_phases(page, objs, out, pos, main, cal))
+        if cal:  # the renderer's time from the last head object to <body> (loaders.calibrate)
+            plan["tight_delay_ms"] = float(cal.get("tight_delay_ms") or 0.0)
     return plan
 
 
