@@ -56,6 +56,22 @@ def test_derivation_known_answer():
     assert d["matched"] == 5
 
 
+def test_derivation_counts_the_hand_over_to_the_network_stack():
+    """With ResourceTiming's requestTime (released_ms): a request's delay runs to its hand-over;
+    a delayable one (tight mode may hold it) gets requestWillBeSent + the typical hand-over."""
+    plan = _plan()
+    plan["objects"][2]["delayable"] = plan["objects"][3]["delayable"] = True
+    ld = _load()
+    # by request: s.js handed over 4 ms after requestWillBeSent, c.css 3; i.png held until 300
+    rel = {0: 0.5, 1: 29.0, 2: 300.0, 3: 29.0, 4: 125.0}
+    for k, v in rel.items():
+        ld["requests"][k]["released_ms"] = v
+    d = cal.derive_one(plan, ld)
+    # 1: 29 - 10; 2 (delayable): 8 + median(4, 3) = 11.5 - 10; 3 (delayable): 120 + 3.5 - 90;
+    # 4: 29 - 10; 0: the navigation, as before
+    assert d["compute_ms"] == [3.0, 19.0, 1.5, 33.5, 19.0, None]
+
+
 def test_derivation_median_over_loads():
     d = cal.derive(_plan(), [_load(0.0, 200.0), _load(10.0, 220.0), _load(4.0, 190.0)])
     assert d["compute_ms"][1] == 19.0  # 15, 25, 19

@@ -168,6 +168,9 @@ def test_order_is_seeded_balanced_and_stable(tmp_path):
     ('pages = ["amazon"]\nrtts = ["10ms"]\n', "rtts"),
     ('pages = ["amazon"]\nclient_rmem = "1 lightyear"\n', "client_rmem"),
     ('pages = ["amazon"]\nclient_rmem = "1GiB"\n', "client_rmem"),
+    ('pages = ["amazon"]\nmodel = "firefox"\n', "model"),
+    ('pages = ["amazon"]\nschemes = "https"\n', "schemes"),
+    ('pages = ["amazon"]\ncalibrated = "yes"\n', "calibrated"),
 ])
 def test_malformed_experiment_file_is_one_error_naming_the_key(tmp_path, body, key):
     path = tmp_path / "exp.toml"
@@ -198,3 +201,30 @@ def test_spec_cross_product_and_overrides(tmp_path):
     assert exp.client_rmem is None
     rm = spec.from_dict({**doc, "client_rmem": "1MiB"}, "x.toml", str(tmp_path))
     assert rm.client_rmem == 1 << 20 and rm.digest() != exp.digest()
+    # the built-in loader's model and schemes: passed to every run; defaults keep the digest
+    assert exp.loader == {} and spec.from_dict({**doc, "model": "archive"}, "x.toml", str(tmp_path)).digest() == exp.digest()
+    ch = spec.from_dict({**doc, "model": "chromium", "schemes": "chromium", "calibrated": False}, "x.toml", str(tmp_path))
+    assert ch.loader == {"model": "chromium", "schemes": "chromium", "calibrated": False}
+    assert ch.digest() != exp.digest()
+    from pltlab.experiments.sweep import Sweep
+    cfg = Sweep(ch, str(tmp_path / "o"))._cfg(0)
+    assert (cfg.model, cfg.schemes, cfg.calibrated) == ("chromium", "chromium", False)
+
+
+def test_results_database_of_an_earlier_version_gains_the_new_columns(tmp_path):
+    """Resuming a sweep whose database predates a column: the column is added, rows kept."""
+    import sqlite3
+
+    from pltlab.experiments.results import Results
+
+    db = sqlite3.connect(tmp_path / "results.sqlite")
+    db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, run_key TEXT NOT NULL, attempt INTEGER NOT NULL, "
+               "status TEXT NOT NULL, plt_ms REAL, UNIQUE(run_key, attempt))")
+    db.execute("INSERT INTO runs (run_key, attempt, status, plt_ms) VALUES ('k', 1, 'ok', 12.5)")
+    db.commit()
+    db.close()
+    res = Results(str(tmp_path))
+    res.add_run({"run_key": "k2", "attempt": 1, "status": "ok", "plt_ms": 20.0, "tail_ms": 3.0,
+                 "network_plt_ms": 17.0}, [])
+    rows = res.rows()
+    assert [(r["run_key"], r["plt_ms"], r["tail_ms"]) for r in rows] == [("k", 12.5, None), ("k2", 20.0, 3.0)]

@@ -18,7 +18,7 @@ RUN_COLUMNS = {
     "config_key": "TEXT", "rtt_ms": "REAL", "rate_down_bps": "INTEGER", "rate_up_bps": "INTEGER",
     "loss": "REAL", "queue": "TEXT", "icw": "INTEGER", "cc": "TEXT", "client": "TEXT", "warm": "INTEGER",
     "overrides": "TEXT", "tfo": "INTEGER", "rep": "INTEGER", "seed": "INTEGER",
-    "plt_ms": "REAL", "valid": "INTEGER", "invalid_reason": "TEXT", "failure_reason": "TEXT",
+    "plt_ms": "REAL", "network_plt_ms": "REAL", "tail_ms": "REAL", "valid": "INTEGER", "invalid_reason": "TEXT", "failure_reason": "TEXT",
     "not_found": "INTEGER", "tfo_active": "INTEGER", "tfo_passive": "INTEGER",
     "tfo_counters": "TEXT", "runner_id": "TEXT",
     "lateness_p50_us": "REAL", "lateness_p99_us": "REAL", "lateness_max_us": "REAL",
@@ -49,6 +49,12 @@ class Results:
             CREATE INDEX IF NOT EXISTS requests_run ON requests(run_id);
             CREATE TABLE IF NOT EXISTS runners (run_id TEXT PRIMARY KEY, opened REAL, closed REAL);
         """)
+        # a database of an earlier version (resumed): add the columns it lacks
+        for table, want in (("runs", RUN_COLUMNS), ("requests", REQUEST_COLUMNS)):
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            for k, v in want.items():
+                if k not in have:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {k} {v.replace(' NOT NULL', '')}")
         self.db.commit()
 
     def close(self) -> None:

@@ -11,6 +11,9 @@
     initcwnd = ["default", 10]
     cc = ["cubic"]
     client = ["builtin"]             # or chromium
+    model = "archive"                # built-in loader: "archive" (recorded initiators) or "chromium"
+    schemes = "recorded"             # or "chromium" (Chromium's HSTS https upgrades, both loaders)
+    calibrated = true                # model "chromium": use a page's calibration (pltlab calibrate)
     warmup = ["warm"]                # warm: TFO cookies cached by a prior visit; cold: keys reset
     origin_rtt = [{}, {"cdn.example.com" = "10ms"}]   # per-origin RTT[/LOSS] by host or index
     repetitions = 5
@@ -32,7 +35,10 @@ from pltlab.net.spec import CC_CHOICES, TcpKnobs
 
 LIST_KEYS = ("rtt", "rate", "rate_up", "loss", "queue", "tfo", "initcwnd", "cc", "client", "warmup",
              "origin_rtt")
-SCALAR_KEYS = ("name", "pages", "corpus", "repetitions", "seed", "max_conns_per_host", "client_rmem")
+SCALAR_KEYS = ("name", "pages", "corpus", "repetitions", "seed", "max_conns_per_host", "client_rmem",
+               "model", "schemes", "calibrated")
+# loader settings a sweep passes on to every run (RunConfig); the defaults keep older digests
+LOADER_DEFAULTS = {"model": "archive", "schemes": "recorded", "calibrated": True}
 DEFAULTS = {"rtt": ["100ms"], "rate": ["unlimited"], "rate_up": [None], "loss": ["0%"],
             "queue": [1000], "tfo": ["off", "on"], "initcwnd": ["default"], "cc": ["cubic"],
             "client": ["builtin"], "warmup": ["warm"], "origin_rtt": [{}]}
@@ -80,6 +86,7 @@ class Experiment:
     seed: int = 1
     max_conns_per_host: int = 6
     client_rmem: int | None = None  # the client's initial TCP receive buffer; None = the kernel's
+    loader: dict = field(default_factory=dict)  # model/schemes/calibrated where not the default
     source: str = ""  # the experiment file's text
     path: str = ""
     extras: dict = field(default_factory=dict)
@@ -93,6 +100,8 @@ class Experiment:
                              self.max_conns_per_host]).encode())
         if self.client_rmem is not None:  # only when set: earlier sweeps keep their digest
             h.update(json.dumps({"client_rmem": self.client_rmem}).encode())
+        if self.loader:
+            h.update(json.dumps(self.loader, sort_keys=True).encode())
         return h.hexdigest()[:16]
 
     @property
@@ -164,6 +173,15 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
             rmem = TcpKnobs(client_rmem=units.size_bytes(rmem, "client_rmem")).client_rmem
         except PltError as e:
             raise bad("client_rmem", f"{e} (or \"default\")") from None
+    from pltlab.loaders.plan import MODELS
+
+    loader = {}
+    for k, choices in (("model", MODELS), ("schemes", ("recorded", "chromium")), ("calibrated", (True, False))):
+        v = doc.get(k, LOADER_DEFAULTS[k])
+        if isinstance(v, bool) != (k == "calibrated") or v not in choices:
+            raise bad(k, f"{v!r}: one of {', '.join(json.dumps(c) for c in choices)}")
+        if v != LOADER_DEFAULTS[k]:
+            loader[k] = v
     name = doc.get("name", os.path.splitext(os.path.basename(where))[0] or "experiment")
     if not isinstance(name, str) or not name.strip():
         raise bad("name", "must be a non-empty string")
@@ -188,7 +206,7 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
                    parsed["origin_rtt"])]
     return Experiment(name=name.strip(), pages=pages, configs=configs,
                       tfo_modes=tuple(parsed["tfo"]), repetitions=reps, seed=seed,
-                      max_conns_per_host=mc, client_rmem=rmem)
+                      max_conns_per_host=mc, client_rmem=rmem, loader=loader)
 
 
 class _KeyErr(Exception):

@@ -108,7 +108,7 @@ class Sweep:
         return RunConfig(rtt=k.rtt, rate=k.rate, rate_up=k.rate_up, loss=k.loss, queue=k.queue,
                          icw=k.icw, cc=k.cc, client=k.client, warm=k.warm, seed=self.exp.seed,
                          max_conns_per_host=self.exp.max_conns_per_host, overrides=k.overrides,
-                         client_rmem=self.exp.client_rmem)
+                         client_rmem=self.exp.client_rmem, **self.exp.loader)
 
     def _runner(self, p: int, c: int) -> PageRunner:
         key = (p, c)
@@ -166,7 +166,8 @@ class Sweep:
                    not_found=r["not_found"], tfo_counters=c,
                    tfo_active=c["client"].get("TCPFastOpenActive"),
                    tfo_passive=c["server"].get("TCPFastOpenPassive"),
-                   browser=r.get("browser"), wall_ms=(time.time() - t0) * 1000)
+                   browser=r.get("browser"), wall_ms=(time.time() - t0) * 1000,
+                   network_plt_ms=r.get("network_plt_ms"), tail_ms=r.get("tail_ms"))
         lat = r.get("emulator_lateness_us") or {}
         if lat:  # this load's own figures (else the runner's, filled in at its teardown)
             row.update(lateness_p50_us=lat.get("p50"), lateness_p99_us=lat.get("p99"),

@@ -1,21 +1,24 @@
 """Chromium's compute, measured: per-object delays and the load-event tail for the built-in
 loader's model of Chromium (plan.build(model="chromium"); docs/loaders.md "Compute calibration").
 
-Method: load the page with Chromium at RTT 0 over the emulated network (no TFO, Chromium's
-schemes), several times. For every object of the built-in plan, its compute delay is
+Method: load the page with Chromium over the emulated network (RTT 0 by default; no TFO,
+Chromium's schemes), several times. For every object of the built-in plan, its compute delay is
 
-    Chromium's request start (requestWillBeSent) - the time the object became requestable under
-    the plan's model (its parent's first byte if ``at_first_byte``, else its last byte, and
-    every object of ``after`` arrived), clamped at >= 0;
+    when Chromium handed the request to its network stack (ResourceTiming's requestTime; for a
+    low-priority request, which tight mode may hold, requestWillBeSent + the page's typical
+    hand-over) - the time the object became requestable under the plan's model (its parent's
+    first byte if ``at_first_byte``, else its last byte, and every object of ``after``
+    arrived), clamped at >= 0;
 
 for the main document: its request start - navigationStart. The tail is loadEventEnd - the last
-response's end (of the plan's objects). Each is the median over the loads. At RTT 0 the network
-takes next to nothing, so what remains is Chromium's CPU time (parsing, script execution,
-layout) and its main-thread queueing on this machine.
+response's end (of the plan's objects); the tight-mode delay of a frame: when Chromium left
+tight mode there - when its head scripts/stylesheets arrived. Each is the median over the loads.
+What remains besides the network is Chromium's CPU time (parsing, script execution, layout),
+its main-thread queueing and its renderer -> network-stack hand-over on this machine.
 
 Stored with the archive (archive/har.py): per entry ``_pltlab_compute_ms``, per page
-``_pltlab_calibration`` = {"tail_ms", "browser", "machine", "rtt_ms", "loads", "measured_at",
-"matched", "objects"}."""
+``_pltlab_calibration`` = {"tail_ms", "tight_delay_ms", "frame_tight_delay_ms", "browser",
+"machine", "rtt_ms", "loads", "measured_at", "matched", "objects"}."""
 
 from __future__ import annotations
 
@@ -120,21 +123,36 @@ def derive_one(plan: dict, load: dict, doc: int = 0) -> dict:
         t = r.get("first_byte_ms") if first_byte else None
         return t if t is not None else r.get("last_byte_ms")
 
+    # The renderer -> network stack hand-over (requestWillBeSent -> the request's start there),
+    # seen on requests the scheduler never holds; a delayable request's own release may include
+    # tight mode, which the plan models itself, so it gets this typical latency instead.
+    lat = [r["released_ms"] - r["start_ms"] for o, r in zip(objs[1:], reqs[1:])
+           if r is not None and not o.get("delayable") and r.get("released_ms") is not None
+           and r.get("start_ms") is not None and r["released_ms"] >= r["start_ms"]]
+    handover = statistics.median(lat) if lat else 0.0
+
+    def sent(o: dict, r: dict) -> float:
+        """When Chromium handed the request to its network stack."""
+        if not o.get("delayable") and r.get("released_ms") is not None and r["released_ms"] >= r["start_ms"]:
+            return r["released_ms"]
+        return r["start_ms"] + handover
+
     out: list[float | None] = []
     for i, o in enumerate(objs):
         r = reqs[i]
         if r is None or r.get("start_ms") is None:
             out.append(None)
             continue
-        if o.get("parent") is None:
-            ready = -off  # navigationStart on the requests' clock
+        if o.get("parent") is None:  # the navigation: from navigationStart to its request
+            out.append(round(max(0.0, r["start_ms"] + off), 3))
+            continue
         else:
             ts = [at(o["parent"], bool(o.get("at_first_byte")))] + [at(a, False) for a in o.get("after", [])]
             if any(t is None for t in ts):
                 out.append(None)
                 continue
             ready = max(ts)
-        out.append(round(max(0.0, r["start_ms"] - ready), 3))
+        out.append(round(max(0.0, sent(o, r) - ready), 3))
     ends = [r["last_byte_ms"] for r in reqs if r is not None and r.get("last_byte_ms") is not None]
     tail = max(0.0, (load["plt_ms"] - off) - max(ends)) if ends else 0.0
 
