@@ -2,7 +2,7 @@
 """`pltlab run` figures (issue: replay + loaders): tool overhead, fidelity against analytic PLTs,
 repeatability, built-in loader vs Chromium.
 
-    python3 benches/bench_run.py [overhead|fidelity|fanout|repeat|repeat-chromium|compare|compare-uncalibrated|chromium-tfo ...]
+    python3 benches/bench_run.py [overhead|fidelity|fanout|repeat|repeat-kernel|repeat-chromium|compare|compare-uncalibrated|chromium-tfo ...]
 
 Needs root (namespaces). Timings are noisy on a shared 2-core machine: run it on a quiet one.
 """
@@ -13,7 +13,7 @@ import sys
 
 from pltlab.archive import bundled
 from pltlab.archive.generate import generate
-from pltlab.experiments.runner import PageRunner, RunConfig, run_page
+from pltlab.experiments.runner import DEFAULT_CLIENT_RMEM, PageRunner, RunConfig, run_page
 
 PAPER = ("amazon", "nytimes", "wsj", "wikipedia")
 
@@ -89,13 +89,14 @@ def fanout():
                            plts, fanout_rtts(kids, conns, tfo) * rtt)
 
 
-def repeatability(client="builtin", reps=10, client_rmem=None):
+def repeatability(client="builtin", reps=10, client_rmem=DEFAULT_CLIENT_RMEM):
+    """``client_rmem`` None: the kernel's receive buffer (docs/performance.md)."""
     page = bundled.load("wikipedia")
     runs = run_page(page, RunConfig(rtt="100ms", reps=reps, tfo_modes=(False,), client=client,
                                     client_rmem=client_rmem))
     plts = [r["plt_ms"] for r in runs]
     cv = statistics.pstdev(plts) / statistics.fmean(plts)
-    rmem = f", client receive buffer {client_rmem} B" if client_rmem else ""
+    rmem = f", client receive buffer {client_rmem} B" if client_rmem else ", the kernel's receive buffer"
     print(f"repeatability: wikipedia at 100 ms, {reps} loads, {client}{rmem}: mean "
           f"{statistics.fmean(plts):.1f} ms, CV {cv:.2%} (target <= {1 if client == 'builtin' else 5} %); "
           f"PLTs {[round(p) for p in plts]}", flush=True)
@@ -163,11 +164,11 @@ def chromium_tfo(reps=5):
 
 
 ALL = {"overhead": overhead, "fidelity": fidelity, "fanout": fanout, "repeat": repeatability,
-       "repeat-rmem": lambda: repeatability(client_rmem=1 << 20),
+       "repeat-kernel": lambda: repeatability(client_rmem=None),
        "repeat-chromium": lambda: repeatability("chromium", 10), "compare": compare,
        "compare-tfo": lambda: compare(tfo=True), "compare-uncalibrated": lambda: compare(calibrate=False), "chromium-tfo": chromium_tfo}
 
 if __name__ == "__main__":
-    for what in sys.argv[1:] or ["overhead", "fidelity", "fanout", "repeat", "repeat-rmem", "repeat-chromium",
+    for what in sys.argv[1:] or ["overhead", "fidelity", "fanout", "repeat", "repeat-kernel", "repeat-chromium",
                                  "compare"]:
         ALL[what]()

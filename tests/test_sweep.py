@@ -198,9 +198,12 @@ def test_spec_cross_product_and_overrides(tmp_path):
     assert len(exp.configs) == 16 and exp.tfo_modes == (True,) and exp.n_runs == 16 * 3
     assert {c.overrides for c in exp.configs} == {(), (("o1.alpha.test", 5000, 0.01),)}
     assert exp.pages[0].label == "alpha"
-    assert exp.client_rmem is None
-    rm = spec.from_dict({**doc, "client_rmem": "1MiB"}, "x.toml", str(tmp_path))
-    assert rm.client_rmem == 1 << 20 and rm.digest() != exp.digest()
+    assert exp.client_rmem == 1 << 20  # pltlab's default: 1 MiB
+    rm = spec.from_dict({**doc, "client_rmem": "2MiB"}, "x.toml", str(tmp_path))
+    assert rm.client_rmem == 2 << 20 and rm.digest() != exp.digest()
+    kern = spec.from_dict({**doc, "client_rmem": "kernel"}, "x.toml", str(tmp_path))
+    assert kern.client_rmem is None and kern.digest() not in (exp.digest(), rm.digest())
+    assert spec.from_dict({**doc, "client_rmem": "default"}, "x.toml", str(tmp_path)).digest() == exp.digest()
     # the built-in loader's model and schemes: passed to every run; defaults keep the digest
     assert exp.loader == {} and spec.from_dict({**doc, "model": "archive"}, "x.toml", str(tmp_path)).digest() == exp.digest()
     ch = spec.from_dict({**doc, "model": "chromium", "schemes": "chromium", "calibrated": False}, "x.toml", str(tmp_path))

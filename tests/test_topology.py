@@ -1,5 +1,6 @@
 """Topology up/down, isolation, per-namespace knobs: real namespaces, real kernel."""
 
+import os
 import subprocess
 import sys
 import time
@@ -79,9 +80,23 @@ def test_two_runs_coexist():
 
 def test_same_run_id_twice_is_refused():
     with Topology() as a:
-        with pytest.raises(PltError, match="already exists"):
+        with pytest.raises(PltError, match="is in use"):
             with Topology(run_id=a.run_id):
                 pass
+        # the refused one removed nothing of the run that has the id
+        assert os.path.isdir(a.workdir) and os.path.exists(nsutil.ns_path(a.client_ns))
+        a.run("client", ["true"])
+
+
+def test_new_run_ids_avoid_ids_in_use(monkeypatch):
+    """Ids are random, but a live run's is never handed out again (a test session's prefix
+    leaves only 256 of them)."""
+    with Topology() as a:
+        seq = iter([a.run_id[-3:] + "000", "abcdef"])  # token_hex(3): 6 digits, sliced to 6 with the tag
+        monkeypatch.setattr(names.secrets, "token_hex", lambda n: next(seq))
+        monkeypatch.setenv("PLTLAB_RUN_ID_PREFIX", a.run_id[:3])
+        assert names.in_use(a.run_id)
+        assert names.new_run_id() == (a.run_id[:3] + "abcdef")[:6]
 
 
 def test_85_origins_up_and_down_quickly():

@@ -13,6 +13,15 @@ from pltlab import units
 from pltlab.errors import PltError
 
 
+
+def _rmem(v: str | None) -> int | None:
+    """--client-rmem: a size, "kernel" (None: the kernel's), or not given (pltlab's default)."""
+    from pltlab.experiments.runner import DEFAULT_CLIENT_RMEM
+
+    if v is None:
+        return DEFAULT_CLIENT_RMEM
+    return None if v.strip().lower() == "kernel" else units.size_bytes(v, "--client-rmem")
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def run(
@@ -33,7 +42,7 @@ def register(app: typer.Typer) -> None:
         model: Annotated[str, typer.Option(help="Built-in loader: 'archive' (recorded initiators, no priorities) or 'chromium' (Chromium's dependencies and request scheduling, docs/loaders.md).")] = "archive",
         calibration: Annotated[bool, typer.Option("--calibration/--no-calibration", help="With --model chromium on a page calibrated by `pltlab calibrate`: Chromium's measured compute delays and load-event tail (default on).")] = True,
         pcap: Annotated[Optional[str], typer.Option(help="Write the emulator's client-side packet trace here.")] = None,
-        client_rmem: Annotated[Optional[str], typer.Option("--client-rmem", help="Client's initial TCP receive buffer (e.g. 1mb; default: the kernel's 128 KB, autotuned).")] = None,
+        client_rmem: Annotated[Optional[str], typer.Option("--client-rmem", help="Client's initial TCP receive buffer (default 1mb; 'kernel': the kernel's 128 KB, whose autotuned window makes some loads one RTT slower).")] = None,
         sched_fifo: Annotated[Optional[bool], typer.Option("--sched-fifo/--no-sched-fifo", help="Emulator under SCHED_FIFO (default: on with --client chromium).")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ):
@@ -58,7 +67,7 @@ def register(app: typer.Typer) -> None:
                         client=client, warm=not cold, reps=reps, tfo_modes=modes[tfo], schemes=schemes, model=model,
                         calibrated=calibration,
                         pcap=os.path.abspath(pcap) if pcap else None, sched_fifo=sched_fifo,
-                        client_rmem=units.size_bytes(client_rmem, "--client-rmem") if client_rmem else None)
+                        client_rmem=_rmem(client_rmem))
         cfg.link()  # validate before anything is built
         from pltlab.net import TcpKnobs
 

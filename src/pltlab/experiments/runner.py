@@ -20,6 +20,9 @@ COUNTERS_SERVER = ("TCPFastOpenPassive", "TCPFastOpenPassiveFail", "TCPFastOpenL
                    "TCPFastOpenCookieReqd")
 
 
+DEFAULT_CLIENT_RMEM = 1 << 20
+
+
 @dataclass
 class RunConfig:
     rtt: str = "100ms"
@@ -42,7 +45,10 @@ class RunConfig:
     schemes: str = "recorded"
     # Built-in loader's model of the page (pltlab.loaders.plan.build): "archive" = recorded
     # initiators, no priorities; "chromium" = what Chromium sees and how it schedules it.
-    client_rmem: int | None = None  # TcpKnobs.client_rmem: None = the kernel's receive buffer
+    # TcpKnobs.client_rmem, the client's initial receive buffer; None = the kernel's (docs/performance.md:
+    # its 64 KB window's autotuned growth depends on sub-ms timing, so a large object takes one
+    # round trip more in some loads: 1 MiB keeps page loads repeatable)
+    client_rmem: int | None = DEFAULT_CLIENT_RMEM
     load_timeout_s: float = 120.0  # the built-in loader gives up on a load after this long
     model: str = "archive"
     # model "chromium" on a calibrated page (pltlab calibrate): measured compute delays per

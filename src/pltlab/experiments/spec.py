@@ -85,7 +85,7 @@ class Experiment:
     repetitions: int
     seed: int = 1
     max_conns_per_host: int = 6
-    client_rmem: int | None = None  # the client's initial TCP receive buffer; None = the kernel's
+    client_rmem: int | None = 1 << 20  # the client's initial TCP receive buffer; None = the kernel's
     loader: dict = field(default_factory=dict)  # model/schemes/calibrated where not the default
     source: str = ""  # the experiment file's text
     path: str = ""
@@ -98,7 +98,10 @@ class Experiment:
         h.update(json.dumps([c.key() for c in self.configs]).encode())
         h.update(json.dumps([list(self.tfo_modes), self.repetitions, self.seed,
                              self.max_conns_per_host]).encode())
-        if self.client_rmem is not None:  # only when set: earlier sweeps keep their digest
+        # sweeps from before the 1 MiB default ran with the kernel's buffer and no entry here:
+        # they keep their digest with client_rmem = "kernel" (a resume with the new default is
+        # refused: a different experiment)
+        if self.client_rmem is not None:
             h.update(json.dumps({"client_rmem": self.client_rmem}).encode())
         if self.loader:
             h.update(json.dumps(self.loader, sort_keys=True).encode())
@@ -165,14 +168,18 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
     mc = doc.get("max_conns_per_host", 6)
     if not isinstance(mc, int) or isinstance(mc, bool) or not 1 <= mc <= 64:
         raise bad("max_conns_per_host", f"{mc!r}: must be an integer from 1 to 64")
+    from pltlab.experiments.runner import DEFAULT_CLIENT_RMEM
+
     rmem = doc.get("client_rmem", "default")
     if rmem == "default":
+        rmem = DEFAULT_CLIENT_RMEM
+    elif rmem == "kernel":
         rmem = None
     else:
         try:
             rmem = TcpKnobs(client_rmem=units.size_bytes(rmem, "client_rmem")).client_rmem
         except PltError as e:
-            raise bad("client_rmem", f"{e} (or \"default\")") from None
+            raise bad("client_rmem", f"{e} (or \"default\" = 1MiB, or \"kernel\")") from None
     from pltlab.loaders.plan import MODELS
 
     loader = {}

@@ -21,12 +21,33 @@ MAX_ORIGINS = 65_000
 
 
 def new_run_id() -> str:
-    # PLTLAB_RUN_ID_PREFIX (hex, <= 4 digits) tags the runs of one session, e.g. a test session
-    # telling its own leftovers from those of other runs on the machine
+    """A run id no namespace or work folder of a live run on this machine has.
+
+    PLTLAB_RUN_ID_PREFIX (hex, <= 4 digits) tags the runs of one session, e.g. a test session
+    telling its own leftovers from those of other runs on the machine; every digit it takes
+    leaves 16 times fewer ids, hence the check for ids in use (a sweep keeps up to 16 runners)."""
     tag = os.environ.get("PLTLAB_RUN_ID_PREFIX", "").lower()
     if not re.fullmatch(r"[0-9a-f]{0,4}", tag):
         tag = ""
-    return (tag + secrets.token_hex(3))[:6]
+    for _ in range(10_000):
+        rid = (tag + secrets.token_hex(3))[:6]
+        if not in_use(rid):
+            return rid
+    raise RuntimeError("no free run id")
+
+
+def in_use(run_id: str) -> bool:
+    """Some namespace or the work folder of run ``run_id`` exists."""
+    import tempfile
+
+    netns = "/run/netns"
+    pre = run_prefix(run_id)
+    if os.path.exists(os.path.join(tempfile.gettempdir(), pre + "run")):
+        return True
+    try:
+        return any(n.startswith(pre) for n in os.listdir(netns))
+    except OSError:
+        return False
 
 
 def valid_run_id(run_id: str) -> bool:

@@ -54,6 +54,7 @@ class Topology:
         self.link_stats: dict | None = None
         self.backend: str | None = None
         self._namespaces: list[str] = []
+        self._own_workdir = False
         self._procs = []
         self._old_handlers = None
         self._is_up = False
@@ -91,7 +92,11 @@ class Topology:
     def up(self) -> "Topology":
         if os.geteuid() != 0:
             raise PltError("pltlab needs root (network namespaces, TUN devices)")
-        os.makedirs(self.workdir, exist_ok=True)
+        try:  # claims the run id: a run never removes another one's folder
+            os.mkdir(self.workdir)
+        except FileExistsError:
+            raise PltError(f"run id {self.run_id} is in use ({self.workdir} exists)") from None
+        self._own_workdir = True
         self._add_ns(self.client_ns)
         self._add_ns(self.server_ns)
         backend = self.spec.backend
@@ -133,7 +138,9 @@ class Topology:
             except OSError as e:
                 log.warning("could not remove namespace %s: %s", ns, e)
         self._namespaces.clear()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self._own_workdir = False
         self._is_up = False
         return self.link_stats
 

@@ -46,7 +46,7 @@ def _cfg(rtt_ms: float, icw: int, cc: str, loss: float = 0.0, seed: int = 1,
          rate: str | None = None, conns: int = 6, timeout_s: float = 900) -> RunConfig:
     return RunConfig(rtt=f"{rtt_ms}ms", icw=icw, cc=cc, loss=f"{loss * 100:g}%" if loss else None,
                      rate=rate, seed=seed, tfo_modes=(False,), reps=1, max_conns_per_host=conns,
-                     load_timeout_s=timeout_s)
+                     load_timeout_s=timeout_s, client_rmem=None)  # the 2011 clients: 64 KB, autotuned
 
 
 def _load(pg: Page, cfg: RunConfig, rep: int, on_event, **where) -> tuple[dict | None, str]:
