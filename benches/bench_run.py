@@ -2,7 +2,7 @@
 """`pltlab run` figures (issue: replay + loaders): tool overhead, fidelity against analytic PLTs,
 repeatability, built-in loader vs Chromium.
 
-    python3 benches/bench_run.py [overhead|fidelity|fanout|repeat|repeat-kernel|repeat-chromium|compare|compare-uncalibrated|chromium-tfo ...]
+    python3 benches/bench_run.py [overhead|fidelity|fanout|repeat|repeat-kernel|repeat-chromium|compare|compare-20|compare-200|compare-uncalibrated|chromium-tfo ...]
 
 Needs root (namespaces). Timings are noisy on a shared 2-core machine: run it on a quiet one.
 """
@@ -166,7 +166,8 @@ def chromium_tfo(reps=5):
 ALL = {"overhead": overhead, "fidelity": fidelity, "fanout": fanout, "repeat": repeatability,
        "repeat-kernel": lambda: repeatability(client_rmem=None),
        "repeat-chromium": lambda: repeatability("chromium", 10), "compare": compare,
-       "compare-tfo": lambda: compare(tfo=True), "compare-uncalibrated": lambda: compare(calibrate=False), "chromium-tfo": chromium_tfo}
+       "compare-tfo": lambda: compare(tfo=True), "compare-uncalibrated": lambda: compare(calibrate=False), "compare-20": lambda: compare(rtt=20),
+       "compare-200": lambda: compare(rtt=200), "chromium-tfo": chromium_tfo}
 
 if __name__ == "__main__":
     for what in sys.argv[1:] or ["overhead", "fidelity", "fanout", "repeat", "repeat-kernel", "repeat-chromium",
