@@ -267,6 +267,22 @@ def test_cli_run_refuses_bad_stored_delay(tmp_path):
     assert "invalid compute delay -3" in cp.stderr and "Traceback" not in cp.stderr
 
 
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_run_notes_a_missing_or_foreign_calibration(tmp_path, calibrated):
+    """`pltlab run --model chromium` says when Chromium's compute is not modelled, or was
+    measured on another machine (here: "test")."""
+    from conftest import pltlab_cmd
+
+    path = str(tmp_path / "p.har")
+    har.write_page(_calibrated() if calibrated else _page(), path)
+    cp = pltlab_cmd("run", path, "--rtt", "2ms", "--model", "chromium", "--tfo", "off", "--reps", "1")
+    assert cp.returncode == 0, cp.stderr
+    want = "calibrated on another machine (test)" if calibrated else "has no calibration"
+    assert want in cp.stdout + cp.stderr
+    cp = pltlab_cmd("run", path, "--rtt", "2ms", "--tfo", "off", "--reps", "1")  # the archive model
+    assert "note:" not in cp.stdout + cp.stderr
+
+
 needs_chromium = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK) or os.geteuid() != 0,
                                     reason="needs root and Debian's chromium")
 
@@ -307,5 +323,6 @@ def test_calibrate_and_run_a_small_page(tmp_path):
                     "--tfo", "off", "--reps", "1", "--json", timeout=300)
     assert cp.returncode == 0, cp.stderr
     r = json.loads(cp.stdout)["runs"][0]
+    assert "note:" not in cp.stderr  # calibrated here
     assert r["tail_ms"] == page.extras["calibration"]["tail_ms"]
     assert r["plt_ms"] == pytest.approx(r["network_plt_ms"] + r["tail_ms"])

@@ -7,11 +7,29 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pltlab import units
 from pltlab.errors import PltError
 
+
+
+def _calibration_note(page, cfg) -> str | None:
+    """Why the built-in loader's model of Chromium lacks Chromium's measured compute, or was
+    measured elsewhere (docs/loaders.md "Compute calibration"); None when all is well."""
+    from pltlab.loaders import calibrate, plan
+
+    if cfg.client != "builtin" or cfg.model != "chromium" or not cfg.calibrated:
+        return None
+    cal = plan.calibration(page)
+    if cal is None:
+        return (f"{page.url} has no calibration: Chromium's compute is not modelled "
+                "(`pltlab calibrate`, docs/loaders.md)")
+    here = calibrate.machine()
+    if cal.get("machine") and cal["machine"] != here:
+        return f"{page.url} was calibrated on another machine ({cal['machine']}): recalibrate here"
+    return None
 
 
 def _rmem(v: str | None) -> int | None:
@@ -84,6 +102,9 @@ def register(app: typer.Typer) -> None:
                 out.print(f"  [yellow]note: {r['tfo_note']}[/]", highlight=False)
 
         for p in resolver.resolve(page, corpus):
+            note = _calibration_note(p, cfg)
+            if note:
+                out.print(f"[yellow]note: {escape(note)}[/]", highlight=False)
             runs += run_page(p, cfg, on_run=seed_style)
         summary = summarize(runs)
         invalid = [r for r in runs if not r["valid"]]
