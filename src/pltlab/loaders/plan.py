@@ -43,7 +43,7 @@ def effective_schemes(page: Page, https_hosts) -> dict[int, str]:
 
 MODELS = ("archive", "chromium")
 # Chromium's request scheduling (docs/loaders.md, "Built-in vs Chromium"): Blink's tight mode
-# lets at most 2 low-priority requests run until the main document's parser reaches <body>
+# lets at most 2 low-priority requests of a frame run until its document's parser reaches <body>
 # (ResourceLoadScheduler, kTightLimitForRendererSideResourceScheduler). After that, Chromium 156
 # here had up to 19 images on the wire at once (amazon): no further limit (None); the network
 # service's old 10-delayable-requests rule is not in effect.
@@ -79,7 +79,7 @@ def chromium_deps(page: Page, o: Obj) -> dict:
     sees it with the first bytes), ``after`` (objects that must have arrived first: a script
     runs after the earlier head scripts and stylesheets; <iframe>, fonts, inline-script
     fetches and stylesheet images wait until the parser reached <body>), ``delayable``
-    (images: low priority)."""
+    (low priority: images, and scripts a script inserts, which are async)."""
     out = {"parent": None, "at_first_byte": False, "after": [],
            "delayable": kind(o.mime, o.url) == "image"}
     if o is page.objects[0]:
