@@ -653,9 +653,20 @@ fn tight_phases_are_per_frame() {
     let f1: Vec<&loader::Rec> = rq[7..12].iter().collect();
     assert_eq!(peak_released(&f0, 0.0, css_end - 1.0), 1, "frame 0: {f0:?}");
     assert!(peak_released(&f1, 0.0, css_end - 1.0) >= 4, "frame 1 held by frame 0's phase: {f1:?}");
-    // a bad phase index is refused
-    p.objects[2].tight_phase = Some(2);
-    assert!(p.validate().is_err());
+    // a bad phase index is refused, and so are bad phases and delays
+    let mut q = p.clone();
+    q.objects[2].tight_phase = Some(2);
+    assert!(q.validate().is_err());
+    let mut q = p.clone();
+    q.tight_phases[1].until = vec![99];
+    assert!(q.validate().is_err());
+    let mut q = p.clone();
+    q.tight_phases[0].delay_ms = f64::NAN;
+    assert!(q.validate().is_err());
+    let mut q = p.clone();
+    q.tight_delay_ms = -1.0;
+    assert!(q.validate().is_err());
+    assert!(p.validate().is_ok());
 }
 
 /// An origin that sends the response head and half the body, waits `pause_ms`, then the rest.
