@@ -9,6 +9,7 @@ import ipaddress
 import os
 import re
 import secrets
+import tempfile
 
 PREFIX = "plt-"
 _ID_RE = re.compile(r"^[0-9a-f]{6}$")
@@ -38,14 +39,12 @@ def new_run_id() -> str:
 
 def in_use(run_id: str) -> bool:
     """Some namespace or the work folder of run ``run_id`` exists."""
-    import tempfile
+    from pltlab.net.nsutil import NETNS_DIR
 
-    netns = "/run/netns"
-    pre = run_prefix(run_id)
-    if os.path.exists(os.path.join(tempfile.gettempdir(), pre + "run")):
+    if os.path.exists(workdir(run_id)):
         return True
     try:
-        return any(n.startswith(pre) for n in os.listdir(netns))
+        return any(n.startswith(run_prefix(run_id)) for n in os.listdir(NETNS_DIR))
     except OSError:
         return False
 
@@ -56,6 +55,11 @@ def valid_run_id(run_id: str) -> bool:
 
 def run_prefix(run_id: str) -> str:
     return f"{PREFIX}{run_id}-"
+
+
+def workdir(run_id: str) -> str:
+    """The run's work folder (plans, CA, emulator config, statistics)."""
+    return os.path.join(tempfile.gettempdir(), run_prefix(run_id) + "run")
 
 
 def client_ns(run_id: str) -> str:

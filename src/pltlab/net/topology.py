@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import signal
-import tempfile
 import threading
 
 from pyroute2 import IPRoute
@@ -49,7 +48,7 @@ class Topology:
         self.server_ns = names.server_ns(self.run_id)
         self.tun = names.tun_name(self.run_id)
         self.origin_ips = [names.origin_ip(i) for i in range(self.spec.origins)]
-        self.workdir = os.path.join(tempfile.gettempdir(), names.run_prefix(self.run_id) + "run")
+        self.workdir = names.workdir(self.run_id)
         self.link = None
         self.link_stats: dict | None = None
         self.backend: str | None = None
