@@ -13,7 +13,8 @@ import sys
 
 from pltlab.archive import bundled
 from pltlab.archive.generate import generate
-from pltlab.experiments.runner import DEFAULT_CLIENT_RMEM, PageRunner, RunConfig, run_page
+from pltlab.experiments.runner import PageRunner, RunConfig, run_page
+from pltlab.net.spec import DEFAULT_CLIENT_RMEM
 
 PAPER = ("amazon", "nytimes", "wsj", "wikipedia")
 

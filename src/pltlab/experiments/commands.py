@@ -14,7 +14,6 @@ from pltlab import units
 from pltlab.errors import PltError
 
 
-
 def _calibration_note(page, cfg) -> str | None:
     """Why the built-in loader's model of Chromium lacks Chromium's measured compute, or was
     measured elsewhere (docs/loaders.md "Compute calibration"); None when all is well."""
@@ -34,11 +33,12 @@ def _calibration_note(page, cfg) -> str | None:
 
 def _rmem(v: str | None) -> int | None:
     """--client-rmem: a size, "kernel" (None: the kernel's), or not given (pltlab's default)."""
-    from pltlab.experiments.runner import DEFAULT_CLIENT_RMEM
+    from pltlab.net.spec import DEFAULT_CLIENT_RMEM
 
     if v is None:
         return DEFAULT_CLIENT_RMEM
     return None if v.strip().lower() == "kernel" else units.size_bytes(v, "--client-rmem")
+
 
 def register(app: typer.Typer) -> None:
     @app.command()
@@ -67,6 +67,7 @@ def register(app: typer.Typer) -> None:
         """Load a page over an emulated WAN with replay servers: PLT per load, TFO on/off."""
         from pltlab.experiments import pages as resolver
         from pltlab.experiments.runner import RunConfig, run_page, summarize
+        from pltlab.loaders.plan import MODELS
 
         modes = {"on": (True,), "off": (False,), "both": (False, True)}
         if tfo not in modes:
@@ -77,8 +78,8 @@ def register(app: typer.Typer) -> None:
             raise PltError(f"invalid --reps {reps}: must be 1..10000")
         if schemes not in ("recorded", "chromium"):
             raise PltError(f"invalid --schemes {schemes!r}: recorded or chromium")
-        if model not in ("archive", "chromium"):
-            raise PltError(f"invalid --model {model!r}: archive or chromium")
+        if model not in MODELS:
+            raise PltError(f"invalid --model {model!r}: {' or '.join(MODELS)}")
         if pcap and not os.path.isdir(os.path.dirname(os.path.abspath(pcap))):
             raise PltError(f"--pcap {pcap}: its directory does not exist")
         cfg = RunConfig(rtt=rtt, rate=rate, rate_up=rate_up, loss=loss, queue=queue, icw=icw, cc=cc,

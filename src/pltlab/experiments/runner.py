@@ -12,15 +12,13 @@ from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import builtin, plan as plans
 from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, Topology, TopologySpec
+from pltlab.net.spec import DEFAULT_CLIENT_RMEM
 from pltlab.replay import hosts as hostmap
 from pltlab.replay.server import ReplayServer
 
 COUNTERS_CLIENT = ("TCPFastOpenActive", "TCPFastOpenActiveFail", "TCPFastOpenCookieReqd")
 COUNTERS_SERVER = ("TCPFastOpenPassive", "TCPFastOpenPassiveFail", "TCPFastOpenListenOverflow",
                    "TCPFastOpenCookieReqd")
-
-
-DEFAULT_CLIENT_RMEM = 1 << 20
 
 
 @dataclass
@@ -43,13 +41,11 @@ class RunConfig:
     # "recorded": the built-in loader uses the archive's schemes; "chromium": also the https
     # upgrades Chromium makes by itself (HSTS preload), for a like-for-like comparison.
     schemes: str = "recorded"
-    # Built-in loader's model of the page (pltlab.loaders.plan.build): "archive" = recorded
-    # initiators, no priorities; "chromium" = what Chromium sees and how it schedules it.
-    # TcpKnobs.client_rmem, the client's initial receive buffer; None = the kernel's (docs/performance.md:
-    # its 64 KB window's autotuned growth depends on sub-ms timing, so a large object takes one
-    # round trip more in some loads: 1 MiB keeps page loads repeatable)
+    # TcpKnobs.client_rmem, the client's initial receive buffer; None = the kernel's
     client_rmem: int | None = DEFAULT_CLIENT_RMEM
     load_timeout_s: float = 120.0  # the built-in loader gives up on a load after this long
+    # Built-in loader's model of the page (pltlab.loaders.plan.build): "archive" = recorded
+    # initiators, no priorities; "chromium" = what Chromium sees and how it schedules it.
     model: str = "archive"
     # model "chromium" on a calibrated page (pltlab calibrate): measured compute delays per
     # object and the load-event tail (added to plt_ms, also reported as tail_ms); False: none

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from pltlab import units
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
-from pltlab.net.spec import CC_CHOICES, TcpKnobs
+from pltlab.net.spec import CC_CHOICES, DEFAULT_CLIENT_RMEM, TcpKnobs
 
 LIST_KEYS = ("rtt", "rate", "rate_up", "loss", "queue", "tfo", "initcwnd", "cc", "client", "warmup",
              "origin_rtt")
@@ -85,7 +85,7 @@ class Experiment:
     repetitions: int
     seed: int = 1
     max_conns_per_host: int = 6
-    client_rmem: int | None = 1 << 20  # the client's initial TCP receive buffer; None = the kernel's
+    client_rmem: int | None = DEFAULT_CLIENT_RMEM  # client's initial TCP receive buffer; None = the kernel's
     loader: dict = field(default_factory=dict)  # model/schemes/calibrated where not the default
     source: str = ""  # the experiment file's text
     path: str = ""
@@ -168,8 +168,6 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
     mc = doc.get("max_conns_per_host", 6)
     if not isinstance(mc, int) or isinstance(mc, bool) or not 1 <= mc <= 64:
         raise bad("max_conns_per_host", f"{mc!r}: must be an integer from 1 to 64")
-    from pltlab.experiments.runner import DEFAULT_CLIENT_RMEM
-
     rmem = doc.get("client_rmem", "default")
     if rmem == "default":
         rmem = DEFAULT_CLIENT_RMEM

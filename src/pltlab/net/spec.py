@@ -72,6 +72,11 @@ class OriginOverride:
     loss: float | None = None
 
 
+# What page loads use unless told otherwise (`--client-rmem`, experiment key `client_rmem`): with
+# it the receive window never limits a page load, so loads repeat (docs/performance.md).
+DEFAULT_CLIENT_RMEM = 1 << 20
+
+
 @dataclass(frozen=True)
 class TcpKnobs:
     """Kernel TCP settings applied per namespace and per route."""
@@ -85,7 +90,8 @@ class TcpKnobs:
     client_initcwnd: int | None = None
     # the client's initial receive buffer (net.ipv4.tcp_rmem's middle value); None = the kernel's
     # (131072: a 64 KB initial window, grown by autotuning, whose pace depends on sub-millisecond
-    # timing, so a large object can take one round trip more in some loads than in others)
+    # timing, so a large object can take one round trip more in some loads than in others).
+    # Page loads default to DEFAULT_CLIENT_RMEM (experiments.runner.RunConfig).
     client_rmem: int | None = None
 
     def __post_init__(self):
