@@ -123,19 +123,17 @@ def derive_one(plan: dict, load: dict, doc: int = 0) -> dict:
         t = r.get("first_byte_ms") if first_byte else None
         return t if t is not None else r.get("last_byte_ms")
 
-    # The renderer -> network stack hand-over (requestWillBeSent -> the request's start there),
-    # seen on requests the scheduler never holds; a delayable request's own release may include
-    # tight mode, which the plan models itself, so it gets this typical latency instead.
-    lat = [r["released_ms"] - r["start_ms"] for o, r in zip(objs[1:], reqs[1:])
-           if r is not None and not o.get("delayable") and r.get("released_ms") is not None
-           and r.get("start_ms") is not None and r["released_ms"] >= r["start_ms"]]
-    handover = statistics.median(lat) if lat else 0.0
+    def own_handover(o: dict, r: dict | None) -> float | None:
+        """requestWillBeSent -> the request's start in the network stack, for a request the
+        scheduler never holds (a delayable one's release may include tight mode, which the
+        plan models itself)."""
+        if o.get("delayable") or r is None or r.get("released_ms") is None or r.get("start_ms") is None:
+            return None
+        d = r["released_ms"] - r["start_ms"]
+        return d if d >= 0 else None
 
-    def sent(o: dict, r: dict) -> float:
-        """When Chromium handed the request to its network stack."""
-        if not o.get("delayable") and r.get("released_ms") is not None and r["released_ms"] >= r["start_ms"]:
-            return r["released_ms"]
-        return r["start_ms"] + handover
+    lat = [d for o, r in zip(objs[1:], reqs[1:]) if (d := own_handover(o, r)) is not None]
+    handover = statistics.median(lat) if lat else 0.0  # the typical one, for the others
 
     out: list[float | None] = []
     for i, o in enumerate(objs):
@@ -146,13 +144,13 @@ def derive_one(plan: dict, load: dict, doc: int = 0) -> dict:
         if o.get("parent") is None:  # the navigation: from navigationStart to its request
             out.append(round(max(0.0, r["start_ms"] + off), 3))
             continue
-        else:
-            ts = [at(o["parent"], bool(o.get("at_first_byte")))] + [at(a, False) for a in o.get("after", [])]
-            if any(t is None for t in ts):
-                out.append(None)
-                continue
-            ready = max(ts)
-        out.append(round(max(0.0, sent(o, r) - ready), 3))
+        ts = [at(o["parent"], bool(o.get("at_first_byte")))] + [at(a, False) for a in o.get("after", [])]
+        if any(t is None for t in ts):
+            out.append(None)
+            continue
+        d = own_handover(o, r)
+        sent = r["start_ms"] + (handover if d is None else d)  # handed to the network stack
+        out.append(round(max(0.0, sent - max(ts)), 3))
     ends = [r["last_byte_ms"] for r in reqs if r is not None and r.get("last_byte_ms") is not None]
     tail = max(0.0, (load["plt_ms"] - off) - max(ends)) if ends else 0.0
 
@@ -176,17 +174,15 @@ def derive(plan: dict, loads: list[dict], doc: int = 0) -> dict:
     if not loads:
         raise PltError("calibration needs at least one Chromium load")
     ones = [derive_one(plan, ld, doc) for ld in loads]
-    comp = []
-    for i in range(len(plan["objects"])):
-        vs = [d["compute_ms"][i] for d in ones if d["compute_ms"][i] is not None]
-        comp.append(round(statistics.median(vs), 3) if vs else None)
+
     def med(vs):
         vs = [v for v in vs if v is not None]
         return round(statistics.median(vs), 3) if vs else None
 
-    frames = {doc: med(d["frame_tight_delay_ms"].get(doc) for d in ones)
-              for doc in {k for d in ones for k in d["frame_tight_delay_ms"]}}
-    return {"compute_ms": comp, "tail_ms": round(statistics.median(d["tail_ms"] for d in ones), 3),
+    comp = [med(d["compute_ms"][i] for d in ones) for i in range(len(plan["objects"]))]
+    frames = {f: med(d["frame_tight_delay_ms"].get(f) for d in ones)
+              for f in {k for d in ones for k in d["frame_tight_delay_ms"]}}
+    return {"compute_ms": comp, "tail_ms": med(d["tail_ms"] for d in ones),
             "tight_delay_ms": med(d["tight_delay_ms"] for d in ones) or 0.0,
             "frame_tight_delay_ms": {k: v for k, v in sorted(frames.items()) if v is not None},
             "matched": min(d["matched"] for d in ones), "loads": len(ones)}
