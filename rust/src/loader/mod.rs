@@ -164,18 +164,7 @@ impl Plan {
         if self.delayable_limit == Some(0) || self.tight_limit == Some(0) {
             bail!("delayable_limit and tight_limit must be >= 1");
         }
-        // acyclic: every chain of parents ends within n steps
-        for i in 0..n {
-            let (mut k, mut steps) = (i, 0);
-            while let Some(p) = self.objects[k].parent {
-                k = p;
-                steps += 1;
-                if steps > n {
-                    bail!("object {i}: parent chain has a cycle");
-                }
-            }
-        }
-        // ... and with the "after" edges too (Kahn's algorithm)
+        // acyclic over the parent and "after" edges (Kahn's algorithm)
         let mut indeg: Vec<usize> = self.objects.iter().map(|o| o.parent.is_some() as usize + o.after.len()).collect();
         let mut out = vec![Vec::new(); n];
         for (i, o) in self.objects.iter().enumerate() {
@@ -528,12 +517,7 @@ impl Sched {
         match grp.dns {
             None if self.plan.dns_delay_ms > 0.0 => {
                 grp.dns = Some(false);
-                let tx = self.tx.clone();
-                let d = Duration::from_secs_f64(self.plan.dns_delay_ms / 1000.0);
-                tokio::task::spawn_local(async move {
-                    tokio::time::sleep(d).await;
-                    let _ = tx.send(Ev::DnsDone(g));
-                });
+                self.later(self.plan.dns_delay_ms, Ev::DnsDone(g));
                 return;
             }
             None => {
@@ -578,21 +562,30 @@ impl Sched {
         ));
     }
 
-    /// One prerequisite of `idx` met; when it was the last: requestable after its delay.
-    fn prereq_met(&mut self, idx: usize) {
-        self.waiting[idx] -= 1;
-        if self.waiting[idx] > 0 {
-            return;
-        }
+    /// Sends `ev` to the scheduler after `ms` milliseconds.
+    fn later(&self, ms: f64, ev: Ev) {
+        let tx = self.tx.clone();
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)).await;
+            let _ = tx.send(ev);
+        });
+    }
+
+    /// Every prerequisite of `idx` met: ready after its delay.
+    fn requestable(&mut self, idx: usize) {
         let d = self.plan.objects[idx].delay_ms;
         if d > 0.0 {
-            let tx = self.tx.clone();
-            tokio::task::spawn_local(async move {
-                tokio::time::sleep(Duration::from_secs_f64(d / 1000.0)).await;
-                let _ = tx.send(Ev::Ready(idx));
-            });
+            self.later(d, Ev::Ready(idx));
         } else {
             self.ready(idx);
+        }
+    }
+
+    /// One prerequisite of `idx` met.
+    fn prereq_met(&mut self, idx: usize) {
+        self.waiting[idx] -= 1;
+        if self.waiting[idx] == 0 {
+            self.requestable(idx);
         }
     }
 
@@ -641,11 +634,7 @@ impl Sched {
     fn end_tight(&mut self, k: usize) {
         let d = self.phases[k].delay_ms;
         if d > 0.0 {
-            let tx = self.tx.clone();
-            tokio::task::spawn_local(async move {
-                tokio::time::sleep(Duration::from_secs_f64(d / 1000.0)).await;
-                let _ = tx.send(Ev::TightEnd(k));
-            });
+            self.later(d, Ev::TightEnd(k));
         } else {
             self.phases[k].on = false;
         }
@@ -838,18 +827,9 @@ async fn load_inner(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
         done: 0,
         tx,
     };
-    for (i, o) in plan.objects.iter().enumerate() {
+    for i in 0..n {
         if s.waiting[i] == 0 {
-            if o.delay_ms > 0.0 {
-                let tx = s.tx.clone();
-                let d = o.delay_ms;
-                tokio::task::spawn_local(async move {
-                    tokio::time::sleep(Duration::from_secs_f64(d / 1000.0)).await;
-                    let _ = tx.send(Ev::Ready(i));
-                });
-            } else {
-                s.ready(i);
-            }
+            s.requestable(i);
         }
     }
     loop {
