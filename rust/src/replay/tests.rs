@@ -299,20 +299,27 @@ fn http10_and_framing() {
     assert!(out.starts_with(b"HTTP/1.1 400"));
 }
 
-/// A fake origin: answers each connection with `resp` (then closes if `close`).
-fn fake_origin(resp: &'static [u8], close: bool) -> (SocketAddr, std::thread::JoinHandle<()>) {
+/// An origin for one connection: reads the request, then `answer` writes to the socket.
+fn one_shot_origin(answer: impl FnOnce(&mut TcpStream) + Send + 'static) -> (SocketAddr, std::thread::JoinHandle<()>) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     let th = std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         let mut buf = [0u8; 4096];
         let _ = s.read(&mut buf);
+        answer(&mut s);
+    });
+    (a, th)
+}
+
+/// A fake origin: answers the connection with `resp` (then closes if `close`).
+fn fake_origin(resp: &'static [u8], close: bool) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    one_shot_origin(move |s| {
         s.write_all(resp).unwrap();
         if !close {
             std::thread::sleep(std::time::Duration::from_millis(300));
         }
-    });
-    (a, th)
+    })
 }
 
 #[test]
@@ -671,20 +678,14 @@ fn tight_phases_are_per_frame() {
 
 /// An origin that sends the response head and half the body, waits `pause_ms`, then the rest.
 fn slow_body_origin(pause_ms: u64) -> (SocketAddr, std::thread::JoinHandle<()>) {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let a = l.local_addr().unwrap();
-    let th = std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        let mut buf = [0u8; 4096];
-        let _ = s.read(&mut buf);
+    one_shot_origin(move |s| {
         s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n").unwrap();
         s.write_all(&[b'x'; 1000]).unwrap();
         s.flush().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(pause_ms));
         s.write_all(&[b'x'; 1000]).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
-    });
-    (a, th)
+    })
 }
 
 #[test]

@@ -151,6 +151,15 @@ def quantile(xs, q: float) -> float:
 IPERF_PORT = 5201
 
 
+def _wait(p: subprocess.Popen, what: str, timeout: float = 120) -> tuple[str, str]:
+    """A long-flow process's (stdout, stderr); killed with an error if it does not finish."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise PltError(f"{what} did not finish") from None
+
+
 def _start_long_flow(topo: Topology, tool: str, seconds: float):
     """Start the long flow (origin 0 -> client) for ``seconds``; returns finish() ->
     (bytes, seconds, [KB/s per 1-s interval], retransmits or None)."""
@@ -163,11 +172,7 @@ def _start_long_flow(topo: Topology, tool: str, seconds: float):
                        text=True)
 
         def finish_probe():
-            try:
-                out, err = p.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                raise PltError("long flow (probe bulk) did not finish") from None
+            out, err = _wait(p, "long flow (probe bulk)")
             r = dataplane.result(subprocess.CompletedProcess(p.args, p.returncode, out, err),
                                  "long flow (probe bulk)")
             return r["bytes"], r["seconds"], [], None
@@ -186,11 +191,7 @@ def _start_long_flow(topo: Topology, tool: str, seconds: float):
                        stdin=subprocess.DEVNULL, text=True)
 
     def finish_iperf():
-        try:
-            out, err = iperf.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            iperf.kill()
-            raise PltError("iperf3 client did not finish") from None
+        out, err = _wait(iperf, "iperf3 client")
         try:
             rep = json.loads(out)
         except ValueError:
