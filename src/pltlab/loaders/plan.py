@@ -187,7 +187,8 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
         raise ValueError(f"unknown loader model {model!r}: one of {', '.join(MODELS)}")
     from pltlab.loaders.calibrate import KEY, check_delay
 
-    use_cal = model == "chromium" and calibrated and calibration(page) is not None
+    cal = calibration(page) if model == "chromium" and calibrated else None
+    use_cal = cal is not None
     objs = plan_objects(page, host_ips)
     schemes = effective_schemes(page, https_hosts) if https_hosts is not None else {}
     index = {}
@@ -232,7 +233,6 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
         main = synth.main_document(page)
         tight = [pos[id(c)] for c in _blocking(page, main, None) if id(c) in pos] \
             if main.body is None else []
-        cal = calibration(page) if use_cal else None
         plan.update(delayable_limit=DELAYABLE_LIMIT, tight_limit=TIGHT_LIMIT,
                     tight_until=tight or [0],
                     tight_phases=_tight_phases(page, objs, out, pos, main, cal))
