@@ -23,7 +23,8 @@ def _entry_facts(doc):
         text = c.get("text")
         body = None if text is None else (base64.b64decode(text) if c.get("encoding") == "base64"
                                           else text.encode())
-        out.append((e["request"]["url"], e["response"]["status"], c.get("mimeType"), body))
+        status = 200 if e["response"]["status"] == 304 else e["response"]["status"]  # cold load
+        out.append((e["request"]["url"], status, c.get("mimeType"), body))
     return sorted(out, key=repr)
 
 
@@ -39,26 +40,45 @@ def test_round_trip_preserves_url_status_mime_body(tmp_path, name):
 
 
 def test_own_format_round_trip_is_stable(tmp_path):
-    p = Page(url="https://a.test/", title="t", objects=[
-        Obj(url="https://a.test/", mime="text/html", body="<img src=x.png>é".encode()),
+    p = Page(url="https://a.test/", title="t", id=str(tmp_path / "p.har#page_1"), objects=[
+        Obj(url="https://a.test/", mime="text/html", body="<img src=x.png>é".encode(),
+            protocol="h2", server_ip="2001:db8::1", encoding="gzip", transfer_size=9),
         Obj(url="https://a.test/x.png", mime="image/png", body=bytes(range(256)), start_ms=5.5,
-            end_ms=9.0, initiator="https://a.test/", initiator_type="parser"),
-        Obj(url="https://b.test/y.js", mime="application/javascript", size=1234, status=200)])
+            end_ms=9.0, initiator="https://a.test/", initiator_type="parser", from_cache=True),
+        Obj(url="https://a.test/l.txt", mime="text/plain; charset=iso-8859-1", body="café".encode("latin-1")),
+        Obj(url="https://b.test/y.js", mime="application/javascript", size=1234, status=200,
+            encoding="br", transfer_size=1500, protocol="http/1.1"),
+        Obj(url="https://b.test/z.js", mime="application/javascript", size=99, encoding="gzip",
+            transfer_size=99),
+        Obj(url="https://b.test/post", method="POST", size=2, request_body=b"\xff\x00binary"),
+        Obj(url="https://b.test/form", method="POST", size=0, request_body=b"a=1&b=2")])
     har.write_page(p, tmp_path / "p.har")
     q = har.read_page(str(tmp_path / "p.har"))
     assert q == p
-    assert q.objects[2].body is None and q.objects[2].size == 1234
+    assert q.objects[2].body == "café".encode("latin-1")
+    assert q.objects[4].transfer_size == 99 and q.objects[5].transfer_size is None
+    assert q.objects[3].body is None and q.objects[3].size == 1234
     doc = json.loads((tmp_path / "p.har").read_text())
     assert doc["log"]["version"] == "1.2"
-    assert doc["log"]["entries"][1]["response"]["content"]["encoding"] == "base64"
-    assert doc["log"]["entries"][1]["_initiator"] == {"type": "parser", "url": "https://a.test/"}
+    es = doc["log"]["entries"]
+    assert es[1]["response"]["content"]["encoding"] == "base64"
+    assert es[1]["_initiator"] == {"type": "parser", "url": "https://a.test/"}
+    assert es[1]["_pltlab"]["from_cache"] is True
+    assert es[2]["response"]["content"]["text"] == "café"  # in the declared charset, not base64
+    assert (es[0]["response"]["bodySize"], es[0]["response"]["content"]["compression"]) == (9, 8)
+    assert (es[0]["response"]["httpVersion"], es[0]["serverIPAddress"]) == ("h2", "2001:db8::1")
+    assert es[3]["response"]["bodySize"] == 1500 and "compression" not in es[3]["response"]["content"]
+    assert es[5]["response"]["bodySize"] == -1 and es[5]["response"]["httpVersion"] == ""
+    assert es[5]["request"]["postData"]["encoding"] == "base64" and es[6]["request"]["postData"]["text"] == "a=1&b=2"
+    assert "id" not in doc["log"]["pages"][0]["_pltlab"]  # a corpus keeps ids (test_har_repairs)
 
 
 @needs_hars
 def test_pageref_without_page_record_and_failed_entries():
     pages = har.har_to_pages(har.load(os.path.join(HARS, "chrome-small.har")), "chrome-small.har")
     assert [len(p.objects) for p in pages] == [1, 1]  # the status-0 entry is dropped
-    assert pages[0].extras["skipped_failed"] == 1
+    assert pages[0].extras["unreplayable"] == 1 and pages[1].extras["unreplayable"] == 0
+    assert [p.id for p in pages] == ["chrome-small.har#page_1", "chrome-small.har#page_2"]
     assert pages[1].objects[0].initiator == "https://www.google.com/"
     assert pages[1].objects[0].initiator_type == "parser"
 
@@ -91,29 +111,36 @@ def test_webpagetest_duplicates_redirects_size_only():
 
 
 @needs_hars
-@pytest.mark.parametrize("name,needle", [("broken.har", "not valid HAR"),
-                                         ("missing-page.har", "entry 0: entry has no request URL")])
-def test_corrupt_har_is_one_clear_error_and_writes_nothing(tmp_path, name, needle):
-    src = os.path.join(HARS, name)
-    with pytest.raises(PltError, match=needle):
+def test_corrupt_har_is_one_clear_error_and_writes_nothing(tmp_path):
+    src = os.path.join(HARS, "broken.har")
+    with pytest.raises(PltError, match="not valid HAR"):
         importer.import_paths([src], str(tmp_path / "arc"))
     cp = pltlab_cmd("import", os.path.join(HARS, "safari-with-bodies.har"), src, "-o",
                     str(tmp_path / "arc"))
     lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
-    assert cp.returncode == 2 and len(lines) == 1, cp.stderr
-    assert lines[0].startswith("pltlab: error:") and name in lines[0] and needle in lines[0]
+    assert cp.returncode != 0 and len(lines) == 1, cp.stderr
+    assert lines[0].startswith("pltlab: error:") and "broken.har" in lines[0] and "not valid HAR" in lines[0]
     assert os.listdir(tmp_path) == []  # neither the archive nor a temporary directory
 
 
-def test_invalid_base64_and_not_a_har(tmp_path):
-    bad = {"log": {"entries": [{"request": {"url": "http://a/"}, "response": {
-        "status": 200, "content": {"text": "!!!", "encoding": "base64", "mimeType": "x"}}}]}}
-    (tmp_path / "b.har").write_text(json.dumps(bad))
-    with pytest.raises(PltError, match=r"b\.har: entry 0: invalid base64"):
-        importer.load_inputs([str(tmp_path / "b.har")])
+@needs_hars
+def test_missing_page_record_and_request_nested_in_post_data():
+    (page,) = har.har_to_pages(har.load(os.path.join(HARS, "missing-page.har")), "m.har")
+    (o,) = page.objects
+    assert (o.url, o.method, o.size, o.server_ip, o.protocol) == ("https://test.com/stuff", "POST", 44,
+                                                                  "1.1.1.1", "http/1.1")
+    assert page.id == "m.har#1"
+    assert page.extras["repairs"] == {"request fields recorded inside postData: read from there": 1}
+
+
+def test_not_a_har(tmp_path):
     (tmp_path / "c.har").write_text(json.dumps({"log": {}}))
     with pytest.raises(PltError, match=r"c\.har: not valid HAR"):
         importer.load_inputs([str(tmp_path / "c.har")])
+    (tmp_path / "d.har").write_text(json.dumps({"log": {"entries": [{"request": {"url": "/rel"},
+                                                                      "response": {"status": 200}}]}}))
+    with pytest.raises(PltError, match=r"d\.har: entry 0: request URL '/rel' is not absolute"):
+        importer.load_inputs([str(tmp_path / "d.har")])
 
 
 @needs_hars

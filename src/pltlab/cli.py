@@ -36,7 +36,7 @@ Pcap = Annotated[Optional[str], typer.Option("--pcap", help="Write the client-si
 TraceUp = Annotated[Optional[str], typer.Option("--trace-up", help="Mahimahi delivery trace for the uplink (instead of a rate).")]
 TraceDown = Annotated[Optional[str], typer.Option("--trace-down", help="Mahimahi delivery trace for the downlink.")]
 BusyWait = Annotated[int, typer.Option("--busy-wait-us", help="Emulator busy-wait before each deadline (us).")]
-OriginRtt = Annotated[Optional[list[str]], typer.Option("--origin-rtt", help="Per-origin RTT override N=RTT[/LOSS], e.g. 2=5ms.")]
+OriginRtt = Annotated[Optional[list[str]], typer.Option("--origin-rtt", help="Per-origin RTT override N=RTT\\[/LOSS], e.g. 2=5ms or 2=5ms/1%.")]
 
 
 def _topology_spec(rtt, rate, rate_up, loss, queue, seed, origins, origin_namespaces, backend, icw,
@@ -85,15 +85,16 @@ def shell(
     serve: Annotated[bool, typer.Option(help="Run a simple origin server (HTTP and probe protocol) on port 80 of every origin.")] = True,
 ):
     """Run a command in the client namespace behind the emulated link:
-    pltlab shell --rtt 100ms --rate 4mbit --loss 1% -- CMD...  (exit code of CMD is returned).
-    The origin addresses are in $PLTLAB_ORIGINS."""
+    pltlab shell --rtt 100ms --rate 4mbit --loss 1% -- CMD...  (exit code of CMD is returned;
+    for an interactive shell: -- bash). The origin addresses are in $PLTLAB_ORIGINS."""
     from pltlab.shell import run_shell
 
+    if not ctx.args:
+        raise PltError("pltlab shell needs a command to run: pltlab shell [OPTIONS] -- CMD [ARGS]...")
     spec = _topology_spec(rtt, rate, rate_up, loss, queue, seed, origins, origin_namespaces,
                           backend, icw, cc, mtu, sched_fifo, pcap, origin_rtt, trace_up, trace_down,
                           busy_wait_us)
-    cmd = list(ctx.args) or [os.environ.get("SHELL", "/bin/sh")]
-    raise typer.Exit(run_shell(spec, cmd, serve=serve))
+    raise typer.Exit(run_shell(spec, list(ctx.args), serve=serve))
 
 
 @app.command()
@@ -148,22 +149,39 @@ def _print_check(res: dict) -> None:
 
 @app.command()
 def clean(
-    run: Annotated[Optional[str], typer.Option("--run", help="Only this run id (6 hex digits).")] = None,
+    run_id: Annotated[Optional[str], typer.Argument(metavar="RUN_ID", help="Only this run id (6 hex digits).")] = None,
+    run: Annotated[Optional[str], typer.Option("--run", help="Same as RUN_ID.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Remove run RUN_ID even though its owner still runs.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed.")] = False,
 ):
     """Remove namespaces, links, TUNs, processes and work directories left by killed runs
-    (only names with the project's prefix 'plt-<id>-')."""
+    (only names with the project's prefix 'plt-<id>-'). Runs whose owning process is alive are
+    left alone; with PLTLAB_RUN_ID_PREFIX set, only runs of that session tag are considered."""
     from pltlab.net import clean as cleaner, names
 
-    if run is not None and not names.valid_run_id(run):
-        raise PltError(f"invalid run id {run!r}: 6 lowercase hex digits")
+    if run_id is not None and run is not None and run_id != run:
+        raise PltError(f"two run ids given: {run_id} and --run {run}")
+    rid = run_id if run_id is not None else run
+    if rid is not None and not names.valid_run_id(rid):
+        raise PltError(f"invalid run id {rid!r}: 6 lowercase hex digits")
+    if rid is not None and not force and cleaner.alive(rid):
+        pid = names.owner_alive(rid)
+        owner = f"owner pid {pid}" if pid else "being created"
+        raise PltError(f"run {rid} is live ({owner}): not removed (--force removes it anyway)")
+    if force and rid is None:
+        raise PltError("--force needs a RUN_ID: live runs are never removed all at once")
     if dry_run:
-        for kind, items in cleaner.leftovers(run).items():
-            for item in items:
-                print(f"{kind[:-1]} {item}")
+        found = cleaner.leftovers(rid, force)
+        for kind, items in found.items():
+            if kind != "live":
+                for item in items:
+                    print(f"{kind[:-1]} {item}")
+        for r in found["live"]:
+            print(f"live run {r} (kept)")
         return
-    counts = cleaner.clean(run)
-    print("removed " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    counts = cleaner.clean(rid, force)
+    print("removed " + ", ".join(f"{v} {k}" for k, v in counts.items() if k != "live runs kept")
+          + (f"; {counts['live runs kept']} live run(s) kept" if counts["live runs kept"] else ""))
 
 
 @app.command()

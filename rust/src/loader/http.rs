@@ -23,6 +23,8 @@ pub struct ResponseHead {
     pub framing: Framing,
     /// The connection may carry another request after this response.
     pub keep_alive: bool,
+    /// Content-Encoding as sent (several header lines joined by ", "), "" if none.
+    pub content_encoding: String,
 }
 
 fn has_token(v: &[u8], token: &str) -> bool {
@@ -50,8 +52,15 @@ pub fn parse_response_head(buf: &[u8], head_request: bool) -> Result<Option<Resp
     let mut length: Option<u64> = None;
     let mut conn_close = false;
     let mut conn_keep = false;
+    let mut content_encoding = String::new();
     for h in r.headers.iter() {
-        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+        if h.name.eq_ignore_ascii_case("content-encoding") {
+            let v = String::from_utf8_lossy(h.value);
+            if !content_encoding.is_empty() {
+                content_encoding.push_str(", ");
+            }
+            content_encoding.push_str(v.trim());
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             if has_token(h.value, "chunked") {
                 chunked = true;
             }
@@ -79,7 +88,7 @@ pub fn parse_response_head(buf: &[u8], head_request: bool) -> Result<Option<Resp
         Framing::Close
     };
     let keep_alive = framing != Framing::Close && if minor == 0 { conn_keep && !conn_close } else { !conn_close };
-    Ok(Some(ResponseHead { status, head_len: n, framing, keep_alive }))
+    Ok(Some(ResponseHead { status, head_len: n, framing, keep_alive, content_encoding }))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +128,13 @@ impl BodyDecoder {
     }
 
     /// Feeds bytes; returns how many were consumed. Once done, consumes nothing.
+    #[cfg(test)]
     pub fn feed(&mut self, data: &[u8]) -> Result<usize> {
+        self.feed_with(data, |_| {})
+    }
+
+    /// Like `feed`, and hands every piece of payload (framing removed) to `payload`.
+    pub fn feed_with(&mut self, data: &[u8], mut payload: impl FnMut(&[u8])) -> Result<usize> {
         if self.done {
             return Ok(0);
         }
@@ -130,13 +145,15 @@ impl BodyDecoder {
                 self.remaining -= n as u64;
                 self.body_bytes += n as u64;
                 self.done = self.remaining == 0;
+                payload(&data[..n]);
                 Ok(n)
             }
             Framing::Close => {
                 self.body_bytes += data.len() as u64;
+                payload(data);
                 Ok(data.len())
             }
-            Framing::Chunked => self.feed_chunked(data),
+            Framing::Chunked => self.feed_chunked(data, &mut payload),
         }
     }
 
@@ -171,7 +188,7 @@ impl BodyDecoder {
         Ok(None)
     }
 
-    fn feed_chunked(&mut self, data: &[u8]) -> Result<usize> {
+    fn feed_chunked(&mut self, data: &[u8], payload: &mut impl FnMut(&[u8])) -> Result<usize> {
         let mut pos = 0;
         while pos < data.len() && self.chunk != Chunk::Done {
             match self.chunk {
@@ -186,6 +203,7 @@ impl BodyDecoder {
                 }
                 Chunk::Data(n) => {
                     let k = ((data.len() - pos) as u64).min(n);
+                    payload(&data[pos..pos + k as usize]);
                     pos += k as usize;
                     self.body_bytes += k;
                     self.chunk = if k == n { Chunk::DataEnd } else { Chunk::Data(n - k) };

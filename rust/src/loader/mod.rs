@@ -27,6 +27,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::sockopt as sock;
 
+pub mod decode;
 pub mod http;
 #[cfg(test)]
 mod tests;
@@ -228,8 +229,19 @@ pub struct Rec {
     pub request_ms: f64,
     pub first_byte_ms: f64,
     pub last_byte_ms: f64,
+    /// Body bytes after de-chunking, still content-encoded.
     pub bytes: u64,
     pub header_bytes: u64,
+    /// Everything received for this response: heads (1xx ones too) + body as on the wire
+    /// (chunk framing included).
+    pub transfer_bytes: u64,
+    /// The body once its Content-Encoding is undone (= `bytes` for identity or a decode error).
+    pub body_bytes: u64,
+    /// Content-Encoding as received, "" if none.
+    pub encoding: String,
+    /// Why the body could not be decoded (the load goes on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_error: Option<String>,
     pub status: u16,
 }
 
@@ -369,6 +381,7 @@ async fn exchange(ctx: &Ctx, s: &mut Box<dyn Io>, buf: &mut Vec<u8>, req: &[u8],
         loop {
             match http::parse_response_head(&buf[..len], head_req).map_err(|e| anyhow!("{url}: {e:#}"))? {
                 Some(h) if (100..200).contains(&h.status) && h.status != 101 => {
+                    rec.transfer_bytes += h.head_len as u64;
                     buf.copy_within(h.head_len..len, 0);
                     len -= h.head_len;
                 }
@@ -379,8 +392,18 @@ async fn exchange(ctx: &Ctx, s: &mut Box<dyn Io>, buf: &mut Vec<u8>, req: &[u8],
     };
     rec.status = head.status;
     rec.header_bytes = head.head_len as u64;
+    // an encoded body is kept (de-chunked) and decoded at its end; an identity one is only counted
+    let encoded = !decode::codings(&head.content_encoding).is_empty();
+    let mut body: Vec<u8> = Vec::new();
+    let mut keep = |p: &[u8]| {
+        if encoded {
+            body.extend_from_slice(p);
+        }
+    };
     let mut dec = http::BodyDecoder::new(head.framing);
-    let mut used = dec.feed(&buf[head.head_len..len]).map_err(|e| anyhow!("{url}: {e:#}"))? + head.head_len;
+    let first = dec.feed_with(&buf[head.head_len..len], &mut keep).map_err(|e| anyhow!("{url}: {e:#}"))?;
+    let mut wire = first as u64;
+    let mut used = first + head.head_len;
     while !dec.is_done() {
         let n = s.read(&mut buf[..]).await.map_err(|e| anyhow!("reading response body of {url}: {e}"))?;
         if n == 0 {
@@ -390,13 +413,23 @@ async fn exchange(ctx: &Ctx, s: &mut Box<dyn Io>, buf: &mut Vec<u8>, req: &[u8],
             break;
         }
         len = n;
-        used = dec.feed(&buf[..n]).map_err(|e| anyhow!("{url}: {e:#}"))?;
+        used = dec.feed_with(&buf[..n], &mut keep).map_err(|e| anyhow!("{url}: {e:#}"))?;
+        wire += used as u64;
     }
     rec.last_byte_ms = ctx.ms();
     if used < len {
         bail!("{url}: {} unexpected bytes after the response", len - used);
     }
     rec.bytes = dec.body_bytes;
+    rec.transfer_bytes += head.head_len as u64 + wire;
+    rec.body_bytes = rec.bytes;
+    if encoded {
+        match decode::decoded_len(&head.content_encoding, &body) {
+            Ok(n) => rec.body_bytes = n,
+            Err(e) => rec.decode_error = Some(format!("Content-Encoding {:?}: {e}", head.content_encoding)),
+        }
+    }
+    rec.encoding = head.content_encoding;
     Ok((rec, head.keep_alive))
 }
 
@@ -449,7 +482,7 @@ fn build_request(o: &Object) -> Vec<u8> {
     let default_port = if o.tls { 443 } else { 80 };
     let host = if o.port == default_port { o.host.clone() } else { format!("{}:{}", o.host, o.port) };
     format!(
-        "{} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: pltlab-loader/0.1\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\nConnection: keep-alive\r\n\r\n",
+        "{} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: pltlab-loader/0.1\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate, br, zstd\r\nConnection: keep-alive\r\n\r\n",
         o.method.to_ascii_uppercase(),
         target_of(&o.url),
         host

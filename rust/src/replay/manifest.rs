@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::matcher::Scheme;
+
 #[derive(Deserialize, Debug, Clone)]
 pub struct Listen {
     pub ip: std::net::IpAddr,
@@ -33,11 +35,23 @@ fn get() -> String {
 fn default_status() -> u16 {
     200
 }
+fn yes() -> bool {
+    true
+}
 
 #[derive(Deserialize, Debug, Clone)]
 pub struct ResponseSpec {
     #[serde(default = "get")]
     pub method: String,
+    /// "http" or "https"; None: answers either scheme.
+    #[serde(default)]
+    pub scheme: Option<String>,
+    /// May answer the same URL requested with the other scheme (HSTS upgrade).
+    #[serde(default = "yes")]
+    pub cross_scheme: bool,
+    /// Lower-case hex SHA-256 of the recorded request body (None: no body).
+    #[serde(default)]
+    pub body_sha256: Option<String>,
     pub host: String,
     pub path: String,
     #[serde(default)]
@@ -96,6 +110,8 @@ pub struct Prepared {
     pub wait: Option<std::time::Duration>,
     /// The status forbids a body (1xx/204/304).
     pub no_body: bool,
+    pub scheme: Option<Scheme>,
+    pub body_sha256: Option<[u8; 32]>,
 }
 
 const HOP_BY_HOP: &[&str] = &[
@@ -175,57 +191,98 @@ pub fn prepare(m: &Manifest) -> Result<Vec<Prepared>> {
     let empty = Arc::new(Vec::new());
     let mut out = Vec::with_capacity(m.responses.len());
     for (i, r) in m.responses.iter().enumerate() {
-        let mut synth_mime = None;
-        let body = match &r.body {
-            None => Body { data: empty.clone(), start: 0, end: 0 },
-            Some(BodySpec::File { file, offset, length }) => {
-                let data = match files.get(file) {
-                    Some(d) => d.clone(),
-                    None => {
-                        let d = Arc::new(
-                            std::fs::read(file).with_context(|| format!("response {i}: cannot read body file {}", file.display()))?,
-                        );
-                        files.insert(file.clone(), d.clone());
-                        d
-                    }
-                };
-                let (s, e) = (*offset as usize, (*offset + *length) as usize);
-                if e > data.len() {
-                    bail!("response {i}: body {}+{} beyond the end of {} ({} bytes)", offset, length, file.display(), data.len());
-                }
-                Body { data, start: s, end: e }
-            }
-            Some(BodySpec::Synth { synth, mime }) => {
-                synth_mime = mime.clone();
-                let d = if is_text(mime.as_deref()) { &synth_text } else { &synth_bin };
-                Body { data: d.clone(), start: 0, end: *synth as usize }
-            }
-        };
-        let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status)).into_bytes();
-        let mut has_ct = false;
-        for (k, v) in &r.headers {
-            let lk = k.to_ascii_lowercase();
-            if HOP_BY_HOP.contains(&lk.as_str()) || k.is_empty() || k.starts_with(':') {
-                continue;
-            }
-            if k.contains(['\r', '\n', ':']) || v.contains(['\r', '\n']) {
-                bail!("response {i}: header {k:?} has forbidden characters");
-            }
-            has_ct |= lk == "content-type";
-            head.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
-        }
-        if let (false, Some(mime)) = (has_ct, synth_mime) {
-            head.extend_from_slice(format!("Content-Type: {mime}\r\n").as_bytes());
-        }
-        let no_body = (100..200).contains(&r.status) || r.status == 204 || r.status == 304;
-        let chunked_wire = (r.chunked && !no_body).then(|| crate::loader::http::encode_chunked(body.bytes(), 16 * 1024));
-        let wait = match r.wait_ms {
-            Some(w) if m.think_time && w > 0.0 => Some(std::time::Duration::from_secs_f64(w / 1000.0)),
-            _ => None,
-        };
-        out.push(Prepared { head, body, chunked_wire, wait, no_body });
+        let p = prepare_one(r, &mut files, &synth_text, &synth_bin, &empty, m.think_time)
+            .with_context(|| format!("response {i} ({}{})", r.host, r.path))?;
+        out.push(p);
     }
     Ok(out)
+}
+
+fn prepare_one(
+    r: &ResponseSpec,
+    files: &mut HashMap<PathBuf, Arc<Vec<u8>>>,
+    synth_text: &Arc<Vec<u8>>,
+    synth_bin: &Arc<Vec<u8>>,
+    empty: &Arc<Vec<u8>>,
+    think_time: bool,
+) -> Result<Prepared> {
+    let mut synth_mime = None;
+    let body = match &r.body {
+        None => Body { data: empty.clone(), start: 0, end: 0 },
+        Some(BodySpec::File { file, offset, length }) => {
+            let data = match files.get(file) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = Arc::new(std::fs::read(file).with_context(|| format!("cannot read body file {}", file.display()))?);
+                    files.insert(file.clone(), d.clone());
+                    d
+                }
+            };
+            let (s, e) = (*offset as usize, offset.saturating_add(*length) as usize);
+            if e > data.len() {
+                bail!("body {}+{} beyond the end of {} ({} bytes)", offset, length, file.display(), data.len());
+            }
+            Body { data, start: s, end: e }
+        }
+        Some(BodySpec::Synth { synth, mime }) => {
+            synth_mime = mime.clone();
+            let d = if is_text(mime.as_deref()) { synth_text } else { synth_bin };
+            Body { data: d.clone(), start: 0, end: *synth as usize }
+        }
+    };
+    let scheme = match r.scheme.as_deref() {
+        None => None,
+        Some(s) => Some(Scheme::parse(s).ok_or_else(|| anyhow::anyhow!("scheme {s:?} is neither \"http\" nor \"https\""))?),
+    };
+    let body_sha256 = match r.body_sha256.as_deref() {
+        None => None,
+        Some(h) => Some(parse_sha256(h).ok_or_else(|| anyhow::anyhow!("body_sha256 {h:?} is not 64 hex digits"))?),
+    };
+    let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status)).into_bytes();
+    let mut has_ct = false;
+    for (k, v) in &r.headers {
+        let lk = k.to_ascii_lowercase();
+        if HOP_BY_HOP.contains(&lk.as_str()) || !valid_name(k) {
+            continue;
+        }
+        has_ct |= lk == "content-type";
+        // exporters join repeated lines (Set-Cookie, Link) with "\n": one line each
+        for piece in v.split('\n') {
+            let piece: String = piece.chars().filter(|&c| c == '\t' || !c.is_ascii_control()).collect();
+            if !piece.trim().is_empty() {
+                head.extend_from_slice(format!("{k}: {piece}\r\n").as_bytes());
+            }
+        }
+    }
+    if let (false, Some(mime)) = (has_ct, synth_mime) {
+        head.extend_from_slice(format!("Content-Type: {mime}\r\n").as_bytes());
+    }
+    let no_body = (100..200).contains(&r.status) || r.status == 204 || r.status == 304;
+    let chunked_wire = (r.chunked && !no_body).then(|| crate::loader::http::encode_chunked(body.bytes(), 16 * 1024));
+    let wait = match r.wait_ms {
+        Some(w) if think_time && w > 0.0 => Some(std::time::Duration::from_secs_f64(w / 1000.0)),
+        _ => None,
+    };
+    Ok(Prepared { head, body, chunked_wire, wait, no_body, scheme, body_sha256 })
+}
+
+/// A header name that can go on the wire: an RFC 9110 token (so not empty, no pseudo-header
+/// like ":path", no whitespace, ':' or control characters). Others are skipped.
+fn valid_name(k: &str) -> bool {
+    !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn parse_sha256(h: &str) -> Option<[u8; 32]> {
+    let h = h.as_bytes();
+    if h.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (k, pair) in h.chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).ok()?;
+        out[k] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(out)
 }
 
 fn is_text(mime: Option<&str>) -> bool {

@@ -4,8 +4,10 @@
 //! `listen` entry, each with TCP_FASTOPEN (queue `tfo_queue`) and a listen
 //! backlog of at least that size. HTTP/1.1 keep-alive and HTTP/1.0, no
 //! pipelining needed (but supported: requests are answered in order). Heads
-//! are serialized and bodies loaded once at start; answering a request is one
-//! table lookup and one writev. Single-threaded tokio runtime.
+//! are serialized and bodies loaded once at start; answering a request is a
+//! few hash lookups (matcher.rs: cache-key matching, repeated URLs in recorded
+//! order per session, request-body digests) and one writev. SIGUSR2 starts a
+//! new session. Single-threaded tokio runtime.
 use anyhow::{Context, Result};
 use std::io::IoSlice;
 use std::os::fd::AsRawFd;
@@ -21,7 +23,7 @@ mod tests;
 
 use crate::sockopt as sock;
 use manifest::Prepared;
-use matcher::{Match, Matcher};
+use matcher::{Match, Matcher, Scheme};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,6 +37,10 @@ pub struct Stats {
     pub requests: AtomicU64,
     pub responses_exact: AtomicU64,
     pub fallback_matches: AtomicU64,
+    /// Exact or fallback matches answered by a recording of the other scheme.
+    pub cross_scheme_matches: AtomicU64,
+    /// Sessions begun by SIGUSR2 (`Shared::new_session`).
+    pub sessions: AtomicU64,
     pub not_found: AtomicU64,
     pub bad_requests: AtomicU64,
     pub connections: AtomicU64,
@@ -119,6 +125,8 @@ impl Stats {
             "requests": self.requests.load(Relaxed),
             "exact_matches": self.responses_exact.load(Relaxed),
             "fallback_matches": self.fallback_matches.load(Relaxed),
+            "cross_scheme_matches": self.cross_scheme_matches.load(Relaxed),
+            "sessions": self.sessions.load(Relaxed),
             "fallbacks": fb,
             "not_found": self.not_found.load(Relaxed),
             "not_found_urls": nf,
@@ -143,11 +151,28 @@ pub struct Shared {
     pub stats: Stats,
 }
 
+impl Shared {
+    /// A new load begins: repeated URLs start again from their first recording.
+    pub fn new_session(&self) {
+        self.matcher.new_session();
+        self.stats.sessions.fetch_add(1, Relaxed);
+    }
+}
+
 pub fn build_shared(m: &manifest::Manifest) -> Result<Arc<Shared>> {
     let responses = manifest::prepare(m)?;
     let mut matcher = Matcher::default();
-    for (i, r) in m.responses.iter().enumerate() {
-        matcher.add(&r.method, &r.host, &r.path, &r.query, i);
+    for (i, (r, p)) in m.responses.iter().zip(&responses).enumerate() {
+        let e = matcher::Entry {
+            method: &r.method,
+            scheme: p.scheme,
+            cross_scheme: r.cross_scheme,
+            host: &r.host,
+            path: &r.path,
+            query: &r.query,
+            body_sha256: p.body_sha256,
+        };
+        matcher.add(&e, i);
     }
     Ok(Arc::new(Shared { responses, matcher, stats: Stats::default() }))
 }
@@ -217,14 +242,14 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                 tokio::spawn(async move {
                     match acceptor {
                         None => {
-                            let _ = serve_conn(tcp, &shared, None).await;
+                            let _ = serve_conn(tcp, &shared, Scheme::Http, None).await;
                         }
                         Some(acc) => {
                             shared.stats.tls_connections.fetch_add(1, Relaxed);
                             match acc.accept(tcp).await {
                                 Ok(tls) => {
                                     let sni = tls.get_ref().1.server_name().map(|s| s.to_string());
-                                    let _ = serve_conn(tls, &shared, sni).await;
+                                    let _ = serve_conn(tls, &shared, Scheme::Https, sni).await;
                                 }
                                 Err(_) => {
                                     shared.stats.tls_handshake_errors.fetch_add(1, Relaxed);
@@ -335,7 +360,7 @@ async fn write_all_vectored<S: AsyncWrite + Unpin>(s: &mut S, parts: &[&[u8]]) -
 }
 
 /// Serves requests on one connection until the client closes it, asks to, or errs.
-async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sni: Option<String>) -> std::io::Result<()> {
+async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, scheme: Scheme, sni: Option<String>) -> std::io::Result<()> {
     use crate::loader::http::{BodyDecoder, Framing};
     let mut buf: Vec<u8> = vec![0; 16 * 1024];
     let mut len = 0usize;
@@ -370,13 +395,14 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sn
         };
         sh.stats.requests.fetch_add(1, Relaxed);
         let t_req = std::time::Instant::now();
-        // Consume the head, then skip any request body.
+        // Consume the head, then read any request body into its digest.
         buf.copy_within(req.head_len..len, 0);
         len -= req.head_len;
         if req.expect_continue && req.body != Framing::Empty {
             s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         }
         let mut dec = BodyDecoder::new(req.body);
+        let mut digest = (req.body != Framing::Empty).then(|| ring::digest::Context::new(&ring::digest::SHA256));
         while !dec.is_done() {
             if len == 0 {
                 let n = s.read(&mut buf[..]).await?;
@@ -385,7 +411,12 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sn
                 }
                 len = n;
             }
-            let used = match dec.feed(&buf[..len]) {
+            let to_digest = |p: &[u8]| {
+                if let Some(d) = digest.as_mut() {
+                    d.update(p)
+                }
+            };
+            let used = match dec.feed_with(&buf[..len], to_digest) {
                 Ok(u) => u,
                 Err(_) => return Ok(()),
             };
@@ -395,10 +426,20 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sn
 
         let (thost, path, query) = matcher::split_target(&req.target);
         let host = thost.or_else(|| req.host.clone()).or_else(|| sni.clone());
-        let mut m = sh.matcher.lookup(&req.method, host.as_deref(), &path, &query);
-        if m == Match::None && req.method.eq_ignore_ascii_case("HEAD") {
-            m = sh.matcher.lookup("GET", host.as_deref(), &path, &query);
-        }
+        // an empty body (Content-Length: 0) is no body: recordings without one have no digest
+        let body_sha256 = digest.filter(|_| dec.body_bytes > 0).map(|d| {
+            let mut out = [0u8; 32];
+            out.copy_from_slice(d.finish().as_ref());
+            out
+        });
+        let m = sh.matcher.lookup(&matcher::Request {
+            method: &req.method,
+            scheme,
+            host: host.as_deref(),
+            path: &path,
+            query: &query,
+            body_sha256,
+        });
         let url = || {
             let q = if query.is_empty() { String::new() } else { format!("?{query}") };
             format!("{}{}{}", host.as_deref().map(matcher::normalize_host).unwrap_or_default(), path, q)
@@ -407,13 +448,13 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sn
         let keep = req.keep_alive;
         head.clear();
         let idx = match m {
-            Match::Exact(i) => {
+            Match::Exact(i) | Match::CrossScheme(i) => {
                 sh.stats.responses_exact.fetch_add(1, Relaxed);
                 Some(i)
             }
-            Match::Fallback(i) => {
-                sh.stats.note_fallback(url(), i);
-                Some(i)
+            Match::Fallback { idx, .. } => {
+                sh.stats.note_fallback(url(), idx);
+                Some(idx)
             }
             Match::None => {
                 let u = url();
@@ -432,6 +473,9 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sn
                 continue;
             }
         };
+        if matches!(m, Match::CrossScheme(_) | Match::Fallback { cross: true, .. }) {
+            sh.stats.cross_scheme_matches.fetch_add(1, Relaxed);
+        }
         let p = &sh.responses[idx.unwrap()];
         if let Some(w) = p.wait {
             tokio::time::sleep(w).await;
@@ -458,29 +502,35 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sn
     }
 }
 
-pub fn run(a: Args) -> Result<()> {
-    sock::set_pdeathsig();
-    let m = manifest::load(&a.manifest)?;
-    let shared = build_shared(&m)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(async {
+/// The signals the server answers; registered before the ready line so that none is lost.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut usr1 = signal(SignalKind::user_defined1())?;
-        let srv = start(&m, shared.clone())?;
-        println!(
-            "{}",
-            serde_json::json!({"event": "ready", "pid": std::process::id(), "listen": srv.addrs.iter().map(|(a, t)| serde_json::json!({"addr": a.to_string(), "tls": t})).collect::<Vec<_>>(), "responses": m.responses.len()})
-        );
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            usr1: signal(SignalKind::user_defined1())?,
+            usr2: signal(SignalKind::user_defined2())?,
+        })
+    }
+
+    /// SIGUSR1: prints a stats snapshot (one JSON line, "event": "snapshot"); SIGUSR2: a new
+    /// session (a new load begins); returns at SIGTERM or SIGINT.
+    async fn serve(&mut self, shared: &Shared) {
         use std::io::Write;
-        std::io::stdout().flush().ok();
-        // SIGUSR1: print a stats snapshot (one JSON line, "event": "snapshot") and go on
         loop {
             tokio::select! {
-                _ = term.recv() => break,
-                _ = int.recv() => break,
-                _ = usr1.recv() => {
+                _ = self.term.recv() => break,
+                _ = self.int.recv() => break,
+                _ = self.usr2.recv() => shared.new_session(),
+                _ = self.usr1.recv() => {
                     let mut st = shared.stats.json();
                     st["event"] = "snapshot".into();
                     println!("{st}");
@@ -488,6 +538,24 @@ pub fn run(a: Args) -> Result<()> {
                 }
             }
         }
+    }
+}
+
+pub fn run(a: Args) -> Result<()> {
+    sock::set_pdeathsig();
+    let m = manifest::load(&a.manifest)?;
+    let shared = build_shared(&m)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let mut signals = Signals::new()?;
+        let srv = start(&m, shared.clone())?;
+        println!(
+            "{}",
+            serde_json::json!({"event": "ready", "pid": std::process::id(), "listen": srv.addrs.iter().map(|(a, t)| serde_json::json!({"addr": a.to_string(), "tls": t})).collect::<Vec<_>>(), "responses": m.responses.len()})
+        );
+        use std::io::Write;
+        std::io::stdout().flush().ok();
+        signals.serve(&shared).await;
         let st = shared.stats.json();
         if let Some(p) = &m.stats {
             std::fs::write(p, serde_json::to_vec_pretty(&st)?).with_context(|| format!("cannot write stats {}", p.display()))?;

@@ -715,3 +715,207 @@ fn first_byte_discovery_and_after() {
     // ready at 0's last byte; make 1 the later one instead by checking the max rule
     assert!(rq[3].ready_ms >= rq[0].last_byte_ms.max(rq[1].last_byte_ms), "{:?}", rq[3]);
 }
+
+/// (status, value of the X-Tag header or "", body length) of the single response in `out`.
+fn tagged(out: &[u8]) -> (u16, String, usize) {
+    let h = crate::loader::http::parse_response_head(out, false).unwrap().unwrap();
+    let head = String::from_utf8_lossy(&out[..h.head_len]).to_string();
+    let tag = head.lines().find_map(|l| l.strip_prefix("X-Tag: ")).unwrap_or("").to_string();
+    (h.status, tag, out.len() - h.head_len)
+}
+
+fn sha256(b: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, b).as_ref().iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn scheme_matching_over_http_and_https() {
+    let r = serde_json::json!([
+        {"scheme": "https", "host": "a.test", "path": "/", "body": {"synth": 100}},
+        {"scheme": "http", "host": "a.test", "path": "/", "body": {"synth": 101}},
+        {"scheme": "http", "host": "a.test", "path": "/old", "body": {"synth": 102}},
+        {"scheme": "http", "cross_scheme": false, "host": "a.test", "path": "/loop", "status": 301,
+         "headers": [["Location", "https://a.test/loop"]], "body": {"synth": 103}},
+        {"scheme": "HTTPS", "cross_scheme": false, "host": "b.test", "path": "/s", "query": "a=1", "body": {"synth": 104}},
+    ]);
+    let srv = start_server(r, false);
+    let urls = ["a.test/", "a.test/old", "a.test/loop", "b.test/s?a=2", "b.test/s?a=1"];
+    let load = |tls: bool| {
+        let (addr, scheme) = if tls { (srv.https, "https") } else { (srv.http, "http") };
+        let objs = urls.iter().enumerate()
+            .map(|(i, u)| obj(&format!("{scheme}://{u}"), &u[..6], addr, tls, (i > 0).then_some(0)))
+            .collect();
+        let out = loader::load(plan(objs, Some(srv.dir.join("ca.pem")))).unwrap();
+        out.requests.iter().map(|r| (r.status, r.bytes)).collect::<Vec<_>>()
+    };
+    // https: own recording; http-only one (HSTS upgrade); not the self-redirect; closest query
+    let https = load(true);
+    assert_eq!((https[0], https[1], https[2].0, https[3], https[4]), ((200, 100), (200, 102), 404, (200, 104), (200, 104)));
+    let st = srv.shared.stats.json();
+    assert_eq!((st["cross_scheme_matches"].as_u64(), st["fallback_matches"].as_u64()), (Some(1), Some(1)), "{st}");
+    // http: own recordings; the https-only response with cross_scheme false is not served
+    let http = load(false);
+    assert_eq!(http[..3], [(200, 101), (200, 102), (301, 103)]);
+    assert_eq!((http[3].0, http[4].0), (404, 404));
+    assert_eq!(srv.shared.stats.json()["cross_scheme_matches"], 1);
+}
+
+#[test]
+fn repeated_urls_sessions_and_post_bodies() {
+    let r = serde_json::json!([
+        {"host": "a.test", "path": "/poll", "headers": [["X-Tag", "r0"]]},
+        {"host": "a.test", "path": "/poll", "headers": [["X-Tag", "r1"]]},
+        {"method": "POST", "host": "a.test", "path": "/api", "body_sha256": sha256(b"one"), "headers": [["X-Tag", "p0"]]},
+        {"method": "POST", "host": "a.test", "path": "/api", "body_sha256": sha256(b"two").to_uppercase(), "headers": [["X-Tag", "p1"]]},
+        {"method": "POST", "host": "a.test", "path": "/api", "headers": [["X-Tag", "p2"]]},
+    ]);
+    let srv = start_server(r, false);
+    let get = || tagged(&raw_exchange(srv.http, b"GET /poll HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")).1;
+    let post = |body: &str| {
+        let req = format!("POST /api HTTP/1.1\r\nHost: a.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        tagged(&raw_exchange(srv.http, req.as_bytes())).1
+    };
+    assert_eq!([get(), get(), get()], ["r0", "r1", "r1"]);
+    srv.shared.new_session();
+    assert_eq!(get(), "r0");
+    // the body digest picks the recording; chunked bodies are digested de-chunked
+    assert_eq!(post("two"), "p1");
+    let chunked = b"POST /api HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\non\r\n1\r\ne\r\n0\r\n\r\n";
+    assert_eq!(tagged(&raw_exchange(srv.http, chunked)).1, "p0");
+    assert_eq!(post("one"), "p0");
+    // unknown body, then none: in sequence over all recordings, then the last again
+    assert_eq!([post("zzz"), post("")], ["p2", "p2"]);
+    srv.shared.new_session();
+    assert_eq!([post(""), post("two"), post("")], ["p0", "p1", "p2"]);
+    let st = srv.shared.stats.json();
+    assert_eq!((st["sessions"].as_u64(), st["exact_matches"].as_u64()), (Some(2), Some(12)), "{st}");
+}
+
+#[test]
+fn sigusr2_starts_a_new_session() {
+    let srv = start_server(serde_json::json!([{"host": "a.test", "path": "/"}]), false);
+    let sh = srv.shared.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            // the handler is installed before the signal goes out (SIGUSR2 would kill the process otherwise)
+            let mut sig = Signals::new().unwrap();
+            unsafe { libc::kill(libc::getpid(), libc::SIGUSR2) };
+            let counted = async {
+                while sh.stats.sessions.load(Relaxed) == 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            };
+            tokio::select! {
+                _ = sig.serve(&sh) => panic!("stopped without SIGTERM"),
+                _ = tokio::time::timeout(std::time::Duration::from_secs(10), counted) => {}
+            }
+        });
+    })
+    .join()
+    .unwrap();
+    assert_eq!(srv.shared.stats.json()["sessions"], 1);
+}
+
+#[test]
+fn manifest_headers_split_and_skipped() {
+    let r = serde_json::json!([{"host": "a.test", "path": "/", "body": {"synth": 5},
+        "headers": [["Set-Cookie", "a=1; Path=/\nb=2\r\n\n \n"], ["", "x"], [":status", "200"], ["Bad Name", "x"],
+                    ["X\u{1}", "y"], ["Bad:Name", "z"], ["Link", "<a.css>; rel=preload\r\n<b.js>; rel=preload"],
+                    ["X-Ctl", "v\u{0}1\t2"]]}]);
+    let srv = start_server(r, false);
+    let out = raw_exchange(srv.http, b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n");
+    let h = crate::loader::http::parse_response_head(&out, false).unwrap().unwrap();
+    assert_eq!((h.status, out.len() - h.head_len), (200, 5));
+    let head = String::from_utf8_lossy(&out[..h.head_len]).to_string();
+    let lines: Vec<&str> = head.split("\r\n").skip(1).filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines, ["Set-Cookie: a=1; Path=/", "Set-Cookie: b=2", "Link: <a.css>; rel=preload", "Link: <b.js>; rel=preload",
+                       "X-Ctl: v1\t2", "Content-Length: 5", "Connection: close"]);
+}
+
+#[test]
+fn manifest_errors_name_the_response() {
+    let dir = tmpdir("merr");
+    std::fs::write(dir.join("b.bin"), b"0123456789").unwrap();
+    let err = |resp: serde_json::Value| {
+        let m: manifest::Manifest = serde_json::from_value(serde_json::json!({
+            "listen": [{"ip": "127.0.0.1", "port": 0}],
+            "responses": [{"host": "a.test", "path": "/"}, resp],
+        })).unwrap();
+        format!("{:#}", build_shared(&m).err().expect("an error"))
+    };
+    let e = err(serde_json::json!({"host": "www.a.com", "path": "/x.js", "body": {"file": dir.join("nope.bin"), "length": 1}}));
+    assert!(e.starts_with("response 1 (www.a.com/x.js): cannot read body file"), "{e}");
+    let e = err(serde_json::json!({"host": "www.a.com", "path": "/x.js", "body": {"file": dir.join("b.bin"), "offset": 5, "length": 6}}));
+    assert!(e.starts_with("response 1 (www.a.com/x.js): body 5+6 beyond the end"), "{e}");
+    let e = err(serde_json::json!({"scheme": "ftp", "host": "b.com", "path": "/y"}));
+    assert!(e.starts_with("response 1 (b.com/y): scheme \"ftp\""), "{e}");
+    let e = err(serde_json::json!({"method": "POST", "host": "b.com", "path": "/y", "body_sha256": "abc"}));
+    assert!(e.starts_with("response 1 (b.com/y): body_sha256 \"abc\""), "{e}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn loader_decodes_content_encodings() {
+    use crate::loader::decode::tests::{br, gzip, raw_deflate, zlib, zstd};
+    let d: Vec<u8> = (0..60_000u32).map(|i| b"<p>replay me, byte for byte</p>\n"[(i % 32) as usize]).collect();
+    let cases: Vec<(&str, &str, Vec<u8>, bool)> = vec![
+        ("/gz", "gzip", gzip(&d), false),
+        ("/gzc", "gzip", gzip(&d), true),
+        ("/df", "deflate", zlib(&d), false),
+        ("/raw", "deflate", raw_deflate(&d), true),
+        ("/br", "br", br(&d), false),
+        ("/zs", "zstd", zstd(&d), true),
+        ("/stack", "gzip, br", br(&gzip(&d)), false),
+        ("/id", "", d.clone(), true),
+        ("/bad", "gzip", b"this is not gzip".to_vec(), false),
+    ];
+    let bodies = tmpdir("enc");
+    let file = bodies.join("bodies.bin");
+    let mut all = Vec::new();
+    let mut r = Vec::new();
+    for (path, enc, body, chunked) in &cases {
+        let headers = if enc.is_empty() { serde_json::json!([]) } else { serde_json::json!([["Content-Encoding", enc]]) };
+        r.push(serde_json::json!({"host": "a.test", "path": path, "headers": headers, "chunked": chunked,
+                                  "body": {"file": file, "offset": all.len(), "length": body.len()}}));
+        all.extend_from_slice(body);
+    }
+    std::fs::write(&file, &all).unwrap();
+    let srv = start_server(serde_json::Value::Array(r), false);
+    let objs = cases.iter().enumerate()
+        .map(|(i, c)| obj(&format!("http://a.test{}", c.0), "a.test", srv.http, false, (i > 0).then_some(0)))
+        .collect();
+    let out = loader::load(plan(objs, None)).unwrap();
+    for (rec, (path, enc, body, chunked)) in out.requests.iter().zip(&cases) {
+        assert_eq!((rec.status, rec.bytes, rec.encoding.as_str()), (200, body.len() as u64, *enc), "{path}");
+        let wire = if *chunked { crate::loader::http::encode_chunked(body, 16 * 1024).len() } else { body.len() };
+        assert_eq!(rec.transfer_bytes, rec.header_bytes + wire as u64, "{path}");
+        if *path == "/bad" {
+            let e = rec.decode_error.as_deref().unwrap();
+            assert!(e.contains("gzip"), "{e}");
+            assert_eq!(rec.body_bytes, rec.bytes);
+        } else {
+            assert_eq!((rec.body_bytes, &rec.decode_error), (d.len() as u64, &None), "{path}");
+        }
+    }
+    let j = serde_json::to_value(&out.requests[0]).unwrap();
+    assert!(j.get("decode_error").is_none() && j["body_bytes"] == d.len() && j["transfer_bytes"].is_u64(), "{j}");
+    assert!(serde_json::to_value(&out.requests[8]).unwrap()["decode_error"].is_string());
+    std::fs::remove_dir_all(bodies).ok();
+}
+
+#[test]
+fn loader_transfer_bytes_count_interim_heads_and_framing() {
+    let body = crate::loader::decode::tests::gzip(b"hello hello hello hello");
+    let mut resp = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n".to_vec();
+    let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Encoding: x-gzip\r\nConnection: close\r\n\r\n";
+    resp.extend_from_slice(head);
+    resp.extend_from_slice(&crate::loader::http::encode_chunked(&body, 7));
+    let total = resp.len() as u64;
+    let (a, th) = one_shot_origin(move |s| s.write_all(&resp).unwrap());
+    let out = loader::load(plan(vec![obj("http://a.test/", "a.test", a, false, None)], None)).unwrap();
+    th.join().unwrap();
+    let r = &out.requests[0];
+    assert_eq!((r.transfer_bytes, r.header_bytes, r.bytes, r.body_bytes), (total, head.len() as u64, body.len() as u64, 23));
+    assert_eq!(r.encoding, "x-gzip");
+}

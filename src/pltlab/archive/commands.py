@@ -12,12 +12,14 @@ def register(app: typer.Typer) -> None:
     @app.command("import")
     def import_(
         paths: Annotated[list[str], typer.Argument(help="HAR files, seed .pages files, or directories of them.")],
-        out: Annotated[str, typer.Option("-o", "--out", help="Corpus directory to write (one HAR per page).")],
+        out: Annotated[str, typer.Option("-o", "--out", help="Corpus directory to write (one HAR per page; missing parent folders are made).")],
         synthesize: Annotated[bool, typer.Option("--synthesize", help="Store synthesized bodies for objects recorded with a size only.")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")] = False,
     ):
         """Import pages into an archive directory: HAR 1.2 (Chrome, Firefox, Safari, WebPageTest,
-        sitespeed.io) or the seed fetch format (<Name>.pages + <Name>/ + <Name>.fetchlog/)."""
+        sitespeed.io), DevTools logs, or the seed fetch format (<Name>.pages + <Name>/ +
+        <Name>.fetchlog/). What cannot replay as recorded is repaired and reported: one line per
+        kind and input file, with its count."""
         from pltlab.archive.importer import import_paths
 
         rep = import_paths(paths, out, synthesize=synthesize)
@@ -26,7 +28,10 @@ def register(app: typer.Typer) -> None:
             return
         for s in rep["pages"]:
             print(f"{s['page']}: {s['objects']} objects ({s['size_only']} size only), "
-                  f"{s['origins']} origins, {s['bytes']} bytes")
+                  f"{s['origins']} origins, {s['bytes']} bytes  [{s['id']}]")
+        for r in rep["repairs"]:  # one line per kind and input file
+            n = r["count"]
+            print(f"{r['file']}: {n} {'entry' if n == 1 else 'entries'}: {r['kind']}")
         if rep["orphans"]:
             print(f"{len(rep['orphans'])} stored files referenced by no page (orphans), e.g. "
                   + ", ".join(rep["orphans"][:3]))
@@ -70,13 +75,14 @@ def register(app: typer.Typer) -> None:
         directory: Annotated[str, typer.Argument(help="Archive directory.")],
         as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
     ):
-        """List the pages of an archive: objects, bodies vs sizes only, origins, bytes."""
+        """List the pages of an archive (in the order they were imported): objects, bodies vs
+        sizes only, origins, bytes; --json adds each page's file, id and import repairs."""
         from rich.console import Console
         from rich.table import Table
 
-        from pltlab.archive.corpus import read_corpus
+        from pltlab.archive.corpus import page_row, read_corpus
 
-        rows = [p.summary() for _, p in read_corpus(directory)]
+        rows = [page_row(p, f) for f, p in read_corpus(directory)]
         if as_json:
             print(json.dumps(rows))
             return

@@ -1,24 +1,33 @@
 """HAR 1.2 in and out. One archive file holds one page; imported HARs may hold several.
 
 Our own fields: `_initiator` ({"type", "url"}, Chrome's convention) and `_pltlab` (start/end
-relative to the page start, whether the body is known, provenance) on entries and pages; Chromium's
-measured compute (pltlab.loaders.calibrate): `_pltlab_compute_ms` (ms >= 0) on entries and
-`_pltlab_calibration` ({"tail_ms", "browser", "machine", ...}) on the page."""
+relative to the page start, whether the body is known, whether the recording got it from its
+cache, provenance) on entries and pages; Chromium's measured compute (pltlab.loaders.calibrate):
+`_pltlab_compute_ms` (ms >= 0) on entries and `_pltlab_calibration` ({"tail_ms", "browser",
+"machine", ...}) on the page. Sizes are written as the HAR spec has them: response.bodySize =
+the encoded body on the wire (-1: not recorded), content.size = the decoded body,
+content.compression = their difference; httpVersion = the recorded protocol ("" unknown).
+
+Reading other tools' HARs (pltlab.archive.entries, .sizes) repairs what cannot be replayed as
+recorded and counts each repair per kind in the page's extras["repairs"] (pltlab.archive.repairs)."""
 
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import os
 from datetime import datetime, timedelta, timezone
 
+from pltlab.archive import repairs
 from pltlab.archive.deps import link_redirects
+from pltlab.archive.entries import HTTP_VERSION, body_text, parse_time, read_entry
 from pltlab.archive.model import Obj, Page
+from pltlab.archive.sizes import content_encoding
 from pltlab.errors import PltError
-from pltlab.loaders.calibrate import KEY as COMPUTE_KEY, PAGE_KEY as CAL_KEY, check_calibration, check_delay
+from pltlab.loaders.calibrate import KEY as COMPUTE_KEY, PAGE_KEY as CAL_KEY, check_calibration
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+CREATOR = "pltlab"
 TEXT_TYPES = ("text/", "application/javascript", "application/x-javascript", "application/json",
               "application/xml", "image/svg+xml", "application/ecmascript")
 
@@ -32,31 +41,28 @@ def _iso(t: datetime) -> str:
     return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
-def _parse_time(s, where: str) -> datetime | None:
-    if not s:
-        return None
-    try:
-        t = datetime.fromisoformat(str(s).replace("Z", "+00:00"))
-    except ValueError:
-        raise PltError(f"{where}: invalid startedDateTime {s!r}") from None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-
-
 # ---- writing ---------------------------------------------------------------------------------
 
 def _content(o: Obj) -> dict:
     c = {"size": o.size, "mimeType": o.mime}
+    if o.transfer_size is not None and o.size >= o.transfer_size:
+        c["compression"] = o.size - o.transfer_size
     if o.body is None:
         return c
-    if is_text(o.mime):
-        try:
-            c["text"] = o.body.decode("utf-8")
-            return c
-        except UnicodeDecodeError:
-            pass
+    text = body_text(o.body, o.mime) if is_text(o.mime) else None
+    if text is not None:
+        c["text"] = text
+        return c
     c["text"] = base64.b64encode(o.body).decode("ascii")
     c["encoding"] = "base64"
     return c
+
+
+def _post_data(body: bytes) -> dict:
+    try:
+        return {"mimeType": "", "text": body.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"mimeType": "", "text": base64.b64encode(body).decode("ascii"), "encoding": "base64"}
 
 
 def _entry(o: Obj, start: datetime) -> dict:
@@ -66,25 +72,36 @@ def _entry(o: Obj, start: datetime) -> dict:
     compute = ext.pop(COMPUTE_KEY, None)
     ext.update(body="full" if o.body is not None else "size-only")
     ext["start_ms"], ext["end_ms"] = o.start_ms, o.end_ms  # null: unknown (not 0)
+    if o.from_cache:
+        ext["from_cache"] = True
+    if o.encoding != content_encoding(o.headers, {}):
+        ext["encoding"] = o.encoding  # set without its header: kept beside them
     init = {"type": o.initiator_type or ("other" if o.initiator is None else "parser")}
     if o.initiator:
         init["url"] = o.initiator
+    version = HTTP_VERSION.get(o.protocol, "")
+    request = {"method": o.method, "url": o.url, "httpVersion": version, "headers": [],
+               "queryString": [], "cookies": [], "headersSize": -1,
+               "bodySize": len(o.request_body) if o.request_body is not None else 0}
+    if o.request_body is not None:
+        request["postData"] = _post_data(o.request_body)
     e = {
         "pageref": "page_1",
         "startedDateTime": _iso(start + timedelta(milliseconds=s)),
         "time": dur,
-        "request": {"method": o.method, "url": o.url, "httpVersion": "HTTP/1.1", "headers": [],
-                    "queryString": [], "cookies": [], "headersSize": -1, "bodySize": 0},
-        "response": {"status": o.status, "statusText": o.status_text, "httpVersion": "HTTP/1.1",
+        "request": request,
+        "response": {"status": o.status, "statusText": o.status_text, "httpVersion": version,
                      "headers": [{"name": k, "value": v} for k, v in o.headers], "cookies": [],
                      "content": _content(o), "redirectURL": o.redirect_url, "headersSize": -1,
-                     "bodySize": o.size},
+                     "bodySize": o.transfer_size if o.transfer_size is not None else -1},
         "cache": {},
         "timings": {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": dur,
                     "receive": 0},
         "_initiator": init,
         "_pltlab": ext,
     }
+    if o.server_ip:
+        e["serverIPAddress"] = o.server_ip
     if compute is not None:
         e["_pltlab_compute_ms"] = compute
     return e
@@ -93,7 +110,7 @@ def _entry(o: Obj, start: datetime) -> dict:
 def page_to_har(page: Page) -> dict:
     from pltlab import __version__
 
-    start = _parse_time(page.started, "page") or EPOCH
+    start = parse_time(page.started, "page") or EPOCH
     timings = {"onContentLoad": -1, "onLoad": page.on_load_ms if page.on_load_ms is not None else -1}
     ext = dict(page.extras)
     cal = ext.pop(CAL_KEY, None)
@@ -103,7 +120,7 @@ def page_to_har(page: Page) -> dict:
         pm["_pltlab_calibration"] = cal
     return {"log": {
         "version": "1.2",
-        "creator": {"name": "pltlab", "version": __version__},
+        "creator": {"name": CREATOR, "version": __version__},
         "pages": [pm],
         "entries": [_entry(o, start) for o in page.objects],
     }}
@@ -133,83 +150,26 @@ def load(path: str) -> dict:
     return doc
 
 
-def _initiator(e: dict) -> tuple[str | None, str | None]:
-    init = e.get("_initiator")
-    if isinstance(init, str):  # WebPageTest: the initiator's URL
-        return init or None, e.get("_initiator_type") or ("parser" if init else None)
-    if not isinstance(init, dict):
-        return None, None
-    url = init.get("url")
-    stack = init.get("stack")
-    while not url and isinstance(stack, dict):  # script initiators: innermost frame with a URL
-        url = next((f.get("url") for f in stack.get("callFrames", []) if f.get("url")), None)
-        stack = stack.get("parent")
-    itype = init.get("type")
-    return url or None, (None if itype == "other" and not url else itype)
-
-
-def _body(content: dict, where: str) -> bytes | None:
-    text = content.get("text")
-    if text is None:
-        return None
-    if content.get("encoding") == "base64":
-        try:
-            return base64.b64decode("".join(str(text).split()), validate=True)
-        except (binascii.Error, ValueError):
-            raise PltError(f"{where}: invalid base64 body") from None
-    return str(text).encode("utf-8")
-
-
-def _obj(e: dict, start: datetime | None, where: str) -> tuple[Obj, datetime | None]:
-    req, resp = e.get("request"), e.get("response") or {}
-    url = req.get("url") if isinstance(req, dict) else None
-    if not isinstance(url, str) or not url:
-        raise PltError(f"{where}: entry has no request URL")
-    if not isinstance(resp, dict):
-        raise PltError(f"{where}: response is not an object")
-    content = resp.get("content") if isinstance(resp.get("content"), dict) else {}
-    headers = [(str(h.get("name", "")), str(h.get("value", ""))) for h in resp.get("headers") or []
-               if isinstance(h, dict)]
-    mime = content.get("mimeType") or next((v for k, v in headers if k.lower() == "content-type"), "")
-    body = _body(content, where)
-    ext = dict(e.get("_pltlab") or {})
-    ext.pop(COMPUTE_KEY, None)  # only from `_pltlab_compute_ms`
-    if e.get("_pltlab_compute_ms") is not None:
-        ext[COMPUTE_KEY] = check_delay(e["_pltlab_compute_ms"], f"{where}: _pltlab_compute_ms")
-    if ext.pop("body", None) == "size-only" or (body == b"" and (content.get("size") or 0) > 0):
-        body = None  # an empty text for a non-empty response means "not recorded"
-    size = next((s for s in (content.get("size"), resp.get("bodySize"), e.get("_objectSize"))
-                 if isinstance(s, int) and s > 0), 0)
-    try:
-        status = int(resp.get("status") or 0)
-    except (TypeError, ValueError):
-        raise PltError(f"{where}: invalid status {resp.get('status')!r}") from None
-    init, itype = _initiator(e)
-    t = _parse_time(e.get("startedDateTime"), where)
-    own = "start_ms" in ext  # our own files carry exact times (or null when unknown)
-    wait = (e.get("timings") or {}).get("wait") if isinstance(e.get("timings"), dict) else None
-    if not own and isinstance(wait, (int, float)) and wait > 0:
-        ext["wait_ms"] = float(wait)  # server think time, for replay's optional think time
-    s_ms = ext.pop("start_ms", None)
-    e_ms = ext.pop("end_ms", None)
-    if not own and t is not None and start is not None:
-        s_ms = (t - start).total_seconds() * 1000
-        tm = e.get("time")
-        e_ms = s_ms + tm if isinstance(tm, (int, float)) and tm >= 0 else None
-    redirect = resp.get("redirectURL") or ""
-    if not redirect and 300 <= status < 400:
-        redirect = next((v for k, v in headers if k.lower() == "location"), "")
-    o = Obj(url=url, method=str(req.get("method") or "GET"), status=status,
-            status_text=str(resp.get("statusText") or ""), headers=headers, mime=str(mime),
-            body=body, size=size, initiator=init, initiator_type=itype, start_ms=s_ms, end_ms=e_ms,
-            redirect_url=redirect, extras=ext)
-    return o, t
+def _page_ids(refs: list, src: str) -> list[str]:
+    """"<src>#<pageref>"; a page without a pageref gets its position ("#1", "#2", ...)."""
+    ids, seen = [], set()
+    for i, ref in enumerate(refs):
+        base = f"{src}#{ref if isinstance(ref, (str, int)) and str(ref) else i + 1}"
+        pid, n = base, 1
+        while pid in seen:
+            n += 1
+            pid = f"{base}~{n}"
+        seen.add(pid)
+        ids.append(pid)
+    return ids
 
 
 def har_to_pages(doc: dict, src: str) -> list[Page]:
-    """Every page of a HAR (Chrome, Firefox, Safari, WebPageTest, sitespeed.io, ours).
-    Entries of a pageref without a `pages` record, or of a HAR without `pages`, still form a page."""
+    """Every page of a HAR (Chrome, Firefox, Safari, WebPageTest, sitespeed.io, DevTools-log
+    conversions, ours). Entries of a pageref without a `pages` record, or of a HAR without
+    `pages`, still form a page. `src` names the file in errors and in page ids."""
     log = doc["log"]
+    own = (log.get("creator") or {}).get("name") == CREATOR
     pages_meta = [p for p in log.get("pages") or [] if isinstance(p, dict)]
     order = [p.get("id") for p in pages_meta]
     meta = {p.get("id"): p for p in pages_meta}
@@ -220,23 +180,23 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
         ref = e.get("pageref")
         if ref is None and len(order) == 1:
             ref = order[0]
-        groups.setdefault(ref, []).append((i, e))
+        try:
+            groups.setdefault(ref, []).append((i, e))
+        except TypeError:
+            raise PltError(f"{src}: entry {i}: invalid pageref {ref!r}") from None
     if not groups:
         raise PltError(f"{src}: HAR has no entries")
+    refs = [r for r in order if r in groups] + [r for r in groups if r not in order]
     pages = []
-    for ref in [r for r in order if r in groups] + [r for r in groups if r not in order]:
+    for ref, pid in zip(refs, _page_ids(refs, src)):
         pm = meta.get(ref, {})
-        start = _parse_time(pm.get("startedDateTime"), f"{src}: page {ref}")
+        start = parse_time(pm.get("startedDateTime"), f"{src}: page {ref}")
         if start is None:
-            times = [_parse_time(e.get("startedDateTime"), f"{src}: entry {i}") for i, e in groups[ref]]
+            times = [parse_time(e.get("startedDateTime"), f"{src}: entry {i}") for i, e in groups[ref]]
             start = min((t for t in times if t is not None), default=None)
-        objs, skipped = [], 0
-        for i, e in groups[ref]:
-            o, _ = _obj(e, start, f"{src}: entry {i}")
-            if o.status == 0:  # blocked or failed in the browser: nothing to replay
-                skipped += 1
-                continue
-            objs.append(o)
+        counts = repairs.Counts()
+        objs = [o for i, e in groups[ref]
+                if (o := read_entry(e, start, f"{src}: entry {i}", counts, own)) is not None]
         if not objs:
             continue
         objs.sort(key=lambda o: o.start_ms if o.start_ms is not None else float("inf"))
@@ -245,15 +205,20 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
         if pm.get("_pltlab_calibration") is not None:
             ext[CAL_KEY] = check_calibration(pm["_pltlab_calibration"], f"{src}: page {ref}: _pltlab_calibration")
         url = ext.pop("url", None) or objs[0].url
-        if ext.get("source") is None and (log.get("creator") or {}).get("name") != "pltlab":
-            ext["source"] = os.path.basename(src)
-        if skipped:
-            ext["skipped_failed"] = skipped
+        stored_id = ext.pop("id", None) if own else None  # kept by pltlab.archive.corpus
+        if not own:
+            if ext.get("source") is None:
+                ext["source"] = os.path.basename(src)
+            if pm.get("_cached") in (1, True, "1"):  # WebPageTest's repeat view
+                counts.add(repairs.REPEAT_VIEW, len(objs))
+            given = ext.get("repairs") if isinstance(ext.get("repairs"), dict) else {}
+            ext["repairs"] = {**given, **{k: given.get(k, 0) + n for k, n in counts.items()}}
+            ext["unreplayable"] = int(ext.get("unreplayable") or 0) + counts.unreplayable()
         onload = (pm.get("pageTimings") or {}).get("onLoad")
         page = Page(url=url, objects=objs, title=str(pm.get("title") or ""),
                     started=_iso(start) if start else _iso(EPOCH),
                     on_load_ms=onload if isinstance(onload, (int, float)) and onload >= 0 else None,
-                    extras=ext)
+                    extras=ext, id=str(stored_id) if stored_id else pid)
         _move_main_first(page)
         link_redirects(page)
         pages.append(page)

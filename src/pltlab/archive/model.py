@@ -33,10 +33,24 @@ class Obj:
     end_ms: float | None = None
     redirect_url: str = ""
     extras: dict = field(default_factory=dict)  # written as the entry's `_pltlab`
+    # Bytes on the wire (docs/conformance.md): the recorded Content-Encoding ("" = identity;
+    # gzip, br, deflate, zstd), and the encoded body's size as it crossed the wire (None: not
+    # recorded; then it is `size` for identity). `size` is always the decoded size.
+    encoding: str = ""
+    transfer_size: int | None = None
+    protocol: str = ""  # as recorded, normalized: "http/1.0", "http/1.1", "h2", "h3", "spdy"; "": unknown
+    server_ip: str = ""  # the address the recording browser talked to (HAR serverIPAddress)
+    from_cache: bool = False  # the recording got it from its cache (304, or nothing transferred)
+    request_body: bytes | None = None  # POST/PUT body as recorded (postData), for matching
 
     def __post_init__(self):
         if self.body is not None:
             self.size = len(self.body)
+
+    @property
+    def wire_size(self) -> int:
+        """Encoded body bytes the replay sends: the recorded transfer size, else the decoded size."""
+        return self.transfer_size if self.transfer_size is not None else self.size
 
     @property
     def scheme(self) -> str:
@@ -73,6 +87,9 @@ class Page:
     started: str = "1970-01-01T00:00:00.000Z"  # ISO time of the page start (HAR startedDateTime)
     on_load_ms: float | None = None
     extras: dict = field(default_factory=dict)  # page-level `_pltlab` (source, recorder stats, ...)
+    # Stable id "<file>#<pageref>" (pageref as in the file; "#1", "#2"... where it has none), set
+    # by whatever read the page; "" for pages made in memory. extras["repairs"]: {kind: count}.
+    id: str = ""
 
     @property
     def main(self) -> Obj | None:

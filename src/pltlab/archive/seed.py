@@ -138,6 +138,7 @@ def _page(url: str, log: fetchlog.FetchLog, store: Store, name: str) -> Page:
         raise PltError(f"{log.path}: the page {url} itself is not in the log")
     objs.remove(main)
     objs.insert(0, main)
+    _bodies_to_chain_ends(page, resps)
     # Files renamed by this log but fetched from the recorder's cache (no transaction line).
     logged = {strip_fragment(o.url) for o in objs}
     for pq, h in log.renames.items():
@@ -151,6 +152,40 @@ def _page(url: str, log: fetchlog.FetchLog, store: Store, name: str) -> Page:
                 objs.append(_cached(u, path, store, "renamed"))
                 logged.add(strip_fragment(u))
     return page
+
+
+def _bodies_to_chain_ends(page: Page, resps: dict) -> None:
+    """The recorder stored what it finally got under the URL it asked for: a redirect's file is
+    the body of the last URL of its redirect chain. A redirect (3xx with a target) gets no body;
+    its file goes to that URL's object unless it has a file of its own (an object is added for a
+    target the log does not name). Files of a chain that loops are dropped."""
+    for o in list(page.objects):
+        if not o.redirect_url or "seed_file" not in o.extras:
+            continue
+        body, rel = o.body, o.extras.pop("seed_file")
+        o.body, o.size = b"", 0
+        end, seen = o, {strip_fragment(o.url)}
+        while end.redirect_url:
+            target = strip_fragment(end.redirect_url)
+            if target in seen:
+                end = None  # a loop: no final URL
+                break
+            seen.add(target)
+            nxt = page.find(target)
+            if nxt is None:
+                nxt = Obj(url=target, initiator=end.url, initiator_type="redirect", status_text="OK",
+                          extras={"attached": "redirect target"})
+                page.objects.append(nxt)
+            end = nxt
+        if end is None or end.body is not None or end.status == 204:
+            continue  # a loop, the URL has a file of its own, or it has no body
+        if not (resps.get(end.url) and resps[end.url].mime):  # typed by its URL alone so far
+            end.mime = guess_mime(end.url, body)
+            end.headers = [(k, v) for k, v in end.headers if k.lower() != "content-type"] \
+                + [("Content-Type", end.mime)]
+        end.extras.pop("size_source", None)
+        end.body, end.size = body, len(body)
+        end.extras["seed_file"] = rel
 
 
 def _cached(url: str, path: str, store: Store, how: str) -> Obj:

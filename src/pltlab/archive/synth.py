@@ -30,8 +30,26 @@ from pltlab.archive.model import Obj, Page
 CAN_LOAD = {"html": None, "js": None, "css": {"css", "image", "font"}}
 
 
-def _rng(obj: Obj) -> random.Random:
-    return random.Random(hashlib.sha256(obj.url.encode()).digest())
+class _Noise(random.Random):
+    """A generator whose random bytes run out after ``left``: the rest of every filler is zeros
+    (base64 "AAAA" in text), which compresses to almost nothing. archive.wire solves for ``left``
+    so that a synthesized body encodes to its recorded transfer size."""
+
+    left = 0
+
+    def randbytes(self, n):
+        k = max(0, min(n, self.left))
+        self.left -= k
+        return super().randbytes(k) + bytes(n - k)
+
+
+def _rng(obj: Obj, noise: int | None = None) -> random.Random:
+    seed = hashlib.sha256(obj.url.encode()).digest()
+    if noise is None:
+        return random.Random(seed)  # every filler byte random: bodies as they always were
+    r = _Noise(seed)
+    r.left = noise
+    return r
 
 
 def filler_text(rng: random.Random, n: int) -> str:
@@ -253,20 +271,23 @@ def _jpeg(size: int, rng) -> bytes:
     return out + b"\x00" * max(n, 0) + b"\xff\xd9"
 
 
-def body(page: Page, o: Obj) -> bytes:
-    """The object's body: the recorded one, else a synthesized one of its size and type."""
+def body(page: Page, o: Obj, noise: int | None = None) -> bytes:
+    """The object's body: the recorded one, else a synthesized one of its size and type whose
+    filler has ``noise`` random bytes (None: all of it), the rest compressible."""
     if o.body is not None:
         return o.body
     if o.size <= 0 or 300 <= o.status < 400 or o.status == 204:
         return b""
-    rng = _rng(o)
+    rng = _rng(o, noise)
     k = kind(o.mime, o.url)
     if k in ("html", "css", "js"):
         kids = children(page, o)
         return {"html": lambda: _html(page, o, kids, rng), "css": lambda: _css(page, o, kids, rng),
                 "js": lambda: _js(page, o, kids, rng)}[k]()
     if k == "json":
-        return _pad_text('{"pltlab":"', "", "", '"}', o.size, rng) if o.size >= 13 else b"{}"
+        if o.size < 13:  # too small for the filler: still exactly the recorded size
+            return (b"{}" + b" " * (o.size - 2)) if o.size >= 2 else b" " * o.size
+        return _pad_text('{"pltlab":"', "", "", '"}', o.size, rng)
     m = o.mime.lower()
     if k == "image" and "gif" in m:
         return _gif(o.size, rng)

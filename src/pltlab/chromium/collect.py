@@ -29,7 +29,8 @@ class Request:
     connection_reused: bool | None = None
     timing: dict | None = None  # CDP ResourceTiming (ms offsets from its requestTime)
     timing_base_ms: float | None = None  # timing's requestTime, on start_ms's clock
-    encoded_bytes: int = 0  # bytes on the wire, headers included
+    encoded_bytes: int = 0  # bytes on the wire, headers included (loadingFinished)
+    head_bytes: int | None = None  # bytes received with the response head (its encodedDataLength)
     data_bytes: int = 0  # decoded body bytes received
     body: bytes | None = None
     redirect_url: str = ""
@@ -108,6 +109,8 @@ class Collector:
         r.connection_id = int(cid) if cid is not None else None
         r.connection_reused = resp.get("connectionReused")
         r.timing = resp.get("timing")
+        if resp.get("encodedDataLength") is not None:
+            r.head_bytes = int(resp["encodedDataLength"])
         if r.timing and r.timing.get("requestTime") and self._t0 is not None:
             r.timing_base_ms = self._ms(r.timing["requestTime"])
 
@@ -170,6 +173,23 @@ class Collector:
             b = res.get("body", "")
             r.body = base64.b64decode(b) if res.get("base64Encoded") else _encode(b, r)
         return missing
+
+
+def transfer_bytes(r: Request) -> int | None:
+    """Bytes the response took on the wire, head and (still content-encoded) body, as the
+    built-in loader counts them: loadingFinished's encodedDataLength; for a redirect hop the
+    head it got (Chromium reads no redirect body). None when nothing complete arrived."""
+    if r.redirect_url:
+        return r.head_bytes
+    if not r.finished or r.error:
+        return None
+    return r.encoded_bytes
+
+
+def content_encoding(r: Request) -> str:
+    """The response's Content-Encoding, lower-case ("" for identity)."""
+    v = next((v for k, v in r.headers if k.lower() == "content-encoding"), "")
+    return "" if v.strip().lower() == "identity" else v.strip().lower()
 
 
 def _parse_head(text: str) -> list[tuple[str, str]]:

@@ -40,6 +40,39 @@ def _rmem(v: str | None) -> int | None:
     return None if v.strip().lower() == "kernel" else units.size_bytes(v, "--client-rmem")
 
 
+def _pages(what: str, corpus: str | None):
+    """(page id, page, None) for every page ``what`` names, or (file, None, why) for a file of a
+    corpus directory that cannot be read: a directory's files are read one by one."""
+    from pltlab.experiments import pages as resolver
+    from pltlab.experiments.runner import page_label
+
+    if not os.path.isdir(what):
+        for p in resolver.resolve(what, corpus):
+            yield page_label(p), p, None
+        return
+    files = sorted(os.path.join(what, n) for n in os.listdir(what) if n.endswith(".har"))
+    if not files:
+        raise PltError(f"{what}: no .har pages in this directory")
+    for path in files:
+        try:
+            pages = resolver.resolve(path)
+        except PltError as e:
+            yield path, None, str(e)
+            continue
+        for p in pages:
+            yield page_label(p), p, None
+
+
+def _print_plt_table(out: Console, summary: list[dict], title: str) -> None:
+    t = Table(title=f"page load time: {escape(title)}")
+    for col in ("page", "RTT (ms)", "TFO", "n", "mean (ms)", "median (ms)", "CV"):
+        t.add_column(col)
+    for s in summary:
+        t.add_row(escape(s["page"]), f"{s['rtt_ms']:g}", "on" if s["tfo"] else "off", str(s["n"]),
+                  f"{s['mean_ms']:.1f}", f"{s['median_ms']:.1f}", f"{s['cv']:.2%}")
+    out.print(t)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def run(
@@ -62,10 +95,11 @@ def register(app: typer.Typer) -> None:
         pcap: Annotated[Optional[str], typer.Option(help="Write the emulator's client-side packet trace here.")] = None,
         client_rmem: Annotated[Optional[str], typer.Option("--client-rmem", help="Client's initial TCP receive buffer (default 1mb; 'kernel': the kernel's 128 KB, whose autotuned window makes some loads one RTT slower).")] = None,
         sched_fifo: Annotated[Optional[bool], typer.Option("--sched-fifo/--no-sched-fifo", help="Emulator under SCHED_FIFO (default: on with --client chromium).")] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object at the end: every load of every page that ran, and which pages failed.")] = False,
     ):
-        """Load a page over an emulated WAN with replay servers: PLT per load, TFO on/off."""
-        from pltlab.experiments import pages as resolver
+        """Load a page over an emulated WAN with replay servers: PLT per load, TFO on/off.
+        A directory or multi-page HAR runs page by page; a page that fails is reported at the end
+        (one line each, exit code 2) and the others still run."""
         from pltlab.experiments.runner import RunConfig, run_page, summarize
         from pltlab.loaders.plan import MODELS
 
@@ -92,35 +126,55 @@ def register(app: typer.Typer) -> None:
 
         TcpKnobs(initcwnd=icw, cc=cc, client_rmem=cfg.client_rmem)
         out = Console(stderr=as_json)
-        runs = []
+        runs: list[dict] = []
+        done: list[dict] = []  # per page: its id, URL, status ("ok" or "failed"), error, loads
+        failed: list[tuple[str, str]] = []
 
         def seed_style(r):
-            out.print(f"Experiment {r['rep']} {r['page']} @ {r['rtt_ms']:g}ms delay"
+            runs.append(r)  # kept even if the page fails later on
+            out.print(f"Experiment {r['rep']} {escape(r['page_id'])} @ {r['rtt_ms']:g}ms delay"
                       f" ({'TFO' if r['tfo'] else 'no TFO'})", highlight=False)
-            mark = "" if r["valid"] else f"  [red]INVALID: {r['invalid_reason']}[/]"
-            out.print(f"Fetching {r['page']} took {r['plt_ms'] / 1000:.3f}s.{mark}", highlight=False)
+            mark = "" if r["valid"] else f"  [red]INVALID: {escape(r['invalid_reason'])}[/]"
+            out.print(f"Fetching {escape(r['page'])} took {r['plt_ms'] / 1000:.3f}s.{mark}", highlight=False)
             if r.get("tfo_note"):
-                out.print(f"  [yellow]note: {r['tfo_note']}[/]", highlight=False)
+                out.print(f"  [yellow]note: {escape(r['tfo_note'])}[/]", highlight=False)
 
-        for p in resolver.resolve(page, corpus):
-            note = _calibration_note(p, cfg)
-            if note:
-                out.print(f"[yellow]note: {escape(note)}[/]", highlight=False)
-            runs += run_page(p, cfg, on_run=seed_style)
-        summary = summarize(runs)
+        # Every page is its own unit: one that fails (bad file, refused, topology/replay/load
+        # error) is reported at the end and the others go on.
+        for label, p, err in _pages(page, corpus):
+            n0 = len(runs)
+            if err is None:
+                try:
+                    note = _calibration_note(p, cfg)
+                    if note:
+                        out.print(f"[yellow]note: {escape(note)}[/]", highlight=False)
+                    run_page(p, cfg, on_run=seed_style)
+                except PltError as e:
+                    err = str(e)
+                except Exception as e:  # noqa: BLE001 - one page's bug must not end the others
+                    err = f"{type(e).__name__}: {e}"
+            if err is not None:
+                err = err[len(label) + 2:] if err.startswith(label + ": ") else err
+                failed.append((label, err))
+                if not as_json:  # (stderr gets one line per failed page at the end)
+                    out.print(f"[red]{escape(label)}: FAILED: {escape(err)}[/]", highlight=False)
+            done.append({"page_id": label, "page": p.url if p else None,
+                         "status": "failed" if err is not None else "ok", "error": err,
+                         "loads": len(runs) - n0})
+            if not as_json and len(runs) > n0:
+                _print_plt_table(out, summarize(runs[n0:]), label)
         invalid = [r for r in runs if not r["valid"]]
-        if as_json:
-            print(json.dumps({"runs": runs, "summary": summary, "invalid_runs": len(invalid)}))
-            return
-        t = Table(title="page load time")
-        for col in ("page", "RTT (ms)", "TFO", "n", "mean (ms)", "median (ms)", "CV"):
-            t.add_column(col)
-        for s in summary:
-            t.add_row(s["page"], f"{s['rtt_ms']:g}", "on" if s["tfo"] else "off", str(s["n"]),
-                      f"{s['mean_ms']:.1f}", f"{s['median_ms']:.1f}", f"{s['cv']:.2%}")
-        out.print(t)
-        if invalid:
+        if as_json:  # one object at the end, with every page that finished (and every failure)
+            print(json.dumps({"runs": runs, "summary": summarize(runs), "invalid_runs": len(invalid),
+                              "pages": done, "failed_pages": len(failed)}))
+        elif invalid:
             out.print(f"[red]{len(invalid)} invalid run(s), not averaged in[/]")
+        if failed:
+            err_out = Console(stderr=True)
+            for label, why in failed:
+                err_out.print(f"pltlab: error: {label}: {why}", highlight=False, markup=False,
+                              soft_wrap=True)
+            raise typer.Exit(2)
 
     @app.command()
     def calibrate(

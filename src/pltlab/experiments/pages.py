@@ -2,7 +2,7 @@
 
 import os
 
-from pltlab.archive import bundled
+from pltlab.archive import bundled, devtools
 from pltlab.archive.corpus import read_corpus
 from pltlab.archive.har import load as load_har, har_to_pages
 from pltlab.archive.model import Page
@@ -14,9 +14,12 @@ def _norm(url: str) -> str:
 
 
 def resolve(what: str, corpus: str | None = None) -> list[Page]:
-    """``what``: a .har file, a directory of them, a bundled page name (nytimes, ...), or a page
-    URL found in ``corpus`` (a directory) or in the bundled corpus."""
+    """``what``: a .har file, a directory of them, a DevTools log (pltlab.archive.devtools), a
+    bundled page name (nytimes, ...), or a page URL found in ``corpus`` (a directory) or in the
+    bundled corpus."""
     if os.path.isfile(what):
+        if devtools.claims(what):
+            return devtools.load_pages(what)
         return har_to_pages(load_har(what), what)
     if os.path.isdir(what):
         pages = [p for _, p in read_corpus(what)]
@@ -30,5 +33,5 @@ def resolve(what: str, corpus: str | None = None) -> list[Page]:
     for p in candidates:
         if _norm(p.url) == _norm(what):
             return [p]
-    raise PltError(f"{what}: not a HAR file, a corpus directory, a bundled page "
+    raise PltError(f"{what}: not a HAR file, a DevTools log, a corpus directory, a bundled page "
                    f"({', '.join(bundled.NAMES)}) or a page URL of the corpus")

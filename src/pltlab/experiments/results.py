@@ -14,7 +14,7 @@ DB_NAME = "results.sqlite"
 
 RUN_COLUMNS = {
     "run_key": "TEXT NOT NULL", "attempt": "INTEGER NOT NULL", "status": "TEXT NOT NULL",  # ok|failed
-    "seq": "INTEGER", "page": "TEXT", "page_url": "TEXT", "objects": "INTEGER", "page_bytes": "INTEGER",
+    "seq": "INTEGER", "page": "TEXT", "page_id": "TEXT", "page_url": "TEXT", "objects": "INTEGER", "page_bytes": "INTEGER",
     "config_key": "TEXT", "rtt_ms": "REAL", "rate_down_bps": "INTEGER", "rate_up_bps": "INTEGER",
     "loss": "REAL", "queue": "TEXT", "icw": "INTEGER", "cc": "TEXT", "client": "TEXT", "warm": "INTEGER",
     "overrides": "TEXT", "tfo": "INTEGER", "rep": "INTEGER", "seed": "INTEGER",
@@ -32,6 +32,9 @@ REQUEST_COLUMNS = {
     "connect_end_ms": "REAL", "tls_end_ms": "REAL", "request_ms": "REAL", "start_ms": "REAL",
     "first_byte_ms": "REAL", "last_byte_ms": "REAL", "bytes": "INTEGER", "header_bytes": "INTEGER",
     "status": "INTEGER", "error": "TEXT",
+    # everything received for the response (heads + body as on the wire), the body decoded, its
+    # Content-Encoding ("" identity) and the protocol ("http/1.1", "h2", ...); NULL: not reported
+    "transfer_bytes": "INTEGER", "body_bytes": "INTEGER", "encoding": "TEXT", "protocol": "TEXT",
 }
 
 

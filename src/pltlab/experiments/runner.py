@@ -1,14 +1,18 @@
 """One configuration of one page, loaded repeatedly over an emulated WAN with replay servers.
 
-Validity: every load records the TFO counters of both sides. A load asked to use TFO whose
-client shows no TFO connection (TCPFastOpenActive did not rise) is invalid, and so is a load
-without TFO where it rose; invalid loads are reported, never averaged in.
+Validity: a load is valid only when its document arrived: every hop of the main URL's recorded
+redirect chain got the status recorded for it, the final document a 2xx (a page whose recording
+has no such document is refused before anything is built). Every load also records the TFO
+counters of both sides: a load asked to use TFO whose client shows no TFO connection
+(TCPFastOpenActive did not rise) is invalid, and so is a load without TFO where it rose. Invalid
+loads are reported, never averaged in.
 """
 
 import statistics
 from dataclasses import dataclass, field
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from pltlab.archive.model import Page
+from pltlab.archive.model import Obj, Page, strip_fragment
 from pltlab.errors import PltError
 from pltlab.loaders import builtin, plan as plans
 from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, Topology, TopologySpec
@@ -66,8 +70,93 @@ def _delta(after: dict, before: dict, keys) -> dict:
     return {k: after.get(k, 0) - before.get(k, 0) for k in keys}
 
 
-def judge(tfo: bool, counters: dict, requests: list[dict]) -> str | None:
-    """Why a load is invalid, or None."""
+def page_label(page: Page) -> str:
+    """How runs and messages name a page: its stable id ("<file>#<pageref>"), else its URL."""
+    return page.id or page.url
+
+
+def _wire_url(url: str) -> str:
+    """A URL as requested: no fragment, an empty path is "/"."""
+    parts = urlsplit(strip_fragment(url))
+    return urlunsplit(parts._replace(path=parts.path or "/"))
+
+
+def document_chain(page: Page, host_ips) -> list[tuple[int, Obj]]:
+    """(plan index, object) of every hop from the main URL to its document, as the plan fetches
+    them (pltlab.loaders.plan.plan_objects): object 0, then each redirect's target. A URL the
+    chain reaches again is answered by its next recording (the replay serves repeated URLs in
+    recorded order); with none left, the chain loops. Raises PltError when the recording itself
+    has no 2xx document at the end of that chain."""
+    name = page_label(page)
+    if not page.objects:
+        raise PltError(f"{name}: the recording has no objects")
+    pos = {id(o): i for i, o in enumerate(plans.plan_objects(page, host_ips))}
+    by_url: dict[str, list[Obj]] = {}
+    for o in page.objects:
+        by_url.setdefault(_wire_url(o.url), []).append(o)
+    visits: dict[str, int] = {}
+    hops, cur = [], page.objects[0]
+    while True:
+        if id(cur) not in pos:
+            raise PltError(f"{name}: the recording's document {cur.url} cannot be replayed "
+                           f"(scheme {cur.scheme!r})")
+        hops.append((pos[id(cur)], cur))
+        key = _wire_url(cur.url)
+        visits[key] = visits.get(key, 0) + 1
+        if not cur.redirect_url:
+            break
+        target = _wire_url(urljoin(cur.url, cur.redirect_url))
+        recorded = by_url.get(target, [])
+        if not recorded:
+            raise PltError(f"{name}: the recording's document {cur.url} answered {cur.status} "
+                           f"-> {target}, which was not recorded: no document to load")
+        if visits.get(target, 0) >= len(recorded):
+            raise PltError(f"{name}: the recording's document redirects in a loop "
+                           f"({' -> '.join(o.url for _, o in hops)} -> {target}): no document to load")
+        cur = recorded[visits.get(target, 0)]
+    if not 200 <= cur.status < 300:
+        raise PltError(f"{name}: the recording's document {cur.url} answered {cur.status}: "
+                       "no document to load")
+    return hops
+
+
+def _what_came(status: int) -> str:
+    if status == 404:
+        return "no recorded response matched"
+    return "replay served the wrong response"
+
+
+def document_problem(chain: list[tuple[int, Obj]], requests: list[dict],
+                     plan: dict | None = None) -> str | None:
+    """Why the built-in loader's load did not get the page's document, or None: every hop of
+    ``chain`` (document_chain) must have its request record (by plan index) with the recorded
+    status and no error. A hop the plan upgraded to https (Chromium's HSTS upgrades) may instead
+    get a 2xx straight away: the https URL's own recorded answer."""
+    by_index = {r.get("index"): r for r in requests}
+    for i, o in chain:
+        r = by_index.get(i)
+        url = plan["objects"][i]["url"] if plan else o.url.split("#", 1)[0]
+        if r is None or not r.get("status"):
+            why = f": {r['error']}" if r and r.get("error") else ""
+            return f"document {url} never arrived{why}"
+        if r.get("error"):
+            return f"document {url} answered {r['status']} but failed: {r['error']}"
+        got = r["status"]
+        if got == o.status:
+            if 200 <= got < 300:
+                return None  # the document (a 2xx hop ends the chain: document_chain)
+            continue
+        upgraded = plan is not None and not url.startswith(o.scheme + ":")
+        if upgraded and 200 <= got < 300:
+            return None
+        return f"document {url} answered {got} (recorded {o.status}): {_what_came(got)}"
+    return None
+
+
+def judge(tfo: bool, counters: dict, requests: list[dict], document: str | None = None) -> str | None:
+    """Why a load is invalid, or None. ``document``: why its document did not arrive (first)."""
+    if document:
+        return document
     active = counters["client"].get("TCPFastOpenActive", 0)
     if tfo and active == 0:
         return "TFO requested but the client's TCPFastOpenActive did not rise: no connection used TFO"
@@ -96,6 +185,7 @@ class PageRunner:
     def __init__(self, page: Page, cfg: RunConfig):
         self.page, self.cfg = page, cfg
         self.hosts = hostmap.assign([page])
+        self.chain = document_chain(page, self.hosts)  # refuses a page without a document
         spec = TopologySpec(origins=max(1, len(self.hosts)), link=cfg.link(),
                             knobs=TcpKnobs(initcwnd=cfg.icw, cc=cfg.cc, client_rmem=cfg.client_rmem),
                             overrides=self._overrides(cfg.overrides), pcap=cfg.pcap,
@@ -146,7 +236,8 @@ class PageRunner:
         if self.cfg.client == "chromium":
             from pltlab.loaders import chromium
 
-            return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo)
+            return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo,
+                                 check=False)
         if tfo not in self._plans:
             self._plans[tfo] = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
                                            max_conns_per_host=self.cfg.max_conns_per_host,
@@ -182,6 +273,7 @@ class PageRunner:
         elif tfo and not self.cfg.warm:
             self.topo.reset_tfo()
             self.warmed = False
+        self.replay.new_session()  # repeated URLs are served again from their first recording
         c0, s0 = self.topo.counters(), self.replay.snapshot()
         self.topo.link_snapshot()  # starts the emulator's interval: its lateness during this load
         res = self._load_once(tfo)
@@ -195,10 +287,15 @@ class PageRunner:
                           tfo_syn_bytes_max=s1.get("tfo_syn_bytes_max"))
         counters = {"client": _delta(c1["client"], c0["client"], COUNTERS_CLIENT),
                     "server": _delta(c1["server"], c0["server"], COUNTERS_SERVER)}
-        reason = judge(tfo, counters, res.get("requests", []))
+        requests = [_request_record(r, self.cfg.client) for r in res.get("requests", [])]
+        if self.cfg.client == "chromium":
+            doc = res.get("document_problem")
+        else:
+            doc = document_problem(self.chain, requests, self._plans.get(tfo))
+        reason = judge(tfo, counters, requests, doc)
         link = self.cfg.link()
         return {
-            "page": self.page.url, "rtt_ms": link.rtt_us / 1000,
+            "page": self.page.url, "page_id": page_label(self.page), "rtt_ms": link.rtt_us / 1000,
             "rate_mbit": (link.rate_down_bps / 1e6) if link.rate_down_bps else None,
             "loss": link.loss_down, "tfo": tfo, "icw": self.cfg.icw, "cc": self.cfg.cc,
             "client": self.cfg.client, "rep": rep, "plt_ms": res["plt_ms"],
@@ -208,20 +305,36 @@ class PageRunner:
             "invalid_reason": reason, "tfo_counters": counters,
             "server_tfo": server, "tfo_note": tfo_note(tfo, server),
             "emulator_lateness_us": lateness,  # downlink releases during this load
-            "not_found": sum(1 for r in res.get("requests", []) if r.get("status") == 404),
-            "requests": res.get("requests", []),
+            "not_found": sum(1 for r in requests if r.get("status") == 404),
+            "requests": requests,
         }
+
+
+REQUEST_BYTES = ("transfer_bytes", "body_bytes", "encoding", "protocol")
+
+
+def _request_record(r: dict, client: str) -> dict:
+    """A loader's request record with the byte fields every record has (None: not reported);
+    the built-in loader speaks HTTP/1.1."""
+    out = dict(r)
+    for k in REQUEST_BYTES:
+        out.setdefault(k, None)
+    if client == "builtin" and not out["protocol"]:
+        out["protocol"] = "http/1.1"
+    return out
 
 
 def summarize(runs: list[dict]) -> list[dict]:
     groups: dict[tuple, list[float]] = {}
     for r in runs:
         if r["valid"]:
-            groups.setdefault((r["page"], r["rtt_ms"], r["tfo"]), []).append(r["plt_ms"])
+            key = (r.get("page_id") or r["page"], r["page"], r["rtt_ms"], r["tfo"])
+            groups.setdefault(key, []).append(r["plt_ms"])
     out = []
-    for (page, rtt, tfo), v in sorted(groups.items()):
+    for (page_id, page, rtt, tfo), v in sorted(groups.items()):
         mean = statistics.fmean(v)
-        out.append({"page": page, "rtt_ms": rtt, "tfo": tfo, "n": len(v), "mean_ms": round(mean, 3),
+        out.append({"page": page, "page_id": page_id, "rtt_ms": rtt, "tfo": tfo, "n": len(v),
+                    "mean_ms": round(mean, 3),
                     "median_ms": round(statistics.median(v), 3),
                     "cv": round(statistics.pstdev(v) / mean, 5) if len(v) > 1 and mean else 0.0})
     return out

@@ -138,7 +138,7 @@ class Sweep:
         e, k = self.exp.pages[it.page], self.exp.configs[it.config]
         link = self._cfg(it.config).link()
         return {"run_key": it.key, "attempt": attempt, "seq": it.seq, "page": e.label,
-                "page_url": e.page.url, "objects": len(e.page.objects),
+                "page_id": e.page.id or e.page.url, "page_url": e.page.url, "objects": len(e.page.objects),
                 "page_bytes": sum(o.size for o in e.page.objects), "config_key": k.key(),
                 "rtt_ms": link.rtt_us / 1000, "rate_down_bps": link.rate_down_bps,
                 "rate_up_bps": link.rate_up_bps, "loss": link.loss_down, "queue": k.queue, "icw": k.icw,

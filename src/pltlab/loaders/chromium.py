@@ -44,15 +44,37 @@ def wire_times(r) -> dict:
     return out
 
 
-def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None, tfo: bool) -> dict:
-    from pltlab.chromium import Chromium, hsts
+def document_problem(res) -> str | None:
+    """Why Chromium's load did not get the page's document, or None: the navigation (the first
+    Document request; its redirect hops share its request id) must end in a 2xx response, and
+    the load event must have fired."""
+    nav = next((r for r in res.requests if r.resource_type == "Document"), None)
+    if nav is None:
+        return "document never arrived: Chromium made no navigation request"
+    last = [r for r in res.requests if r.request_id == nav.request_id][-1]
+    if last.error or not last.status:
+        return f"document {last.url} never arrived: {last.error or 'no response'}"
+    if not 200 <= last.status < 300:
+        why = "no recorded response matched" if last.status == 404 else "replay served the wrong response"
+        return f"document {last.url} answered {last.status}: {why}"
+    if res.plt_ms is None:
+        return "Chromium's load event never fired"
+    return None
+
+
+def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None, tfo: bool,
+         check: bool = True) -> dict:
+    """One Chromium load. ``check``: raise PltError when the document did not arrive or the load
+    event never fired; False: say why in the result's ``document_problem`` (an invalid load)."""
+    from pltlab.chromium import Chromium, collect, hsts
 
     env = {"LD_PRELOAD": shim_path(topo.workdir)} if tfo else {}
     with Chromium(netns=topo.client_ns, host_rules=host_ips, spki=[spki] if spki else [], env=env,
                   bodies=False) as c:
         res = c.load(page.url)
-    if res.plt_ms is None:
-        raise PltError(f"{page.url}: Chromium reported no load event")
+    problem = document_problem(res)
+    if check and problem:
+        raise PltError(f"{page.url}: {problem}")
     requests, upgraded = [], []
     for i, r in enumerate(res.requests):
         if r.blocked or not r.url.startswith(("http:", "https:")):  # data: URLs, error pages
@@ -64,10 +86,18 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
             "index": i, "url": r.url, "host": r.url.split("/")[2] if "//" in r.url else "",
             "conn_id": r.connection_id, "new_conn": r.connection_reused is False,
             "start_ms": r.start_ms, "last_byte_ms": r.end_ms, "bytes": r.data_bytes,
-            "wire_bytes": r.encoded_bytes, "status": r.status, "error": r.error or None,
+            "wire_bytes": r.encoded_bytes, "transfer_bytes": collect.transfer_bytes(r),
+            "body_bytes": r.data_bytes if r.finished and not r.redirect_url else None,
+            "encoding": collect.content_encoding(r), "protocol": r.protocol.lower() or None,
+            "status": r.status, "error": r.error or None,
             "resource_type": r.resource_type, "initiator_type": r.initiator_type,
             "initiator_url": r.initiator_url, **wire_times(r),
         })
-    return {"plt_ms": res.plt_ms, "requests": requests, "browser": res.browser_version,
+    # No load event: the load is invalid (document_problem); its PLT is then the last network
+    # activity, reported but never averaged in.
+    plt = res.plt_ms if res.plt_ms is not None else max(
+        (r.end_ms for r in res.requests if r.end_ms is not None), default=0.0)
+    return {"plt_ms": plt, "document_problem": problem, "requests": requests,
+            "browser": res.browser_version,
             "nav_timing": res.nav_timing,
             "unfinished": res.unfinished, "hsts_upgraded": upgraded}

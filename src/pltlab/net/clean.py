@@ -1,16 +1,25 @@
-"""Removing what a killed run left behind, found by the project's name prefix alone."""
+"""Removing what a killed run left behind, found by the project's name prefix alone.
+
+A run whose owner (the process that made its Topology, recorded in its work folder: names.py)
+still runs is live and is left alone unless asked by id with force. Leftovers without an owner
+record (older versions, or a work folder already gone) count as dead, except a work folder
+younger than CLAIM_GRACE_S without one: a run being created writes its record just after it.
+"""
 
 import os
 import shutil
 import tempfile
+import time
 
 from pyroute2 import IPRoute
 
 from pltlab.net import names, nsutil
 from pltlab.net.topology import kill_netns_processes
 
+CLAIM_GRACE_S = 10.0
 
-def leftovers(run_id: str | None = None) -> dict[str, list[str]]:
+
+def _found(run_id: str | None) -> dict[str, list[str]]:
     """Namespaces, host links and work directories carrying the prefix (of one run, or all)."""
     prefix = names.run_prefix(run_id) if run_id else names.PREFIX
     found = {"namespaces": [], "links": [], "workdirs": []}
@@ -28,9 +37,36 @@ def leftovers(run_id: str | None = None) -> dict[str, list[str]]:
     return found
 
 
-def clean(run_id: str | None = None) -> dict[str, int]:
-    """Kill processes in, and delete, every namespace/link/workdir of ours; report counts."""
-    found = leftovers(run_id)
+def alive(run_id: str) -> bool:
+    """Run ``run_id``'s owner still runs (or the run is being created right now)."""
+    if names.owner_alive(run_id) is not None:
+        return True
+    try:  # a run claiming its work folder right now has not written its record yet
+        young = time.time() - os.stat(names.workdir(run_id)).st_mtime < CLAIM_GRACE_S
+    except OSError:
+        return False
+    return young and names.read_owner(run_id) is None
+
+
+def leftovers(run_id: str | None = None, force: bool = False) -> dict[str, list[str]]:
+    """What `clean` removes: everything of dead runs (of run ``run_id``, or of every run; with
+    PLTLAB_RUN_ID_PREFIX set, every run of that session tag), and under "live" the ids of the
+    live runs it leaves alone (``force``: none, everything goes)."""
+    found = _found(run_id)
+    tag = os.environ.get("PLTLAB_RUN_ID_PREFIX", "").lower() if run_id is None else ""
+    ids = {names.run_id_of(os.path.basename(x)) for items in found.values() for x in items}
+    keep = {r for r in ids if not r.startswith(tag)}
+    live = set() if force else {r for r in ids - keep if alive(r)}
+    out = {k: [x for x in v if names.run_id_of(os.path.basename(x)) not in keep | live]
+           for k, v in found.items()}
+    out["live"] = sorted(live)
+    return out
+
+
+def clean(run_id: str | None = None, force: bool = False) -> dict[str, int]:
+    """Kill processes in, and delete, every namespace/link/workdir of dead runs of ours; report
+    counts (and how many live runs were left alone)."""
+    found = leftovers(run_id, force)
     killed = 0
     for ns in found["namespaces"]:
         killed += kill_netns_processes(ns)
@@ -48,4 +84,4 @@ def clean(run_id: str | None = None) -> dict[str, int]:
     for d in found["workdirs"]:
         shutil.rmtree(d, ignore_errors=True)
     return {"namespaces": len(found["namespaces"]), "links": len(found["links"]),
-            "processes": killed, "workdirs": len(found["workdirs"])}
+            "processes": killed, "workdirs": len(found["workdirs"]), "live runs kept": len(found["live"])}

@@ -62,6 +62,58 @@ def workdir(run_id: str) -> str:
     return os.path.join(tempfile.gettempdir(), run_prefix(run_id) + "run")
 
 
+# ---- the run's owner: the process whose Topology made it (`pltlab clean` spares live runs) ----
+OWNER_FILE = "owner"  # in the run's work folder: "<pid> <start time in clock ticks>"
+
+
+def owner_path(run_id: str) -> str:
+    return os.path.join(workdir(run_id), OWNER_FILE)
+
+
+def proc_start(pid: int) -> int | None:
+    """Process ``pid``'s start time (/proc/PID/stat field 22, clock ticks since boot), or None if
+    there is no such process: with the pid it names one process, even after pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ": field 3 onwards
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def write_owner(run_id: str, pid: int | None = None) -> None:
+    """Record this process (or ``pid``) as the owner of run ``run_id`` (its work folder exists)."""
+    pid = os.getpid() if pid is None else pid
+    tmp = owner_path(run_id) + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{pid} {proc_start(pid)}\n")
+    os.replace(tmp, owner_path(run_id))
+
+
+def read_owner(run_id: str) -> tuple[int, int] | None:
+    """(pid, start time) of the run's owner as recorded, or None (no record: an older version's
+    run, or one whose work folder is gone)."""
+    try:
+        with open(owner_path(run_id)) as f:
+            pid, start = f.read().split()
+        return int(pid), int(start)
+    except (OSError, ValueError):
+        return None
+
+
+def owner_alive(run_id: str) -> int | None:
+    """The pid of the run's owner if that process still runs, else None (dead, or no record)."""
+    rec = read_owner(run_id)
+    if rec is None:
+        return None
+    pid, start = rec
+    return pid if proc_start(pid) == start else None
+
+
 def client_ns(run_id: str) -> str:
     return f"{PREFIX}{run_id}-c"
 

@@ -96,6 +96,7 @@ class Topology:
         except FileExistsError:
             raise PltError(f"run id {self.run_id} is in use ({self.workdir} exists)") from None
         self._own_workdir = True
+        names.write_owner(self.run_id)  # before any namespace: `pltlab clean` spares a live run
         self._add_ns(self.client_ns)
         self._add_ns(self.server_ns)
         backend = self.spec.backend

@@ -1,13 +1,15 @@
 """Turning archived pages into the replay server's manifest (docs/dataplane-interfaces.md)."""
 
+import hashlib
 import os
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
-from pltlab.archive import synth
-from pltlab.archive.model import Page
+from pltlab.archive import wire
+from pltlab.archive.model import Obj, Page
 
-# Framing and transfer headers are the server's business: bodies are stored decoded.
-_DROP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
+# Framing headers are the server's business (it sends Content-Length for the encoded body);
+# Content-Encoding is kept when the body is sent encoded (archive.wire), dropped otherwise.
+_DROP = {"connection", "keep-alive", "transfer-encoding", "content-length",
          "proxy-connection", "upgrade", "trailer", "te", "alt-svc", "strict-transport-security"}
 
 
@@ -19,32 +21,35 @@ def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict |
     sub-resources of an upgraded page follow it (scheme-relative references, see synth.ref; a
     recorded ``Location: http://...`` of an http response is served scheme-relative)."""
     blob_path = os.path.join(workdir, "bodies.bin")
-    responses, seen, listen = [], set(), set()
+    responses, listen = [], set()
     with open(blob_path, "wb") as blob:
         for page in pages:
+            # Every recording, repeated URLs too: the server answers them in this (recorded) order.
             for o in page.objects:
                 if o.scheme not in ("http", "https") or o.host not in host_ips:
                     continue
                 parts = urlsplit(o.url)
-                key = (o.method, o.host, parts.path or "/", parts.query)
                 listen.add((host_ips[o.host], o.port, o.scheme == "https"))
-                if key in seen:
-                    continue
-                seen.add(key)
-                body = o.body if o.body is not None else synth.body(page, o)
+                fit = wire.for_object(page, o)
                 offset = blob.tell()
-                blob.write(body)
+                blob.write(fit.wire)
+                encoded = wire.codings(o.encoding) and wire.supported(o.encoding) and fit.wire
                 headers = [[k, _location(v) if k.lower() == "location" and o.scheme == "http" else v]
-                           for k, v in o.headers if k.lower() not in _DROP]
+                           for k, v in o.headers if k.lower() not in _DROP
+                           and (k.lower() != "content-encoding" or encoded)]
                 if o.mime and not any(k.lower() == "content-type" for k, _ in headers):
                     headers.append(["Content-Type", o.mime])
                 chunked = (o.header("transfer-encoding") or "").lower() == "chunked"
-                responses.append({
-                    "method": o.method, "host": o.host, "path": parts.path or "/", "query": parts.query,
-                    "status": o.status, "headers": headers,
-                    "body": {"file": blob_path, "offset": offset, "length": len(body)},
-                    "chunked": chunked, "wait_ms": _wait_ms(o),
-                })
+                r = {
+                    "method": o.method, "scheme": o.scheme, "host": o.host, "path": parts.path or "/",
+                    "query": parts.query, "status": o.status, "headers": headers,
+                    "body": {"file": blob_path, "offset": offset, "length": len(fit.wire)},
+                    "chunked": chunked, "wait_ms": _wait_ms(o), "cross_scheme": not _self_upgrade(o),
+                    "decoded_length": fit.decoded,
+                }
+                if o.request_body is not None:
+                    r["body_sha256"] = hashlib.sha256(o.request_body).hexdigest()
+                responses.append(r)
     if tls:
         listen |= {(ip, 443, True) for ip in host_ips.values()}
     elif any(t for _, _, t in listen):
@@ -57,6 +62,16 @@ def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict |
         "responses": responses,
         "stats": os.path.join(workdir, "replay-stats.json"),
     }
+
+
+def _self_upgrade(o: Obj) -> bool:
+    """A redirect to the same URL on the other scheme (http://x/ -> https://x/): it must answer
+    only its own scheme, or the upgraded request would be redirected again, forever."""
+    if not (300 <= o.status < 400 and o.redirect_url):
+        return False
+    a, b = urlsplit(o.url), urlsplit(urljoin(o.url, o.redirect_url))
+    return (a.scheme != b.scheme and (a.hostname or "") == (b.hostname or "")
+            and (a.path or "/") == (b.path or "/") and a.query == b.query)
 
 
 def _location(v: str) -> str:

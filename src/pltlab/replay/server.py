@@ -3,6 +3,7 @@
 import json
 import os
 import select
+import signal
 import subprocess
 
 from pltlab import dataplane
@@ -59,6 +60,12 @@ class ReplayServer:
     def snapshot(self, timeout: float = 5.0) -> dict | None:
         """The server's statistics so far (SIGUSR1 → one JSON line), or None if it does not answer."""
         return dataplane.snapshot(self.proc, timeout)
+
+    def new_session(self) -> None:
+        """A new page load begins: SIGUSR2 makes the server answer repeated URLs from their first
+        recording again (their recorded order restarts)."""
+        if self.alive():
+            os.kill(self.proc.pid, signal.SIGUSR2)
 
     def _stderr_tail(self) -> str:
         return dataplane.stderr_tail(self._err, "no output")

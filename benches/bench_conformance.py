@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Conformance of real-world inputs (issue 11, docs/conformance.md): every HAR and DevTools log of
+../shared/corpus/har and ../shared/corpus/har-conformance imports; every page replays and loads
+with the built-in loader at 20 ms (and with Chromium, --chromium); per page the encoded body bytes
+the replay sent are within 5 % of the recorded transfer sizes, and the objects loaded are the
+objects recorded minus those the import reported it cannot replay.
+
+    python3 benches/bench_conformance.py [--chromium] [--json OUT] [FILE ...]
+
+One row per page (per file when the import fails): import, repair kinds, load verdict, objects
+loaded / expected, body bytes recorded vs sent, response heads sent."""
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared", "corpus")
+BYTES_TOLERANCE = 0.05
+
+
+def inputs() -> list[str]:
+    pats = ["har/*.har", "har-conformance/*.har", "har-conformance/devtools/*.json",
+            "har-conformance/devtools/*.json.gz"]
+    return sorted(f for p in pats for f in glob.glob(os.path.join(SHARED, p)))
+
+
+def pltlab(*args, timeout=900):
+    cp = subprocess.run([sys.executable, "-m", "pltlab", *args], capture_output=True, text=True,
+                        timeout=timeout)
+    return cp
+
+
+def page_row(har: str, client: str) -> dict:
+    """Load one imported page once (RTT 20 ms, TFO off) and compare with its recording."""
+    from pltlab.archive.har import read_page
+
+    page = read_page(har)
+    cp = pltlab("run", har, "--rtt", "20ms", "--tfo", "off", "--reps", "1", "--client", client, "--json")
+    row = {"page": page.id or page.url, "objects_recorded": len(page.objects)
+           + int(page.extras.get("unreplayable", 0)), "unreplayable": int(page.extras.get("unreplayable", 0))}
+    try:
+        out = json.loads(cp.stdout.strip().splitlines()[-1])
+        run = out["runs"][0]
+    except (ValueError, IndexError, KeyError):
+        err = (cp.stderr.strip().splitlines() or ["no output"])[-1]
+        return dict(row, load="failed", reason=err[:160])
+    reqs = run.get("requests", [])
+    by_url: dict[str, list] = {}
+    for o in page.objects:
+        by_url.setdefault(o.url.split("#", 1)[0], []).append(o)
+    loaded = sum(1 for r in reqs if not r.get("error") and r.get("status") not in (0, 404))
+    recorded_body = sum(o.wire_size for o in page.objects
+                        if not (o.status in (204, 304) or 100 <= o.status < 200 or o.method == "HEAD"))
+    sent_body = sum(int(r.get("bytes") or 0) for r in reqs)
+    sent_heads = sum(int(r.get("header_bytes") or 0) for r in reqs)
+    ratio = sent_body / recorded_body if recorded_body else None
+    return dict(row, load="valid" if run["valid"] else "invalid", reason=run.get("invalid_reason"),
+                plt_ms=run["plt_ms"], objects_loaded=loaded, objects_expected=len(page.objects),
+                body_recorded=recorded_body, body_sent=sent_body, heads_sent=sent_heads,
+                bytes_ratio=ratio,
+                bytes_ok=ratio is not None and abs(ratio - 1) <= BYTES_TOLERANCE)
+
+
+def file_rows(path: str, client: str) -> list[dict]:
+    name = os.path.relpath(path, SHARED)
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "arc")
+        cp = pltlab("import", path, "-o", out, "--json")
+        if cp.returncode != 0:
+            return [{"file": name, "import": "refused",
+                     "reason": (cp.stderr.strip().splitlines() or ["?"])[-1][:160]}]
+        rep = json.loads(cp.stdout)
+        repairs = len(rep.get("repairs") or [])
+        rows = []
+        for har in rep["files"]:
+            r = page_row(har, client)
+            rows.append(dict({"file": name, "import": "ok", "repair_kinds": repairs}, **r))
+        return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="*")
+    ap.add_argument("--chromium", action="store_true", help="also load every page with Chromium")
+    ap.add_argument("--json", help="write all rows here")
+    a = ap.parse_args()
+    files = a.files or inputs()
+    if not files:
+        print(f"conformance: skipped ({SHARED} absent)")
+        return 0
+    rows = []
+    clients = ["builtin"] + (["chromium"] if a.chromium else [])
+    hdr = f"{'file / page':58} {'client':8} {'import':8} {'rep':>3} {'load':8} {'objects':>9} {'body rec':>10} {'body sent':>10} {'ratio':>6}"
+    print(hdr)
+    for f in files:
+        for client in clients:
+            for r in file_rows(f, client):
+                r["client"] = client
+                rows.append(r)
+                label = r["file"] + (f" {r['page'][-30:]}" if r.get("page") and r["page"] != r["file"] else "")
+                objs = f"{r.get('objects_loaded', '-')}/{r.get('objects_expected', '-')}"
+                ratio = f"{r['bytes_ratio']:.3f}" if r.get("bytes_ratio") is not None else "-"
+                print(f"{label[-58:]:58} {client:8} {r['import']:8} {r.get('repair_kinds', '-')!s:>3} "
+                      f"{r.get('load', '-'):8} {objs:>9} {r.get('body_recorded', '-')!s:>10} "
+                      f"{r.get('body_sent', '-')!s:>10} {ratio:>6}"
+                      + (f"  {r['reason']}" if r.get("reason") else ""), flush=True)
+    pages = [r for r in rows if r.get("load")]
+    ok = [r for r in pages if r["load"] == "valid" and r["objects_loaded"] == r["objects_expected"]
+          and (r["bytes_ok"] or not r["body_recorded"])]
+    print(f"files {len(files)}, imported {len({r['file'] for r in rows if r['import'] == 'ok'})}, "
+          f"page loads {len(pages)}, valid with every object and bytes within 5 %: {len(ok)}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

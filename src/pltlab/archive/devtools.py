@@ -1,0 +1,557 @@
+"""DevTools logs -> pages. A DevTools log is the Chrome DevTools Protocol events of a page load
+(Network.*, Page.*) as Lighthouse (`*.devtoolslog.json`) and WebPageTest (`*_devtools.json.gz`)
+store them: a JSON list of {"method", "params"[, "sessionId", "targetType"]}, gzipped or not.
+{"events"|"log"|"DevtoolsLog": [...]} and Lighthouse's {"devtoolsLogs": {"defaultPass": [...]}}
+wrappers are accepted too.
+
+The events become a HAR 1.2 document as Chrome's own HAR export writes it (one entry per hop of a
+redirect chain, `_transferSize`, `_fromCache`, `_initiator`), which `har_to_pages` reads like any
+other HAR. One page per top-level navigation (a main-frame document request with a new loader)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import json
+import os
+import zlib
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from pltlab.archive import deps
+from pltlab.archive.har import har_to_pages
+from pltlab.archive.model import Page
+from pltlab.errors import PltError
+
+SKIPPED = "DevTools events without the fields of their kind: skipped"
+LIGHTRIDER = "Lightrider proxy responses: recorded encoding, length and protocol restored"
+NO_DATA = "DevTools responses without data events: body size from the transfer size"
+
+# File names read as DevTools logs without looking inside (a plain .json is sniffed).
+NAME_SUFFIXES = (".devtoolslog.json", ".devtoolslog.json.gz", "_devtools.json", "_devtools.json.gz")
+WRAPPER_KEYS = ("events", "log", "DevtoolsLog", "devtoolsLog", "devtoolsLogs")
+# Lightrider (Lighthouse behind Google's proxy) decodes bodies and reports the original wire
+# facts in these headers, which the origin never sent.
+LR_HEADERS = ("x-totalfetchedsize", "x-protocolish2", "x-original-content-encoding",
+              "x-original-content-length", "x-tcpms", "x-sslms", "x-requestms", "x-responsems",
+              "x-totalms")
+
+
+def is_log_name(path: str) -> bool:
+    """A name that says DevTools log (a directory listing picks these up)."""
+    return path.lower().endswith(NAME_SUFFIXES)
+
+
+def claims(path: str) -> bool:
+    """Whether `path` is to be read as a DevTools log: by its name, any `.json.gz`, or a `.json`
+    whose content is a list of CDP events (a HAR, even named .json, stays a HAR)."""
+    low = path.lower()
+    if is_log_name(low) or low.endswith(".json.gz"):
+        return True
+    if not low.endswith(".json") or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False
+    if head.startswith(b"\x1f\x8b") or head.startswith(b"["):
+        return True  # a HAR is never gzipped-as-.json nor a list: let load_pages say what is wrong
+    if not head.startswith(b"{"):
+        return False
+    try:
+        return _unwrap(_read_json(path)) is not None
+    except PltError:
+        return False  # not JSON at all: the HAR reader reports it
+
+
+def load_pages(path: str) -> list[Page]:
+    """Every page of a DevTools log file, initiators completed as the HAR importer does."""
+    events = _unwrap(_read_json(path))
+    if events is None:
+        raise PltError(f"{path}: not a DevTools log (expected a JSON list of events with "
+                       f"\"method\" and \"params\")")
+    pages = har_to_pages(to_har(events, path), path)
+    for p in pages:
+        deps.complete(p)
+    return pages
+
+
+def _read_json(path: str):
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise PltError(f"{path}: cannot read: {e.strerror}") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise PltError(f"{path}: corrupt gzip data ({e})") from None
+    elif path.lower().endswith(".gz"):
+        raise PltError(f"{path}: not gzip data (the name ends in .gz)")
+    try:
+        return json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise PltError(f"{path}: not valid JSON ({e})") from None
+
+
+def _is_event(e) -> bool:
+    return isinstance(e, dict) and isinstance(e.get("method"), str) and "params" in e
+
+
+def _unwrap(doc) -> list | None:
+    """The event list of a log (or of a known wrapper); None if `doc` is something else."""
+    if isinstance(doc, dict):
+        for key in WRAPPER_KEYS:
+            v = doc.get(key)
+            if isinstance(v, dict):
+                v = v.get("defaultPass")
+            if isinstance(v, list):
+                doc = v
+                break
+    if isinstance(doc, list) and any(_is_event(e) for e in doc):
+        return doc
+    return None
+
+
+# ---- events -> requests ----------------------------------------------------------------------
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+@dataclass
+class _Hop:
+    """One request/response exchange; a redirect chain (one requestId) is several hops."""
+
+    rid: str
+    url: str
+    method: str
+    req_headers: object
+    post: bytes | None
+    start: float  # monotonic seconds (CDP timestamp)
+    initiator: dict
+    rtype: str
+    frame: str
+    loader: str
+    target: str | None  # session target type: page, iframe, worker, ...
+    priority: str
+    first: bool  # the chain's first hop (not a redirect target)
+    response: dict | None = None
+    resp_ts: float | None = None
+    end: float | None = None
+    finished: bool = False
+    has_extra: bool | None = None  # (redirect)hasExtraInfo: a responseReceivedExtraInfo exists
+    transfer: int | None = None  # loadingFinished encodedDataLength (head + body)
+    enc_sum: int = 0  # encodedDataLength accumulated from response and data events
+    decoded: int = 0
+    data_events: int = 0
+    from_cache: bool = False
+    error: str = ""
+    redirect_to: str = ""
+    req_extra: dict | None = None
+    resp_extra: dict | None = None
+    repairs: dict = field(default_factory=dict)
+
+
+class _Log:
+    def __init__(self):
+        self.hops: list[_Hop] = []
+        self.cur: dict[str, _Hop] = {}  # requestId -> its latest hop
+        self.chains: dict[str, list[_Hop]] = {}
+        self.req_extra: dict[str, list[dict]] = {}
+        self.resp_extra: dict[str, list[dict]] = {}
+        self.nav_frame: str | None = None  # from Page.frameNavigated without parentId
+        self.loads: list[float] = []
+        self.dcls: list[float] = []
+        self.wall_base: float | None = None  # wallTime - timestamp
+        self.skipped = 0
+
+    def feed(self, e) -> None:
+        if not _is_event(e) or not isinstance(e["params"], dict):
+            self.skipped += 1
+            return
+        handler = _HANDLERS.get(e["method"])
+        if handler is not None and handler(self, e["params"], e.get("targetType")) is False:
+            self.skipped += 1
+
+    def _hop(self, p) -> _Hop | None | bool:
+        """The current hop of the event's request; False: no requestId (a malformed event)."""
+        rid = p.get("requestId")
+        if not isinstance(rid, str):
+            return False
+        return self.cur.get(rid)
+
+    def will_be_sent(self, p, target):
+        rid, req, ts = p.get("requestId"), p.get("request"), p.get("timestamp")
+        if not isinstance(rid, str) or not isinstance(req, dict) or not _num(ts) \
+                or not isinstance(req.get("url"), str) or not req["url"]:
+            return False
+        if self.wall_base is None and _num(p.get("wallTime")):
+            self.wall_base = p["wallTime"] - ts
+        prev = self.cur.get(rid)
+        if prev is not None:
+            rr = p.get("redirectResponse")
+            if not isinstance(rr, dict):
+                return None  # announced twice: the first one stands (as in Lighthouse)
+            prev.response, prev.resp_ts, prev.end, prev.finished = rr, ts, ts, True
+            prev.has_extra = p.get("redirectHasExtraInfo")
+            prev.redirect_to = req["url"]
+            if _num(rr.get("encodedDataLength")) and rr["encodedDataLength"] >= 0:
+                prev.transfer = int(rr["encodedDataLength"])
+            prev.from_cache = prev.from_cache or _cached(rr)
+        init = p.get("initiator") if isinstance(p.get("initiator"), dict) else {"type": "other"}
+        hop = _Hop(rid=rid, url=req["url"], method=str(req.get("method") or "GET"),
+                   req_headers=req.get("headers"), post=_post_data(req), start=float(ts),
+                   initiator=init, rtype=str(p.get("type") or ""), frame=str(p.get("frameId") or ""),
+                   loader=str(p.get("loaderId") or ""), target=target,
+                   priority=str(req.get("initialPriority") or ""), first=prev is None)
+        self.cur[rid] = hop
+        self.chains.setdefault(rid, []).append(hop)
+        self.hops.append(hop)
+        return None
+
+    def response_received(self, p, target):
+        hop, resp = self._hop(p), p.get("response")
+        if hop is False or not isinstance(resp, dict) or not _num(resp.get("status")):
+            return False
+        if hop is None:
+            return None
+        hop.response = resp
+        hop.resp_ts = p["timestamp"] if _num(p.get("timestamp")) else hop.start
+        hop.has_extra = p.get("hasExtraInfo")
+        if _num(resp.get("encodedDataLength")) and resp["encodedDataLength"] > 0:
+            hop.enc_sum = int(resp["encodedDataLength"])
+        hop.from_cache = hop.from_cache or _cached(resp)
+        return None
+
+    def data_received(self, p, target):
+        hop = self._hop(p)
+        if hop is False or not _num(p.get("dataLength")):
+            return False
+        if hop is not None:
+            hop.decoded += max(0, int(p["dataLength"]))
+            hop.data_events += 1
+            if _num(p.get("encodedDataLength")) and p["encodedDataLength"] > 0:
+                hop.enc_sum += int(p["encodedDataLength"])
+        return None
+
+    def loading_finished(self, p, target):
+        hop = self._hop(p)
+        if hop is False or not _num(p.get("timestamp")):
+            return False
+        if hop is not None and not hop.finished:  # duplicates happen: the first one stands
+            hop.finished, hop.end = True, float(p["timestamp"])
+            if _num(p.get("encodedDataLength")) and p["encodedDataLength"] >= 0:
+                hop.transfer = int(p["encodedDataLength"])
+        return None
+
+    def loading_failed(self, p, target):
+        hop = self._hop(p)
+        if hop is False:
+            return False
+        if hop is not None and not hop.finished:
+            hop.finished = True
+            hop.end = float(p["timestamp"]) if _num(p.get("timestamp")) else hop.resp_ts or hop.start
+            hop.error = str(p.get("errorText") or "failed")
+        return None
+
+    def served_from_cache(self, p, target):
+        hop = self._hop(p)
+        if hop is False:
+            return False
+        if hop is not None:
+            hop.from_cache = True
+        return None
+
+    def request_extra(self, p, target):
+        return self._keep_extra(self.req_extra, p)
+
+    def response_extra(self, p, target):
+        return self._keep_extra(self.resp_extra, p)
+
+    @staticmethod
+    def _keep_extra(store: dict, p):
+        rid = p.get("requestId")
+        if not isinstance(rid, str):
+            return False
+        store.setdefault(rid, []).append(p)  # may come before requestWillBeSent: kept by id
+        return None
+
+    def frame_navigated(self, p, target):
+        frame = p.get("frame")
+        if not isinstance(frame, dict) or not isinstance(frame.get("id"), str):
+            return False
+        if self.nav_frame is None and not frame.get("parentId") and target in (None, "page"):
+            self.nav_frame = frame["id"]
+        return None
+
+    def load_event(self, p, target):
+        return self._keep_mark(self.loads, p, target)
+
+    def dcl_event(self, p, target):
+        return self._keep_mark(self.dcls, p, target)
+
+    @staticmethod
+    def _keep_mark(store: list, p, target):
+        if not _num(p.get("timestamp")):
+            return False
+        if target in (None, "page"):  # not an out-of-process iframe's own load
+            store.append(float(p["timestamp"]))
+        return None
+
+
+# method -> _Log handler(params, targetType); a handler returns False for a malformed event.
+_HANDLERS = {
+    "Network.requestWillBeSent": _Log.will_be_sent,
+    "Network.responseReceived": _Log.response_received,
+    "Network.dataReceived": _Log.data_received,
+    "Network.loadingFinished": _Log.loading_finished,
+    "Network.loadingFailed": _Log.loading_failed,
+    "Network.requestServedFromCache": _Log.served_from_cache,
+    "Network.requestWillBeSentExtraInfo": _Log.request_extra,
+    "Network.responseReceivedExtraInfo": _Log.response_extra,
+    "Page.frameNavigated": _Log.frame_navigated,
+    "Page.loadEventFired": _Log.load_event,
+    "Page.domContentEventFired": _Log.dcl_event,
+}
+
+
+def _cached(resp: dict) -> bool:
+    return any(resp.get(k) for k in ("fromDiskCache", "fromServiceWorker", "fromPrefetchCache"))
+
+
+def _post_data(req: dict) -> bytes | None:
+    if isinstance(req.get("postData"), str):
+        return req["postData"].encode("utf-8")
+    entries = req.get("postDataEntries")
+    if isinstance(entries, list) and entries:
+        try:
+            return b"".join(base64.b64decode(str(x.get("bytes", "")))
+                            for x in entries if isinstance(x, dict))
+        except (binascii.Error, ValueError):
+            return None
+    return None
+
+
+def _match_extras(log: _Log) -> None:
+    """Pair each hop with its ExtraInfo events: responses in order, skipping hops that announced
+    none (Chrome's internal HSTS redirect) and statuses that differ; requests from the chain's end
+    (hops that never went to the network, e.g. the HSTS redirect, come first)."""
+    for rid, chain in log.chains.items():
+        resp_x, j = log.resp_extra.get(rid, []), 0
+        for hop in chain:
+            if hop.response is None or hop.has_extra is False:
+                continue
+            k = next((k for k in range(j, len(resp_x))
+                      if resp_x[k].get("statusCode") in (None, hop.response.get("status"))), None)
+            if k is not None:
+                hop.resp_extra, j = resp_x[k], k + 1
+        for hop, x in zip(reversed(chain), reversed(log.req_extra.get(rid, []))):
+            hop.req_extra = x
+
+
+# ---- requests -> HAR -------------------------------------------------------------------------
+
+def _headers(h) -> list[dict]:
+    """CDP headers ({name: value}, repeated headers joined by newlines) as HAR headers."""
+    if isinstance(h, dict):
+        return [{"name": str(k), "value": v} for k, val in h.items() for v in str(val).split("\n")]
+    if isinstance(h, list):
+        return [{"name": str(x.get("name", "")), "value": str(x.get("value", ""))}
+                for x in h if isinstance(x, dict)]
+    return []
+
+
+def _iso(seconds: float) -> str:
+    t = datetime.fromtimestamp(seconds, timezone.utc)
+    return t.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _timings(hop: _Hop, end: float) -> dict:
+    """HAR timings in ms, as Chrome's HAR export derives them from the resource timing."""
+    t = (hop.response or {}).get("timing")
+    out = {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": 0, "receive": 0}
+    if isinstance(t, dict) and _num(t.get("requestTime")) and t["requestTime"] > 0 \
+            and _num(t.get("receiveHeadersEnd")) and t["receiveHeadersEnd"] >= 0:
+        g = {k: (t[k] if _num(t.get(k)) else -1) for k in (
+            "dnsStart", "dnsEnd", "connectStart", "connectEnd", "sslStart", "sslEnd", "sendStart",
+            "sendEnd", "receiveHeadersEnd")}
+        first = min((g[k] for k in ("dnsStart", "connectStart", "sendStart") if g[k] >= 0), default=0)
+        out["blocked"] = max(0.0, (t["requestTime"] - hop.start) * 1000) + first
+        for name, a, b in (("dns", "dnsStart", "dnsEnd"), ("connect", "connectStart", "connectEnd"),
+                           ("ssl", "sslStart", "sslEnd")):
+            if g[a] >= 0 and g[b] >= g[a]:
+                out[name] = g[b] - g[a]
+        if g["sendStart"] >= 0 and g["sendEnd"] >= g["sendStart"]:
+            out["send"] = g["sendEnd"] - g["sendStart"]
+        sent = max(g["sendEnd"], g["connectEnd"], g["dnsEnd"], first, 0)
+        out["wait"] = max(0.0, g["receiveHeadersEnd"] - sent)
+        out["receive"] = max(0.0, (end - t["requestTime"]) * 1000 - g["receiveHeadersEnd"])
+    else:
+        got = hop.resp_ts if hop.resp_ts is not None else end
+        out["wait"] = max(0.0, (got - hop.start) * 1000)
+        out["receive"] = max(0.0, (end - got) * 1000)
+    return out
+
+
+def _lightrider(headers: list[dict], hop: _Hop) -> tuple[list[dict], int | None, int, str]:
+    """Lightrider's proxy decodes bodies: restore the recorded Content-Encoding/-Length and
+    protocol from its X- headers and drop them. Returns (headers, transfer size or None, header
+    size or -1, protocol or "")."""
+    x = {h["name"].lower(): h["value"] for h in headers if h["name"].lower() in LR_HEADERS}
+    if "x-totalfetchedsize" not in x:
+        return headers, None, -1, ""
+    enc, length = x.get("x-original-content-encoding"), x.get("x-original-content-length")
+    out = [h for h in headers if h["name"].lower() not in LR_HEADERS
+           and not (enc and h["name"].lower() in ("content-length", "content-encoding"))]
+    if enc:
+        out.append({"name": "Content-Encoding", "value": enc})
+        if length:
+            out.append({"name": "Content-Length", "value": length})
+    body = length or next((h["value"] for h in out if h["name"].lower() == "content-length"), None)
+    try:
+        transfer = int(x["x-totalfetchedsize"])
+        head = transfer - int(body) if body is not None else -1
+    except ValueError:
+        transfer, head = None, -1
+    hop.repairs[LIGHTRIDER] = 1
+    return out, transfer, max(-1, head), "h2" if x.get("x-protocolish2", "").lower() == "true" else ""
+
+
+def _sizes(hop: _Hop, resp: dict, transfer: int, head_size: int) -> tuple[int, int, int]:
+    """(content.size, headersSize, bodySize) of a hop; head_size -1 when no source knew it."""
+    if head_size < 0:  # the bytes received up to the response head (Lighthouse's header transfer
+        # size; under HTTP/2 the HPACK-coded head), when it is part of what was transferred
+        head = resp.get("encodedDataLength")
+        if _num(head) and 0 < head <= transfer and not hop.from_cache:
+            head_size = int(head)
+    size = hop.decoded
+    status = int(resp.get("status") or 0) if hop.response is not None else 0
+    if not hop.data_events and transfer > 0 and status >= 200 and status not in (204, 304) \
+            and not hop.redirect_to and not hop.error and hop.method != "HEAD":
+        size = max(0, transfer - max(0, head_size))  # a trimmed log: what came after the head
+        if size:
+            hop.repairs[NO_DATA] = 1
+    if hop.from_cache or status == 304:
+        return size, head_size, 0
+    return size, head_size, max(0, transfer - head_size) if head_size >= 0 else -1
+
+
+def _entry(hop: _Hop, wall_base: float, pageref: str) -> dict:
+    resp = hop.response or {}
+    end = hop.end if hop.end is not None else (hop.resp_ts if hop.resp_ts is not None else hop.start)
+    headers = _headers(hop.resp_extra["headers"] if hop.resp_extra and hop.resp_extra.get("headers")
+                       else resp.get("headers"))
+    headers, lr_transfer, head_size, lr_protocol = _lightrider(headers, hop)
+    protocol = lr_protocol or str(resp.get("protocol") or "")
+    transfer = lr_transfer if lr_transfer is not None else \
+        hop.transfer if hop.transfer is not None else hop.enc_sum
+    text = (hop.resp_extra or {}).get("headersText") or resp.get("headersText")
+    if isinstance(text, str) and text:
+        head_size = len(text.encode("utf-8"))
+    size, head_size, body_size = _sizes(hop, resp, transfer, head_size)
+    status = int(resp.get("status") or 0) if hop.response is not None else 0
+    redirect = hop.redirect_to or next((h["value"] for h in headers
+                                        if h["name"].lower() == "location"), "")
+    req_headers = _headers(hop.req_extra["headers"] if hop.req_extra and hop.req_extra.get("headers")
+                           else hop.req_headers)
+    request = {"method": hop.method, "url": hop.url, "httpVersion": protocol, "headers": req_headers,
+               "queryString": [], "cookies": [], "headersSize": -1,
+               "bodySize": len(hop.post) if hop.post is not None else 0}
+    if hop.post is not None:
+        ctype = next((h["value"] for h in req_headers if h["name"].lower() == "content-type"), "")
+        request["postData"] = {"mimeType": ctype, "text": hop.post.decode("utf-8", "replace")}
+    e = {
+        "pageref": pageref,
+        "startedDateTime": _iso(wall_base + hop.start),
+        "time": max(0.0, (end - hop.start) * 1000),
+        "request": request,
+        "response": {
+            "status": status, "statusText": str(resp.get("statusText") or ""), "httpVersion": protocol,
+            "headers": headers, "cookies": [],
+            "content": {"size": size, "mimeType": str(resp.get("mimeType") or "")},
+            "redirectURL": redirect, "headersSize": head_size, "bodySize": body_size,
+            "_transferSize": transfer,
+        },
+        "cache": {},
+        "timings": _timings(hop, end),
+        "serverIPAddress": str(resp.get("remoteIPAddress") or "").strip("[]"),
+        "_initiator": hop.initiator,
+        "_resourceType": hop.rtype.lower(),
+        "_priority": hop.priority,
+        "_fromCache": hop.from_cache,
+    }
+    if _num(resp.get("connectionId")):
+        e["connection"] = str(resp["connectionId"])
+    if hop.error:
+        e["response"]["_error"] = hop.error
+    return e
+
+
+def _navigations(log: _Log) -> list[_Hop]:
+    """First hops of top-level navigations: main-frame document requests with a new loader that
+    got a response (an aborted navigation starts no page)."""
+    docs = [h for h in log.hops  # a navigation's requestId is its loaderId
+            if h.first and (h.rtype == "Document" or (h.loader and h.rid == h.loader))]
+    main = log.nav_frame or next((h.frame for h in docs if h.frame), None)
+    navs, loaders = [], set()
+    for h in docs:
+        if h.frame != (main or "") or (h.loader and h.loader in loaders):
+            continue
+        if not any(x.response is not None for x in log.chains[h.rid]):
+            continue
+        loaders.add(h.loader)
+        navs.append(h)
+    return navs
+
+
+def to_har(events: list, src: str) -> dict:
+    """The HAR 1.2 document of a DevTools log's events."""
+    log = _Log()
+    for e in events:
+        log.feed(e)
+    if not log.hops:
+        raise PltError(f"{src}: DevTools log has no Network.requestWillBeSent event")
+    _match_extras(log)
+    wall_base = log.wall_base or 0.0
+    navs = _navigations(log) or [log.hops[0]]
+    starts = [n.start for n in navs]
+    by_loader = {n.loader: i for i, n in enumerate(navs) if n.loader}
+    entries, repairs = [], [dict() for _ in navs]
+    for rid, chain in log.chains.items():
+        first = chain[0]
+        i = by_loader.get(first.loader)
+        if i is None:
+            i = max(0, bisect_right(starts, first.start) - 1)  # iframes, workers: by time
+        for hop in chain:
+            e = _entry(hop, wall_base, f"page_{i + 1}")
+            if hop is navs[i]:  # it starts the page (a reload names the previous page's script)
+                e["_initiator"] = {"type": "other"}
+            entries.append((hop.start, e))
+            for k, n in hop.repairs.items():
+                repairs[i][k] = repairs[i].get(k, 0) + n
+    if log.skipped:
+        repairs[0][SKIPPED] = log.skipped
+    pages = []
+    for i, nav in enumerate(navs):
+        until = starts[i + 1] if i + 1 < len(starts) else float("inf")
+        meta = {"url": nav.url}
+        if repairs[i]:
+            meta["repairs"] = repairs[i]
+        pages.append({"startedDateTime": _iso(wall_base + nav.start), "id": f"page_{i + 1}",
+                      "title": nav.url, "_pltlab": meta,
+                      "pageTimings": {"onContentLoad": _mark(log.dcls, nav.start, until),
+                                      "onLoad": _mark(log.loads, nav.start, until)}})
+    entries.sort(key=lambda x: x[0])
+    return {"log": {"version": "1.2", "creator": {"name": "pltlab devtools-log import", "version": "1"},
+                    "pages": pages, "entries": [e for _, e in entries]}}
+
+
+def _mark(times: list[float], start: float, until: float) -> float:
+    """ms from `start` to the first of `times` before the next page starts; -1 if none."""
+    t = min((t for t in times if start <= t < until), default=None)
+    return (t - start) * 1000 if t is not None else -1
