@@ -8,7 +8,8 @@ objects recorded minus those the import reported it cannot replay.
     python3 benches/bench_conformance.py [--chromium] [--json OUT] [FILE ...]
 
 One row per page (per file when the import fails): import, repair kinds, load verdict, objects
-loaded / expected, body bytes recorded vs sent, response heads sent."""
+loaded (status as recorded, no error) / expected, encoded body bytes recorded vs sent over the
+objects whose transfer size the recording has, response heads sent."""
 
 import argparse
 import glob
@@ -35,6 +36,17 @@ def pltlab(*args, timeout=900):
     return cp
 
 
+def _key(url: str) -> str:
+    return url.split("#", 1)[0].split("://", 1)[-1]
+
+
+def _body_sent(r: dict) -> int:
+    """Encoded body bytes of a request record (Chromium's records count the head in)."""
+    if r.get("transfer_bytes") is not None and r.get("header_bytes") is not None:
+        return int(r["transfer_bytes"]) - int(r["header_bytes"])
+    return int(r.get("bytes") or 0)
+
+
 def page_row(har: str, client: str) -> dict:
     """Load one imported page once (RTT 20 ms, TFO off) and compare with its recording."""
     from pltlab.archive.har import read_page
@@ -50,13 +62,17 @@ def page_row(har: str, client: str) -> dict:
         err = (cp.stderr.strip().splitlines() or ["no output"])[-1]
         return dict(row, load="failed", reason=err[:160])
     reqs = run.get("requests", [])
-    by_url: dict[str, list] = {}
-    for o in page.objects:
-        by_url.setdefault(o.url.split("#", 1)[0], []).append(o)
-    loaded = sum(1 for r in reqs if not r.get("error") and r.get("status") not in (0, 404))
-    recorded_body = sum(o.wire_size for o in page.objects
-                        if not (o.status in (204, 304) or 100 <= o.status < 200 or o.method == "HEAD"))
-    sent_body = sum(int(r.get("bytes") or 0) for r in reqs)
+    # Pair each object with a request of its URL (scheme aside: Chromium upgrades by HSTS), in
+    # order: the built-in loader fetches page.objects in order, Chromium in its own.
+    queues: dict[str, list] = {}
+    for r in reqs:
+        queues.setdefault(_key(r.get("url", "")), []).append(r)
+    pairs = [(o, queues[k].pop(0)) for o in page.objects if queues.get(k := _key(o.url))]
+    loaded = sum(1 for o, r in pairs if not r.get("error") and r.get("status") == o.status)
+    with_size = [(o, r) for o, r in pairs if o.transfer_size is not None
+                 and not (o.status in (204, 304) or 100 <= o.status < 200 or o.method == "HEAD")]
+    recorded_body = sum(o.transfer_size for o, _ in with_size)
+    sent_body = sum(_body_sent(r) for _, r in with_size)
     sent_heads = sum(int(r.get("header_bytes") or 0) for r in reqs)
     ratio = sent_body / recorded_body if recorded_body else None
     return dict(row, load="valid" if run["valid"] else "invalid", reason=run.get("invalid_reason"),
