@@ -18,8 +18,13 @@ def test_check_json_reports_environment_and_fidelity():
         assert 0 <= r["p50_err_ms"] < 1.0 and r["p99_err_ms"] >= r["p50_err_ms"]
         # the application's RTT adds the endpoints' wake-ups to the link's
         assert r["app_p50_err_ms"] >= r["p50_err_ms"]
+        # stalls (samples the emulator's logged delays explain) are counted and set apart
+        assert 0 <= r["stalls"] <= r["samples"] and r["flows"] >= 1
+        assert r["p99_err_without_stalls_ms"] <= r["max_err_ms"]
+        assert r["emulator_lateness"]["late_event_us"] == 50
     assert res["rate"]["configured_mbit"] == 4
     assert abs(res["rate"]["error"]) < 0.03
     assert res["loss"]["configured"] == 0.05 and abs(res["loss"]["measured"] - 0.05) < 0.01
     assert res["throughput_gbit"] > 0.5
+    assert "stall_rule" in res and res["sched_fifo"] in (True, False)
     assert res["verdict"] in ("ok", "degraded") and (res["verdict"] == "ok") == (not res["problems"])

@@ -149,7 +149,7 @@ def test_linger_polling_keeps_the_delay():
     assert stats["uplink"]["packets_out"] > 20
 
 
-def test_sched_fifo_is_applied_and_chromium_runs_use_it():
+def test_sched_fifo_is_applied_and_runs_use_it_by_default():
     from pltlab.archive.generate import generate
     from pltlab.experiments.runner import PageRunner, RunConfig
 
@@ -161,7 +161,8 @@ def test_sched_fifo_is_applied_and_chromium_runs_use_it():
     page = generate(objects=2, total_bytes=4000, origins=1, depth=1, seed=1)
     fifo = {(c, f): PageRunner(page, RunConfig(client=c, sched_fifo=f)).topo.spec.sched_fifo
             for c in ("builtin", "chromium") for f in (None, False, True)}
-    assert fifo == {("builtin", None): False, ("chromium", None): True, ("builtin", False): False,
+    # on by default for every client (docs/performance.md: "Precision under load")
+    assert fifo == {("builtin", None): True, ("chromium", None): True, ("builtin", False): False,
                     ("chromium", False): False, ("builtin", True): True, ("chromium", True): True}
 
 

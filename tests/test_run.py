@@ -41,7 +41,7 @@ def test_sequential_page_matches_analytic_plt_and_tfo_saves_one_rtt(scheme):
 
 def test_emulator_lateness_is_recorded_per_load():
     runs = run_page(chain(3), RunConfig(rtt="20ms", reps=2, tfo_modes=(False,)))
-    counts = [r["emulator_lateness_us"]["count"] for r in runs]
+    counts = [r["emulator_lateness_us"]["parts"]["downlink_lateness"]["count"] for r in runs]
     # each load's own downlink packets (the interval restarts per load), not a running total
     assert all(c > 3 for c in counts) and abs(counts[1] - counts[0]) <= 0.2 * counts[0], counts
     assert all(0 <= r["emulator_lateness_us"]["p50"] <= r["emulator_lateness_us"]["max"] for r in runs)

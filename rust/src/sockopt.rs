@@ -64,6 +64,24 @@ pub fn syn_tls_record(fd: RawFd) -> Option<(usize, Option<usize>)> {
     Some((avail, rec))
 }
 
+/// Raises the soft RLIMIT_NOFILE to the hard limit (a server with many
+/// connections should not stop at the usual 1024); returns (old soft, new soft).
+pub fn raise_nofile_limit() -> std::io::Result<(u64, u64)> {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain getrlimit/setrlimit on a live struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let old = r.rlim_cur;
+    if r.rlim_cur < r.rlim_max {
+        r.rlim_cur = r.rlim_max;
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok((old, r.rlim_cur))
+}
+
 pub fn set_pdeathsig() {
     // SAFETY: plain prctl call.
     unsafe {

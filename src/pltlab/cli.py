@@ -32,6 +32,7 @@ Icw = Annotated[Optional[int], typer.Option("--icw", help="Server initial conges
 Cc = Annotated[str, typer.Option("--cc", help="Congestion control: cubic, reno or bbr.")]
 Mtu = Annotated[int, typer.Option("--mtu", help="Link MTU.")]
 Fifo = Annotated[bool, typer.Option("--sched-fifo", help="Run the emulator with SCHED_FIFO (precision under CPU load).")]
+FifoOn = Annotated[bool, typer.Option("--sched-fifo/--no-sched-fifo", help="Emulator under SCHED_FIFO (default on: precision under CPU load, docs/performance.md).")]
 Pcap = Annotated[Optional[str], typer.Option("--pcap", help="Write the client-side packet trace to this pcap file.")]
 TraceUp = Annotated[Optional[str], typer.Option("--trace-up", help="Mahimahi delivery trace for the uplink (instead of a rate).")]
 TraceDown = Annotated[Optional[str], typer.Option("--trace-down", help="Mahimahi delivery trace for the downlink.")]
@@ -48,7 +49,7 @@ def _topology_spec(rtt, rate, rate_up, loss, queue, seed, origins, origin_namesp
     overrides = []
     for item in origin_rtt or []:
         idx, sep, val = item.partition("=")
-        if not sep or not idx.strip().isdigit():
+        if not sep or not (idx.strip().isascii() and idx.strip().isdigit()) or len(idx.strip()) > 6:
             raise PltError(f"invalid --origin-rtt {item!r}: expected N=RTT or N=RTT/LOSS")
         r, _, lo = val.partition("/")
         overrides.append(OriginOverride(int(idx), units.duration_us(r, "origin rtt"),
@@ -102,7 +103,7 @@ def check(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     quick: Annotated[bool, typer.Option(help="Fewer samples and shorter transfers.")] = False,
     backend: Backend = "auto",
-    sched_fifo: Fifo = False,
+    sched_fifo: FifoOn = True,
     strict: Annotated[bool, typer.Option(help="Exit with 1 when the verdict is 'degraded'.")] = False,
 ):
     """Report the environment and self-test the emulated link's fidelity."""

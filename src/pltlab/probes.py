@@ -24,6 +24,7 @@ def start_server(topo: Topology, origin: int = 0, port: int = PROBE_PORT, tfo_qu
         p.kill()
         err = p.stderr.read().strip().splitlines()
         raise PltError(f"probe server on {addr} did not start: {err[-1] if err else 'no answer'}")
+    topo.watch("probe server", p)  # a probe client ends at once if it dies
     return p
 
 

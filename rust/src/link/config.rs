@@ -55,6 +55,9 @@ fn d_busy() -> u64 {
 fn d_true() -> bool {
     true
 }
+fn d_event() -> u64 {
+    50
+}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +78,16 @@ pub struct Config {
     pub linger_us: u64,
     #[serde(default)]
     pub sched_fifo: bool,
+    /// Pin the emulator to this CPU (None: wherever the scheduler puts it).
+    #[serde(default)]
+    pub cpu: Option<usize>,
+    /// mlockall(): no page fault in the packet path.
+    #[serde(default)]
+    pub mlock: bool,
+    /// Log every release or ingress delay of at least this many us (with its
+    /// wall-clock time) in the final statistics' `late_events`.
+    #[serde(default = "d_event")]
+    pub late_event_us: u64,
     #[serde(default)]
     pub pcap: Option<String>,
     #[serde(default)]
@@ -192,6 +205,9 @@ impl Config {
         if self.linger_us > 100_000 {
             bail!("linger_us must be <= 100000, got {}", self.linger_us);
         }
+        if self.cpu.is_some_and(|c| c >= libc::CPU_SETSIZE as usize) {
+            bail!("cpu must be < {}, got {:?}", libc::CPU_SETSIZE, self.cpu);
+        }
         let mut up = dir_params("uplink", &self.uplink)?;
         let mut down = dir_params("downlink", &self.downlink)?;
         for (i, o) in self.overrides.iter().enumerate() {
@@ -251,6 +267,7 @@ mod tests {
     fn minimal_defaults() {
         let c = Config::parse(&format!("{BASE}}}")).unwrap();
         assert_eq!(c.busy_wait_us, 300);
+        assert_eq!((c.cpu, c.mlock, c.late_event_us), (None, false, 50));
         assert!(c.offload);
         let (u, d) = c.validate().unwrap();
         assert!(u.shaper.is_none() && d.shaper.is_none());
@@ -296,6 +313,7 @@ mod tests {
         assert!(err(r#","uplink":{"delay_us":-1}"#).contains("invalid"));
         assert!(err(r#","busy_wait_us":1000000"#).contains("busy_wait_us"));
         assert!(err(r#","linger_us":1000000"#).contains("linger_us"));
+        assert!(err(r#","cpu":100000"#).contains("cpu must be"));
         let e = format!("{:#}", Config::parse(r#"{"client":{"netns":"/a","tun":"x"}}"#).unwrap_err());
         assert!(e.contains("missing field `server`"), "{e}");
         let e = format!(

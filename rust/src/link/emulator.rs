@@ -8,6 +8,13 @@
 //! spins for that long after the last packet read or written: the peer's
 //! reply (an ACK, a response) then enters the emulator without a wake-up,
 //! whose latency would otherwise add to the emulated delay.
+//!
+//! What the machine adds is measured on both ends of a packet's stay:
+//! release lateness (written after its release time) and ingress delay (how
+//! long it may have sat in the TUN unread: after a blocking wait, the
+//! wake-up's run delay from schedstat; while running, the time since the
+//! previous look at the TUNs). Delays above a threshold are logged with their
+//! wall-clock time (`LateLog`).
 use anyhow::{Context, Result};
 use std::fs::File;
 use std::io::{self, BufWriter};
@@ -18,7 +25,8 @@ use super::clock::{now_ns, Timer};
 use super::gso;
 use super::pcap::Pcap;
 use super::pipeline::Direction;
-use super::sys::{self, Epoll};
+use super::stats::LateLog;
+use super::sys::{self, Epoll, RunDelay};
 use super::tun::Tun;
 
 const BATCH: usize = 16;
@@ -41,6 +49,9 @@ pub struct Emulator {
     pub rt_off: u64,
     pub busy_ns: u64,
     pub linger_ns: u64,
+    pub late: LateLog,
+    /// Ingress delay bound of the packets read in this round (ns).
+    ingress_ns: u64,
     rbuf: Pkt,
     segs: Vec<Pkt>,
 }
@@ -55,7 +66,19 @@ impl Emulator {
     ) -> Self {
         let mut pool = Pool::default();
         let rbuf = pool.get(LARGE);
-        Emulator { tuns, dirs, pool, pcap, rt_off, busy_ns, linger_ns: 0, rbuf, segs: Vec::new() }
+        Emulator {
+            tuns,
+            dirs,
+            pool,
+            pcap,
+            rt_off,
+            busy_ns,
+            linger_ns: 0,
+            late: LateLog::new(0),
+            ingress_ns: 0,
+            rbuf,
+            segs: Vec::new(),
+        }
     }
 
     /// Side `i` (0 client, 1 server) feeds direction `i`. Returns packets read.
@@ -73,6 +96,9 @@ impl Emulator {
             let len = off + n;
             if len <= VNET {
                 continue;
+            }
+            if k == 0 {
+                self.late.note(self.rt_off.wrapping_add(now), self.ingress_ns, "ingress", i);
             }
             if !vnet {
                 self.rbuf.buf[..VNET].fill(0);
@@ -112,6 +138,7 @@ impl Emulator {
     }
 
     fn enter(&mut self, i: usize, now: u64, mut pkt: Pkt) {
+        self.dirs[i].st.record_ingress(self.ingress_ns);
         if i == UP {
             if let Some(pc) = &mut self.pcap {
                 gso::finalize_csum(&mut pkt);
@@ -141,7 +168,9 @@ impl Emulator {
                 Ok(_) => {
                     st.packets_out += 1;
                     st.bytes_out += p.wire_len() as u64;
-                    st.record_release(t.saturating_sub(rel));
+                    let late = t.saturating_sub(rel);
+                    st.record_release(late);
+                    self.late.note(self.rt_off.wrapping_add(t), late, "release", i);
                 }
                 Err(_) => st.write_errors += 1,
             }
@@ -184,14 +213,20 @@ impl Emulator {
         ep.add(timer.fd(), T_TIMER)?;
         ep.add(sigfd.as_raw_fd(), T_SIGNAL)?;
         ready();
+        let rd = RunDelay::open();
         let mut iter: u64 = 0;
         let mut active = 0u64; // last time a packet was read or written
+        let mut last_look = now_ns(); // when the TUNs were last read
+        let mut woke: Option<u64> = None; // run delay of the wake-up that ended the last wait
         loop {
+            let look = now_ns();
+            self.ingress_ns = woke.take().unwrap_or(look.saturating_sub(last_look));
+            last_look = look;
             let got = self.read_side(0)? + self.read_side(1)?;
             let now = now_ns();
             let sent = self.release(UP, now) + self.release(DOWN, now);
             iter = iter.wrapping_add(1);
-            if iter % 256 == 0 && self.on_signal(sigfd) {
+            if iter.is_multiple_of(256) && self.on_signal(sigfd) {
                 return Ok(());
             }
             if got + sent > 0 {
@@ -211,7 +246,9 @@ impl Emulator {
                 }
                 timer.arm(d - self.busy_ns).context("timerfd_settime")?;
             }
+            let before = rd.now();
             let m = ep.wait(-1)?;
+            woke = Some(rd.now().saturating_sub(before));
             if m & (1 << T_TIMER) != 0 {
                 timer.ack();
             }

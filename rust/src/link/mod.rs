@@ -45,10 +45,13 @@ pub fn run(a: Args) -> Result<()> {
         None => None,
     };
     let fifo = if cfg.sched_fifo { Some(sys::sched_fifo(10)) } else { None };
+    let pinned = cfg.cpu.map(sys::pin_cpu);
+    let locked = if cfg.mlock { Some(sys::mlockall()) } else { None };
     let t0 = clock::now_ns();
     let dirs = [pipeline::Direction::new(&up, true, t0), pipeline::Direction::new(&down, false, t0)];
     let mut emu = Emulator::new([client, server], dirs, pcap, clock::realtime_offset(), cfg.busy_wait_us * 1000);
     emu.linger_ns = cfg.linger_us * 1000;
+    emu.late = stats::LateLog::new(cfg.late_event_us * 1000);
     let pid = std::process::id();
     emu.run(&sigfd, || {
         let mut o = std::io::stdout().lock();
@@ -72,10 +75,15 @@ pub fn run(a: Args) -> Result<()> {
         "sched_fifo_requested": cfg.sched_fifo,
         "sched_fifo_applied": matches!(fifo, Some(Ok(()))),
         "sched_fifo_error": match &fifo { Some(Err(e)) => json!(e), _ => json!(null) },
+        "cpu": cfg.cpu,
+        "cpu_error": match &pinned { Some(Err(e)) => json!(e), _ => json!(null) },
+        "mlock_applied": matches!(locked, Some(Ok(()))),
+        "mlock_error": match &locked { Some(Err(e)) => json!(e), _ => json!(null) },
         "pcap_packets": pcap_packets,
         "buffers_allocated": emu.pool.allocated,
         "uplink": emu.dirs[UP].st.to_json(emu.dirs[UP].in_flight()),
         "downlink": emu.dirs[DOWN].st.to_json(emu.dirs[DOWN].in_flight()),
+        "late_events": emu.late.to_json(),
     });
     let line = stats.to_string();
     let res = match &cfg.stats {

@@ -141,6 +141,11 @@ pub struct DirStats {
     /// Lateness since the last snapshot (SIGUSR1), so a caller can scope it to one load.
     pub lateness_interval: Histogram,
     pub packets_out_interval: u64,
+    /// Per packet read: how long it may have waited in the TUN before the
+    /// emulator read it (bound: the emulator's wake-up delay, or the time
+    /// since its previous look at the TUNs while it was running).
+    pub ingress: Histogram,
+    pub ingress_interval: Histogram,
 }
 
 impl DirStats {
@@ -149,10 +154,16 @@ impl DirStats {
         self.lateness_interval.record(late_ns);
         self.packets_out_interval += 1;
     }
+    pub fn record_ingress(&mut self, delay_ns: u64) {
+        self.ingress.record(delay_ns);
+        self.ingress_interval.record(delay_ns);
+    }
     /// Figures since the previous snapshot; starts the next interval.
     pub fn take_interval(&mut self) -> Value {
-        let v = json!({"packets_out": self.packets_out_interval, "lateness_us": self.lateness_interval.to_json_us()});
+        let v = json!({"packets_out": self.packets_out_interval, "lateness_us": self.lateness_interval.to_json_us(),
+                       "ingress_us": self.ingress_interval.to_json_us()});
         self.lateness_interval = Histogram::default();
+        self.ingress_interval = Histogram::default();
         self.packets_out_interval = 0;
         v
     }
@@ -176,6 +187,42 @@ impl DirStats {
             "max_queue_bytes": self.max_queue_bytes,
             "in_flight_at_exit": in_flight,
             "lateness_us": self.lateness.to_json_us(),
+            "ingress_us": self.ingress.to_json_us(),
+        })
+    }
+}
+
+/// Every delay of at least `threshold_ns` the emulator saw, with its wall-clock
+/// time: what a measurement made meanwhile can be matched against (`pltlab
+/// check` calls a sample explained by them a stall).
+pub struct LateLog {
+    pub threshold_ns: u64,
+    pub count: u64,
+    /// (wall-clock ns when it ended, delay ns, kind, direction)
+    events: Vec<(u64, u64, &'static str, &'static str)>,
+}
+
+pub const KEEP_EVENTS: usize = 100_000;
+
+impl LateLog {
+    pub fn new(threshold_ns: u64) -> Self {
+        LateLog { threshold_ns, count: 0, events: Vec::new() }
+    }
+    /// Logs `delay_ns` if it reaches the threshold (kind: "release" or "ingress").
+    pub fn note(&mut self, wall_ns: u64, delay_ns: u64, kind: &'static str, dir: usize) {
+        if delay_ns < self.threshold_ns || self.threshold_ns == 0 {
+            return;
+        }
+        self.count += 1;
+        if self.events.len() < KEEP_EVENTS {
+            self.events.push((wall_ns, delay_ns, kind, ["up", "down"][dir.min(1)]));
+        }
+    }
+    pub fn to_json(&self) -> Value {
+        json!({
+            "threshold_us": self.threshold_ns as f64 / 1000.0,
+            "count": self.count,
+            "events": self.events.iter().map(|e| json!([e.0, e.1, e.2, e.3])).collect::<Vec<_>>(),
         })
     }
 }
@@ -207,6 +254,21 @@ mod tests {
         let j = h.to_json_us();
         assert_eq!(j["max"], 1000.0);
         assert_eq!(j["count"], 1000);
+    }
+
+    #[test]
+    fn late_log_keeps_what_reaches_the_threshold() {
+        let mut l = LateLog::new(50_000);
+        l.note(1, 49_999, "release", 0);
+        l.note(2, 50_000, "release", 1);
+        l.note(3, 2_000_000, "ingress", 0);
+        let j = l.to_json();
+        assert_eq!(j["count"], 2);
+        assert_eq!(j["events"][0], json!([2, 50_000, "release", "down"]));
+        assert_eq!(j["events"][1], json!([3, 2_000_000, "ingress", "up"]));
+        let mut off = LateLog::new(0);
+        off.note(1, u64::MAX, "release", 0);
+        assert_eq!(off.count, 0);
     }
 
     #[test]

@@ -27,6 +27,78 @@ pub fn sched_fifo(prio: i32) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Pins the calling thread to one CPU; returns the error text on failure.
+pub fn pin_cpu(cpu: usize) -> std::result::Result<(), String> {
+    // SAFETY: cpu_set_t is plain data; cpu < CPU_SETSIZE (validated).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) < 0 {
+            return Err(io::Error::last_os_error().to_string());
+        }
+    }
+    Ok(())
+}
+
+/// Locks all current and future pages in memory; returns the error text on failure.
+pub fn mlockall() -> std::result::Result<(), String> {
+    // SAFETY: plain syscall.
+    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } < 0 {
+        return Err(io::Error::last_os_error().to_string());
+    }
+    Ok(())
+}
+
+/// This thread's run delay (ns spent runnable but not running, from
+/// /proc/thread-self/schedstat): how long its wake-ups waited for a CPU.
+pub struct RunDelay {
+    fd: Option<OwnedFd>,
+}
+
+impl RunDelay {
+    pub fn open() -> RunDelay {
+        let path = c"/proc/thread-self/schedstat";
+        // SAFETY: valid C string.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        // SAFETY: fresh fd we own.
+        RunDelay { fd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }) }
+    }
+    /// Total run delay so far (0 when the kernel does not tell).
+    pub fn now(&self) -> u64 {
+        let Some(fd) = &self.fd else { return 0 };
+        let mut b = [0u8; 96];
+        // SAFETY: valid fd and buffer.
+        let n = unsafe { libc::pread(fd.as_raw_fd(), b.as_mut_ptr() as *mut _, b.len(), 0) };
+        if n <= 0 {
+            return 0;
+        }
+        parse_run_delay(&b[..n as usize])
+    }
+}
+
+/// The run delay field of a schedstat line: "<runtime ns> <run delay ns> <timeslices>\n".
+fn parse_run_delay(b: &[u8]) -> u64 {
+    std::str::from_utf8(b).ok().and_then(|t| t.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_delay_is_read_from_schedstat() {
+        assert_eq!(parse_run_delay(b"123 4567 8\n"), 4567);
+        assert_eq!(parse_run_delay(b"garbage"), 0);
+        let rd = RunDelay::open();
+        if std::path::Path::new("/proc/thread-self/schedstat").exists() {
+            assert!(rd.fd.is_some());
+            let a = rd.now();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            assert!(rd.now() >= a);
+        }
+    }
+}
+
 /// Blocks SIGTERM/SIGINT/SIGUSR1 and returns a non-blocking signalfd for them.
 pub fn signalfd() -> Result<OwnedFd> {
     // SAFETY: sigset manipulation on a local, then syscalls.

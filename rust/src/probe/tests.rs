@@ -60,7 +60,7 @@ fn malformed_gets_err_and_close() {
 #[test]
 fn ping_samples() {
     let a = server();
-    let o = ping::run(&ping::Args { connect: a, count: 50, interval_ms: 0.0, warmup: 3, timeout_s: 10.0 }).unwrap();
+    let o = ping::run(&ping::Args { connect: a, count: 50, interval_ms: 0.0, warmup: 3, timeout_s: 10.0, flows: 1 }).unwrap();
     assert_eq!(o.samples_us.len(), 50);
     assert!(o.min_us > 0.0 && o.min_us <= o.p50_us && o.p50_us <= o.p99_us && o.p99_us <= o.max_us);
     // kernel timestamps on every round trip; the network RTT never exceeds the application's
@@ -68,6 +68,18 @@ fn ping_samples() {
     for (n, a) in o.samples_us.iter().zip(&o.app_samples_us) {
         assert!(*n <= a + 5.0, "network {n} us > application {a} us");
     }
+}
+
+#[test]
+fn ping_flows_share_the_rounds() {
+    let a = server();
+    let o = ping::run(&ping::Args { connect: a, count: 31, interval_ms: 0.0, warmup: 1, timeout_s: 10.0, flows: 4 }).unwrap();
+    assert_eq!((o.samples_us.len(), o.app_samples_us.len(), o.at_ns.len(), o.flows), (31, 31, 31, 4));
+    // start times are wall-clock ns of this run
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    assert!(o.at_ns.iter().all(|&t| t <= now && now - t < 10_000_000_000), "{:?}", &o.at_ns[..3]);
+    let e = ping::run(&ping::Args { connect: a, count: 3, interval_ms: 0.0, warmup: 0, timeout_s: 10.0, flows: 0 }).unwrap_err();
+    assert!(e.to_string().contains("--flows"), "{e}");
 }
 
 #[test]
@@ -143,7 +155,7 @@ fn closed_port_fails_fast() {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let a: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let t = Instant::now();
-    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 10.0 }).unwrap_err();
+    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 10.0, flows: 1 }).unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(1));
     let msg = format!("{e:#}");
     assert!(msg.contains(&format!("connect {a}")) && msg.contains("refused"), "{msg}");
@@ -164,7 +176,7 @@ fn silent_server_times_out() {
         }
     });
     let t = Instant::now();
-    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 0.5 }).unwrap_err();
+    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 0.5, flows: 1 }).unwrap_err();
     assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
     assert!(format!("{e:#}").contains("timed out"), "{e:#}");
     let t = Instant::now();
@@ -237,7 +249,7 @@ fn connect_timeout_when_syn_dropped() {
         }
     }
     let t = Instant::now();
-    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 0.7 }).unwrap_err();
+    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 0.7, flows: 1 }).unwrap_err();
     let el = t.elapsed();
     assert!(el >= Duration::from_millis(600) && el < Duration::from_millis(1500), "{el:?}");
     assert!(format!("{e:#}").contains("timed out"), "{e:#}");

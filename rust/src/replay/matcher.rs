@@ -18,7 +18,8 @@
 //! using them up). Requests without a Host header (and without SNI) match on
 //! method + path against every host, first in manifest order.
 //! Every lookup is a few hash lookups plus a pass over the candidates of one
-//! key (or of one path, for the query fallback).
+//! key (or of one path, for the query fallback; its edit distance looks at the
+//! first EDIT_PREFIX bytes of each query).
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
@@ -144,7 +145,8 @@ pub fn split_target(target: &str) -> (Option<String>, String, String) {
     let mut t = target;
     let mut host = None;
     for scheme in ["http://", "https://"] {
-        if t.len() >= scheme.len() && t[..scheme.len()].eq_ignore_ascii_case(scheme) {
+        // bytes, not str slicing: the target may have multi-byte characters anywhere
+        if t.as_bytes().get(..scheme.len()).is_some_and(|p| p.eq_ignore_ascii_case(scheme.as_bytes())) {
             let rest = &t[scheme.len()..];
             let end = rest.find(['/', '?']).unwrap_or(rest.len());
             host = Some(normalize_host(&rest[..end]));
@@ -206,6 +208,14 @@ pub fn edit_distance(a: &[u8], b: &[u8]) -> usize {
     prev[b.len()]
 }
 
+/// The edit distance compares at most this many leading bytes of each query
+/// (it is quadratic; a request head may carry a 64 KiB query).
+const EDIT_PREFIX: usize = 1024;
+
+fn cut(q: &str) -> &[u8] {
+    &q.as_bytes()[..q.len().min(EDIT_PREFIX)]
+}
+
 /// Picks the closest recorded query; ties go to the earliest entry.
 fn closest(query: &str, candidates: &[(String, usize)]) -> Option<usize> {
     let qp = pairs(query);
@@ -214,7 +224,7 @@ fn closest(query: &str, candidates: &[(String, usize)]) -> Option<usize> {
     for (cq, idx) in candidates {
         let cp = pairs(cq);
         let ck: Vec<&str> = cp.iter().map(|p| p.0).collect();
-        let score = (common(&qp, &cp), common(&qk, &ck), std::cmp::Reverse(edit_distance(query.as_bytes(), cq.as_bytes())));
+        let score = (common(&qp, &cp), common(&qk, &ck), std::cmp::Reverse(edit_distance(cut(query), cut(cq))));
         if best.as_ref().map_or(true, |(s, _)| score > *s) {
             best = Some((score, *idx));
         }
@@ -488,6 +498,9 @@ mod tests {
         assert_eq!(split_target("/a/b?x=1#frag"), (None, "/a/b".into(), "x=1".into()));
         assert_eq!(split_target("http://WWW.A.com:80/p?q"), (Some("www.a.com".into()), "/p".into(), "q".into()));
         assert_eq!(split_target("https://a.com"), (Some("a.com".into()), "/".into(), "".into()));
+        // multi-byte characters where a scheme would end (sliced as str this panicked)
+        assert_eq!(split_target("éééé?q"), (None, "éééé".into(), "q".into()));
+        assert_eq!(split_target("http:/é"), (None, "http:/é".into(), "".into()));
         assert_eq!(normalize_host("[::1]:443"), "::1");
         assert_eq!(normalize_host("198.19.0.1:80"), "198.19.0.1");
         assert_eq!(edit_distance(b"kitten", b"sitting"), 3);

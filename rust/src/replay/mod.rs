@@ -7,7 +7,10 @@
 //! are serialized and bodies loaded once at start; answering a request is a
 //! few hash lookups (matcher.rs: cache-key matching, repeated URLs in recorded
 //! order per session, request-body digests) and one writev. SIGUSR2 starts a
-//! new session. Single-threaded tokio runtime.
+//! new session. Single-threaded tokio runtime. Hostile input is bounded:
+//! request heads (request.rs: 64 KiB, 100 header lines, strict framing) are
+//! refused with 400/431/501 and a lingering close, quoted URLs are cut to 256
+//! bytes, accept errors back off (accept.rs).
 use anyhow::{Context, Result};
 use std::io::IoSlice;
 use std::os::fd::AsRawFd;
@@ -16,14 +19,22 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+pub mod accept;
 pub mod manifest;
 pub mod matcher;
+pub mod request;
+pub mod service;
+#[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
+mod prop_tests;
 #[cfg(test)]
 mod tests;
 
 use crate::sockopt as sock;
 use manifest::Prepared;
 use matcher::{Match, Matcher, Scheme};
+use request::{quote, Reject, MAX_QUOTED_METHOD, MAX_QUOTED_URL};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -44,6 +55,8 @@ pub struct Stats {
     pub not_found: AtomicU64,
     pub bad_requests: AtomicU64,
     pub connections: AtomicU64,
+    /// Failed accept calls (EMFILE/ENFILE when descriptors run out, ECONNABORTED ...).
+    pub accept_errors: AtomicU64,
     pub tls_connections: AtomicU64,
     pub tls_handshake_errors: AtomicU64,
     pub tfo_connections: AtomicU64,
@@ -55,34 +68,36 @@ pub struct Stats {
     pub tfo_tls_hello_max: AtomicU64,
     pub tfo_syn_bytes_max: AtomicU64,
     pub bytes_out: AtomicU64,
-    /// URL -> count, first-seen order (bounded).
+    /// URL (cut to MAX_QUOTED_URL bytes) -> count, first-seen order (bounded).
     pub not_found_urls: Mutex<Vec<(String, u64)>>,
-    /// (URL, response index, count), first-seen order (bounded).
+    /// (URL cut like not_found_urls, response index, count), first-seen order (bounded).
     pub fallback_urls: Mutex<Vec<(String, usize, u64)>>,
     /// Per-response service time in ns: request head parsed -> response handed
-    /// to the socket (think time excluded). Bounded sample.
-    pub service_ns: Mutex<Vec<u32>>,
+    /// to the socket (think time excluded). Bounded sample (service.rs).
+    pub service_ns: Mutex<service::ServiceTimes>,
 }
 
 const MAX_LISTED_URLS: usize = 1000;
 
 impl Stats {
-    fn note_404(&self, url: String) {
+    fn note_404(&self, url: &str) {
         self.not_found.fetch_add(1, Relaxed);
+        let url = quote(url, MAX_QUOTED_URL);
         let mut v = self.not_found_urls.lock().unwrap();
         if let Some(e) = v.iter_mut().find(|e| e.0 == url) {
             e.1 += 1;
         } else if v.len() < MAX_LISTED_URLS {
-            v.push((url, 1));
+            v.push((url.into_owned(), 1));
         }
     }
-    fn note_fallback(&self, url: String, idx: usize) {
+    fn note_fallback(&self, url: &str, idx: usize) {
         self.fallback_matches.fetch_add(1, Relaxed);
+        let url = quote(url, MAX_QUOTED_URL);
         let mut v = self.fallback_urls.lock().unwrap();
         if let Some(e) = v.iter_mut().find(|e| e.0 == url && e.1 == idx) {
             e.2 += 1;
         } else if v.len() < MAX_LISTED_URLS {
-            v.push((url, idx, 1));
+            v.push((url.into_owned(), idx, 1));
         }
     }
     fn note_tfo_tls(&self, fd: i32) {
@@ -97,15 +112,10 @@ impl Stats {
     }
     fn note_service(&self, t: std::time::Instant, think: Option<std::time::Duration>) {
         let d = t.elapsed().saturating_sub(think.unwrap_or_default());
-        let mut v = self.service_ns.lock().unwrap();
-        if v.len() < 1_000_000 {
-            v.push(d.as_nanos().min(u32::MAX as u128) as u32);
-        }
+        self.service_ns.lock().unwrap().add(d.as_nanos().min(u32::MAX as u128) as u32);
     }
     pub fn json(&self) -> serde_json::Value {
-        let mut sv = self.service_ns.lock().unwrap().clone();
-        sv.sort_unstable();
-        let q = |p: f64| if sv.is_empty() { 0.0 } else { sv[((sv.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0 };
+        let service = self.service_ns.lock().unwrap().json();
         let nf: Vec<_> = self
             .not_found_urls
             .lock()
@@ -132,6 +142,7 @@ impl Stats {
             "not_found_urls": nf,
             "bad_requests": self.bad_requests.load(Relaxed),
             "connections": self.connections.load(Relaxed),
+            "accept_errors": self.accept_errors.load(Relaxed),
             "tls_connections": self.tls_connections.load(Relaxed),
             "tls_handshake_errors": self.tls_handshake_errors.load(Relaxed),
             "tfo_connections": self.tfo_connections.load(Relaxed),
@@ -140,7 +151,7 @@ impl Stats {
             "tfo_tls_hello_max": self.tfo_tls_hello_max.load(Relaxed),
             "tfo_syn_bytes_max": self.tfo_syn_bytes_max.load(Relaxed),
             "bytes_out": self.bytes_out.load(Relaxed),
-            "service_us": {"n": sv.len(), "p50": q(0.5), "p99": q(0.99), "max": q(1.0)},
+            "service_us": service,
         })
     }
 }
@@ -149,6 +160,7 @@ pub struct Shared {
     pub responses: Vec<Prepared>,
     pub matcher: Matcher,
     pub stats: Stats,
+    pub accept_log: accept::ErrorLog,
 }
 
 impl Shared {
@@ -174,7 +186,7 @@ pub fn build_shared(m: &manifest::Manifest) -> Result<Arc<Shared>> {
         };
         matcher.add(&e, i);
     }
-    Ok(Arc::new(Shared { responses, matcher, stats: Stats::default() }))
+    Ok(Arc::new(Shared { responses, matcher, stats: Stats::default(), accept_log: Default::default() }))
 }
 
 /// Listen socket with TCP_FASTOPEN (queue `tfo_queue`), non-blocking.
@@ -217,15 +229,19 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
         let shared = shared.clone();
         let acceptor = if is_tls { tls.clone() } else { None };
         tokio::spawn(async move {
+            let mut backoff = accept::Backoff::default();
+            let local = lst.local_addr().map(|a| a.to_string()).unwrap_or_default();
             loop {
                 let (tcp, _) = match lst.accept().await {
                     Ok(x) => x,
                     Err(e) => {
-                        eprintln!("pltlab-dp replay: accept: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        shared.stats.accept_errors.fetch_add(1, Relaxed);
+                        shared.accept_log.note(&local, &e);
+                        tokio::time::sleep(backoff.failed()).await;
                         continue;
                     }
                 };
+                backoff.succeeded();
                 let st = &shared.stats;
                 st.connections.fetch_add(1, Relaxed);
                 if let Ok((opts, _)) = sock::tcp_info_tfo(tcp.as_raw_fd()) {
@@ -264,67 +280,6 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
     Ok(Server { addrs })
 }
 
-struct Req {
-    method: String,
-    target: String,
-    host: Option<String>,
-    minor: u8,
-    keep_alive: bool,
-    body: crate::loader::http::Framing,
-    head_len: usize,
-    expect_continue: bool,
-}
-
-fn parse_request(buf: &[u8]) -> Result<Option<Req>, String> {
-    use crate::loader::http::Framing;
-    let mut headers = [httparse::EMPTY_HEADER; 100];
-    let mut r = httparse::Request::new(&mut headers);
-    let n = match r.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(format!("malformed request: {e}")),
-    };
-    let minor = r.version.unwrap_or(1);
-    let mut host = None;
-    let mut conn_close = false;
-    let mut conn_keep = false;
-    let mut body = Framing::Empty;
-    let mut expect_continue = false;
-    for h in r.headers.iter() {
-        let v = std::str::from_utf8(h.value).unwrap_or("");
-        if h.name.eq_ignore_ascii_case("host") {
-            host = Some(v.trim().to_string());
-        } else if h.name.eq_ignore_ascii_case("connection") {
-            for t in v.split(',') {
-                conn_close |= t.trim().eq_ignore_ascii_case("close");
-                conn_keep |= t.trim().eq_ignore_ascii_case("keep-alive");
-            }
-        } else if h.name.eq_ignore_ascii_case("content-length") {
-            let l: u64 = v.trim().parse().map_err(|_| "bad Content-Length".to_string())?;
-            if body != Framing::Chunked {
-                body = Framing::Length(l);
-            }
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            if v.to_ascii_lowercase().contains("chunked") {
-                body = Framing::Chunked;
-            }
-        } else if h.name.eq_ignore_ascii_case("expect") {
-            expect_continue = v.trim().eq_ignore_ascii_case("100-continue");
-        }
-    }
-    let keep_alive = if minor == 0 { conn_keep && !conn_close } else { !conn_close };
-    Ok(Some(Req {
-        method: r.method.unwrap_or("GET").to_string(),
-        target: r.path.unwrap_or("/").to_string(),
-        host: host.filter(|h| !h.is_empty()),
-        minor,
-        keep_alive,
-        body,
-        head_len: n,
-        expect_continue,
-    }))
-}
-
 async fn write_all_vectored<S: AsyncWrite + Unpin>(s: &mut S, parts: &[&[u8]]) -> std::io::Result<()> {
     let mut idx = 0;
     let mut off = 0;
@@ -359,38 +314,79 @@ async fn write_all_vectored<S: AsyncWrite + Unpin>(s: &mut S, parts: &[&[u8]]) -
     s.flush().await
 }
 
+/// A closing connection is drained for at most this long (and this many bytes)
+/// after the server shut its sending side: closing a socket with unread request
+/// bytes makes the kernel send a reset, which can destroy the response before
+/// the client has read it (RFC 9112 9.6, "lingering close").
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+const LINGER_BYTES: usize = 64 << 20;
+
+/// Shuts the sending side (TLS: close_notify first), then reads and discards
+/// until the client closes, LINGER passes or LINGER_BYTES arrived.
+async fn close_lingering<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) {
+    let deadline = tokio::time::Instant::now() + LINGER;
+    if tokio::time::timeout_at(deadline, s.shutdown()).await.is_err() {
+        return;
+    }
+    let mut scratch = vec![0u8; 16 * 1024];
+    let mut total = 0;
+    while total < LINGER_BYTES {
+        match tokio::time::timeout_at(deadline, s.read(&mut scratch)).await {
+            Ok(Ok(n)) if n > 0 => total += n,
+            _ => break,
+        }
+    }
+}
+
+/// Answers a refused request (400/431/501, Connection: close) and closes the connection.
+async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, sh: &Shared, r: &Reject) {
+    sh.stats.bad_requests.fetch_add(1, Relaxed);
+    let msg = r.response();
+    let sent = async {
+        s.write_all(&msg).await?;
+        s.flush().await
+    };
+    if let Ok(Ok(())) = tokio::time::timeout(LINGER, sent).await {
+        sh.stats.bytes_out.fetch_add(msg.len() as u64, Relaxed);
+    }
+    close_lingering(s).await;
+}
+
 /// Serves requests on one connection until the client closes it, asks to, or errs.
 async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, scheme: Scheme, sni: Option<String>) -> std::io::Result<()> {
     use crate::loader::http::{BodyDecoder, Framing};
     let mut buf: Vec<u8> = vec![0; 16 * 1024];
     let mut len = 0usize;
+    // buf[..len] may hold a whole head: parse it (parsing only then keeps a head
+    // arriving byte by byte linear); the first bytes of a head are parsed at once
+    // so that garbage is refused without waiting for a blank line
+    let mut check = false;
     let mut head: Vec<u8> = Vec::with_capacity(2048);
     loop {
-        // Read one request head.
+        // Read one request head (at most request::MAX_HEAD_BYTES).
         let req = loop {
-            match parse_request(&buf[..len]) {
-                Ok(Some(r)) => break r,
-                Ok(None) => {}
-                Err(e) => {
-                    sh.stats.bad_requests.fetch_add(1, Relaxed);
-                    let msg = format!("HTTP/1.1 400 Bad Request\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{e}\n", e.len() + 1);
-                    let _ = s.write_all(msg.as_bytes()).await;
-                    let _ = s.shutdown().await;
-                    return Ok(());
+            if check {
+                match request::parse_request(&buf[..len]) {
+                    Ok(Some(r)) => break r,
+                    Ok(None) => {}
+                    Err(r) => {
+                        refuse(&mut s, sh, &r).await;
+                        return Ok(());
+                    }
                 }
             }
+            if len >= request::MAX_HEAD_BYTES {
+                refuse(&mut s, sh, &Reject::head_too_large()).await;
+                return Ok(());
+            }
             if len == buf.len() {
-                if buf.len() >= 256 * 1024 {
-                    sh.stats.bad_requests.fetch_add(1, Relaxed);
-                    let _ = s.write_all(b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
-                    return Ok(());
-                }
-                buf.resize(buf.len() * 2, 0);
+                buf.resize((buf.len() * 2).min(request::MAX_HEAD_BYTES), 0);
             }
             let n = s.read(&mut buf[len..]).await?;
             if n == 0 {
                 return Ok(());
             }
+            check = len == 0 || request::may_end_head(&buf[..len + n], len.saturating_sub(2));
             len += n;
         };
         sh.stats.requests.fetch_add(1, Relaxed);
@@ -418,11 +414,15 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sc
             };
             let used = match dec.feed_with(&buf[..len], to_digest) {
                 Ok(u) => u,
-                Err(_) => return Ok(()),
+                Err(_) => {
+                    refuse(&mut s, sh, &Reject::bad_chunked_body()).await;
+                    return Ok(());
+                }
             };
             buf.copy_within(used..len, 0);
             len -= used;
         }
+        check = len > 0;
 
         let (thost, path, query) = matcher::split_target(&req.target);
         let host = thost.or_else(|| req.host.clone()).or_else(|| sni.clone());
@@ -453,13 +453,17 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sc
                 Some(i)
             }
             Match::Fallback { idx, .. } => {
-                sh.stats.note_fallback(url(), idx);
+                sh.stats.note_fallback(&url(), idx);
                 Some(idx)
             }
             Match::None => {
                 let u = url();
-                let body = format!("pltlab replay: no recorded response for {} {u}\n", req.method);
-                sh.stats.note_404(u);
+                let body = format!(
+                    "pltlab replay: no recorded response for {} {}\n",
+                    quote(&req.method, MAX_QUOTED_METHOD),
+                    quote(&u, MAX_QUOTED_URL)
+                );
+                sh.stats.note_404(&u);
                 head.extend_from_slice(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n");
                 head.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
                 head.extend_from_slice(if keep { b"Connection: keep-alive\r\n\r\n" } else { b"Connection: close\r\n\r\n" });
@@ -467,7 +471,7 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sc
                 write_all_vectored(&mut s, &[&head, b]).await?;
                 sh.stats.bytes_out.fetch_add((head.len() + b.len()) as u64, Relaxed);
                 if !keep {
-                    let _ = s.shutdown().await;
+                    close_lingering(&mut s).await;
                     return Ok(());
                 }
                 continue;
@@ -496,7 +500,7 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sc
         sh.stats.note_service(t_req, p.wait);
         sh.stats.bytes_out.fetch_add((head.len() + body.len()) as u64, Relaxed);
         if !keep {
-            let _ = s.shutdown().await;
+            close_lingering(&mut s).await;
             return Ok(());
         }
     }
@@ -543,6 +547,9 @@ impl Signals {
 
 pub fn run(a: Args) -> Result<()> {
     sock::set_pdeathsig();
+    if let Err(e) = sock::raise_nofile_limit() {
+        eprintln!("pltlab-dp replay: cannot raise the open-file limit: {e}");
+    }
     let m = manifest::load(&a.manifest)?;
     let shared = build_shared(&m)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
-import json
 import os
 import zlib
 from bisect import bisect_right
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pltlab.archive import deps
-from pltlab.archive.har import har_to_pages
+from pltlab.archive.har import har_to_pages, parse_json
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 
@@ -92,10 +91,7 @@ def _read_json(path: str):
             raise PltError(f"{path}: corrupt gzip data ({e})") from None
     elif path.lower().endswith(".gz"):
         raise PltError(f"{path}: not gzip data (the name ends in .gz)")
-    try:
-        return json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise PltError(f"{path}: not valid JSON ({e})") from None
+    return parse_json(raw, path, "JSON")
 
 
 def _is_event(e) -> bool:

@@ -6,33 +6,119 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import math
 import re
 from datetime import datetime, timezone
-from urllib.parse import urlsplit
+from urllib.parse import urljoin
 
-from pltlab.archive import repairs, sizes
+from pltlab.archive import repairs, sizes, urls
 from pltlab.archive.model import Obj
 from pltlab.errors import PltError
 from pltlab.loaders.calibrate import KEY as COMPUTE_KEY, check_delay
+from pltlab.units import MAX_OBJECT_BYTES, show
 
 HTTP_VERSION = {"http/1.0": "HTTP/1.0", "http/1.1": "HTTP/1.1", "h2": "h2", "h3": "h3", "spdy": "spdy"}
 _TRUNCATED = re.compile(r"\[\s*(\.\.\.\s*)?((response|body|content)\s+)?truncated", re.I)
 _CHARSET = re.compile(r";\s*charset\s*=\s*\"?([A-Za-z0-9._:-]+)", re.I)
+_METHOD = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+MAX_NESTING = 64  # levels of a value kept as recorded (our `_pltlab` fields)
+MAX_MS = 1e12  # times kept as recorded (ms, about 31 years either way)
+# Size fields as exporters write them (bytes; -1: not recorded), per part of an entry.
+SIZE_FIELDS = {"response": ("bodySize", "headersSize", "_transferSize"),
+               "content": ("size", "compression"),
+               "entry": ("_objectSize", "_objectSizeUncompressed", "_bytesIn")}
+
+
+def text(v, where: str, field: str, default: str = "") -> str:
+    """A recorded text field: a string (a number as written); absent: `default`; else an error."""
+    if v is None:
+        return default
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(v)
+    raise PltError(f"{where}: {field} {show(v)} is not a string")
+
+
+def number(v) -> bool:
+    """A finite JSON number (not a boolean)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def shallow(v, where: str, field: str):
+    """`v` when it nests at most MAX_NESTING levels (it is kept and written back as is)."""
+    level, depth = [v], 0
+    while level:
+        depth += 1
+        if depth > MAX_NESTING:
+            raise PltError(f"{where}: {field} nested more than {MAX_NESTING} levels deep")
+        nxt = []
+        for x in level:
+            if isinstance(x, dict):
+                nxt += [y for y in x.values() if isinstance(y, (dict, list))]
+            elif isinstance(x, list):
+                nxt += [y for y in x if isinstance(y, (dict, list))]
+        level = nxt
+    return v
+
+
+def _size_value(v, signed: bool):
+    """A recorded size as an int; "bad" when it is no whole number of bytes (or below -1)."""
+    if isinstance(v, str) and v.strip() == "-1":
+        return -1
+    n = sizes.as_int(v)
+    if n is None and isinstance(v, str) and v.strip().isascii() and v.strip().isdigit():
+        n = MAX_OBJECT_BYTES + 1  # more digits than any size
+    if n is None or (n < -1 and not signed):
+        return "bad"
+    return n
+
+
+def checked_sizes(e: dict, resp: dict, content: dict, where: str,
+                  counts: repairs.Counts) -> tuple[dict, dict, dict]:
+    """The entry, response and content with every size field that is no whole number of bytes
+    ("abc", -5, 1.5, true) set to None (not recorded), counted; a size above the object limit
+    is an error naming the field."""
+    parts = {"entry": e, "response": resp, "content": content}
+    bad = False
+    for part, d in parts.items():
+        fixed = None
+        for key in SIZE_FIELDS[part]:
+            v = d.get(key)
+            if v is None or (type(v) is int and -1 <= v <= MAX_OBJECT_BYTES):
+                continue  # the common case, at once
+            n = _size_value(v, key == "compression")
+            if n == "bad":
+                bad = True
+                fixed = fixed if fixed is not None else dict(d)
+                fixed[key] = None
+            elif abs(n) > MAX_OBJECT_BYTES:
+                name = key if part == "entry" else f"{part}.{key}"
+                raise PltError(f"{where}: {name} = {show(v)} bytes: an object is at most "
+                               f"{MAX_OBJECT_BYTES} bytes (1 GiB)")
+        if fixed is not None:
+            parts[part] = fixed
+    counts.add(repairs.BAD_SIZE if bad else None)
+    return parts["entry"], parts["response"], parts["content"]
 
 
 def parse_time(s, where: str) -> datetime | None:
-    if not s:
+    if s is None or s == "":
         return None
+    if not isinstance(s, str):
+        raise PltError(f"{where}: invalid startedDateTime {show(s)}")
     try:
-        t = datetime.fromisoformat(str(s).replace("Z", "+00:00"))
-    except ValueError:
-        raise PltError(f"{where}: invalid startedDateTime {s!r}") from None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+        t = datetime.fromisoformat(s.replace("Z", "+00:00"))
+        return t.astimezone(timezone.utc) if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    except (ValueError, OverflowError):  # not a time, or beyond the calendar in UTC
+        raise PltError(f"{where}: invalid startedDateTime {show(s)}") from None
 
 
 def protocol_name(v) -> str:
     """An httpVersion / protocol as recorded -> "http/1.0", "http/1.1", "h2", "h3", "spdy" or ""."""
-    s = str(v or "").strip().lower().split()
+    v = v if isinstance(v, str) else str(v) if number(v) else ""
+    s = v.strip().lower().split()
     s = s[0] if s else ""  # WebPageTest writes "2 2" for HTTP/2
     if s.startswith("spdy"):
         return "spdy"
@@ -72,23 +158,24 @@ def body_text(body: bytes, mime: str) -> str | None:
     return None
 
 
-def _body(content: dict, mime: str, recorded: int | None, counts: repairs.Counts) -> bytes | None:
+def _body(content: dict, mime: str, recorded: int | None, counts: repairs.Counts,
+          where: str) -> bytes | None:
     """The recorded body when it is complete; else None (a size-only entry), counted."""
-    text = content.get("text")
-    if text is None:
+    t = content.get("text")
+    if t is None:
         return None
-    text = str(text)
-    if _TRUNCATED.search(text[-512:]):
+    t = text(t, where, "content.text")
+    if _TRUNCATED.search(t[-512:]):
         counts.add(repairs.TRUNCATED)
         return None
     if content.get("encoding") == "base64":
         try:
-            body = base64.b64decode("".join(text.split()), validate=True)
+            body = base64.b64decode("".join(t.split()), validate=True)
         except (binascii.Error, ValueError):
             counts.add(repairs.BAD_BASE64)
             return None
     else:
-        body = text_bytes(text, mime)
+        body = text_bytes(t, mime)
     if not body and recorded:
         return None  # an empty text for a non-empty response means "not recorded"
     if recorded and len(body) != recorded:
@@ -113,7 +200,7 @@ def _request_body(req: dict, counts: repairs.Counts) -> bytes | None:
     pd = req.get("postData")
     if not isinstance(pd, dict) or not isinstance(pd.get("text"), str) or not pd["text"]:
         return None  # WebPageTest and others write "" when they did not keep the body
-    if str(pd.get("encoding") or "").lower() == "base64":
+    if isinstance(pd.get("encoding"), str) and pd["encoding"].lower() == "base64":
         try:
             return base64.b64decode("".join(pd["text"].split()), validate=True)
         except (binascii.Error, ValueError):
@@ -126,7 +213,9 @@ def _protocol(e: dict, req: dict, resp: dict, counts: repairs.Counts) -> str:
     for v in (e.get("_protocol"), resp.get("httpVersion"), req.get("httpVersion")):
         if p := protocol_name(v):
             return p
-    names = {str(h.get("name", "")).lower() for h in req.get("headers") or [] if isinstance(h, dict)}
+    hs = req.get("headers")
+    names = {h["name"].lower() for h in (hs if isinstance(hs, list) else [])
+             if isinstance(h, dict) and isinstance(h.get("name"), str)}
     if ":version" in names and ":host" in names:
         return "spdy"  # only multiplexed protocols have pseudo-headers (old Chrome said "unknown")
     if ":authority" in names or ":method" in names:
@@ -140,7 +229,7 @@ def _from_cache(e: dict, resp: dict, status: int, recorded: int | None) -> bool:
     `_fromCache`, Safari's `_fetchType`), or nothing transferred for a non-empty body."""
     if status == 304 or e.get("_fromCache") or resp.get("_fromCache"):
         return True
-    if "cache" in str(e.get("_fetchType") or "").lower():
+    if isinstance(e.get("_fetchType"), str) and "cache" in e["_fetchType"].lower():
         return True
     if not (200 <= status < 300 and recorded) or sizes.is_webpagetest(e):
         return False
@@ -149,31 +238,80 @@ def _from_cache(e: dict, resp: dict, status: int, recorded: int | None) -> bool:
 
 
 def _initiator(e: dict) -> tuple[str | None, str | None]:
+    """(URL, type) of what the recording says caused the request; values of the wrong type
+    count as not recorded."""
     init = e.get("_initiator")
     if isinstance(init, str):  # WebPageTest: the initiator's URL
-        return init or None, e.get("_initiator_type") or ("parser" if init else None)
+        itype = e.get("_initiator_type")
+        return init or None, (itype if isinstance(itype, str) and itype else None) or ("parser" if init else None)
     if not isinstance(init, dict):
         return None, None
-    url = init.get("url")
+    url = init.get("url") if isinstance(init.get("url"), str) else None
     stack = init.get("stack")
     while not url and isinstance(stack, dict):  # script initiators: innermost frame with a URL
-        url = next((f.get("url") for f in stack.get("callFrames", []) if f.get("url")), None)
+        frames = stack.get("callFrames")
+        url = next((f["url"] for f in (frames if isinstance(frames, list) else [])
+                    if isinstance(f, dict) and isinstance(f.get("url"), str) and f["url"]), None)
         stack = stack.get("parent")
-    itype = init.get("type")
-    return url or None, (None if itype == "other" and not url else itype)
+    itype = init.get("type") if isinstance(init.get("type"), str) else None
+    return url or None, (None if itype == "other" and not url else itype or None)
 
 
 def _status(resp: dict, where: str) -> int:
+    """0 (failed in the browser) or an HTTP status 100..999 (numbers as strings too)."""
+    v = resp.get("status") or 0
     try:
-        return int(resp.get("status") or 0)
-    except (TypeError, ValueError):
-        raise PltError(f"{where}: invalid status {resp.get('status')!r}") from None
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)) or len(str(v)) > 12:
+            raise ValueError
+        status = int(v)
+    except (TypeError, ValueError, OverflowError):
+        raise PltError(f"{where}: invalid status {show(v)}") from None
+    if status != 0 and not 100 <= status <= 999:
+        raise PltError(f"{where}: invalid status {show(v)}: an HTTP status is 100..999")
+    return status
+
+
+def _headers(v, where: str, field: str) -> list[tuple[str, str]]:
+    """A recorded header list as (name, value) pairs (numbers as written)."""
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise PltError(f"{where}: {field} is not a list")
+    out = []
+    for i, h in enumerate(v):
+        if not isinstance(h, dict):
+            raise PltError(f"{where}: {field}[{i}] is not an object")
+        name, value = h.get("name"), h.get("value")
+        if type(name) is not str:
+            name = text(name, where, f"{field}[{i}].name")
+        if type(value) is not str:
+            value = text(value, where, f"{field}[{i}].value")
+        out.append((name, value))
+    return out
+
+
+def _own_extras(v, where: str) -> dict:
+    """A file of ours: the entry's `_pltlab` object, its times checked."""
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise PltError(f"{where}: _pltlab is not an object")
+    ext = dict(shallow(v, where, "_pltlab"))
+    for k in ("start_ms", "end_ms"):
+        t = ext.get(k)
+        if t is not None and (not number(t) or abs(t) > MAX_MS):
+            raise PltError(f"{where}: _pltlab.{k} {show(t)}: a time in ms (at most {MAX_MS:g})")
+    if not isinstance(ext.get("encoding", ""), str):
+        raise PltError(f"{where}: _pltlab.encoding {show(ext['encoding'])} is not a string")
+    return ext
 
 
 def read_entry(e: dict, start: datetime | None, where: str, counts: repairs.Counts,
-               own: bool) -> Obj | None:
+               own: bool, main: bool = False) -> Obj | None:
     """The entry as an Obj, or None when nothing can replay it (counted). `own`: a file pltlab
-    wrote (its sizes, protocol and cache flag are read as written, nothing is counted)."""
+    wrote (its sizes, protocol and cache flag are read as written, nothing is counted). `main`:
+    the page's first entry, its document, which must be an http(s) URL. Fields of the wrong
+    type and sizes above the limits (pltlab.units) are one PltError naming the entry."""
     req = e.get("request")
     if not isinstance(req, dict):
         raise PltError(f"{where}: entry has no request")
@@ -181,15 +319,16 @@ def read_entry(e: dict, start: datetime | None, where: str, counts: repairs.Coun
     url = req.get("url")
     if not isinstance(url, str) or not url:
         raise PltError(f"{where}: entry has no request URL")
-    try:
-        scheme = urlsplit(url).scheme.lower()
-    except ValueError:
-        scheme = ""
+    scheme = urls.scheme(url)
     if not scheme:
-        raise PltError(f"{where}: request URL {url[:100]!r} is not absolute")
-    if scheme not in ("http", "https"):
+        raise PltError(f"{where}: request URL {show(url)} is not absolute")
+    if scheme not in urls.HTTP:
+        if main:
+            raise PltError(f"{where}: the page's document {show(url)} is not an http(s) URL: "
+                           f"nothing to replay")
         counts.add(repairs.not_http(scheme))
         return None
+    urls.check(url, where)
     resp = e.get("response")
     if resp is None or (isinstance(resp, dict) and resp.get("status") in (None, "")):
         counts.add(repairs.NO_RESPONSE)
@@ -201,21 +340,30 @@ def read_entry(e: dict, start: datetime | None, where: str, counts: repairs.Coun
         counts.add(repairs.FAILED)
         return None
 
-    content = resp.get("content") if isinstance(resp.get("content"), dict) else {}
-    ext = dict(e.get("_pltlab") or {}) if own else {}
+    content = resp.get("content")
+    if content is None:
+        content = {}
+    elif not isinstance(content, dict):
+        raise PltError(f"{where}: response.content is not an object")
+    e, resp, content = checked_sizes(e, resp, content, where, counts)
+    ext = _own_extras(e.get("_pltlab"), where) if own else {}
     protocol = protocol_name(resp.get("httpVersion")) if own else _protocol(e, req, resp, counts)
-    raw = [(str(h.get("name", "")), str(h.get("value", ""))) for h in resp.get("headers") or []
-           if isinstance(h, dict)]
+    raw = _headers(resp.get("headers"), where, "response.headers")
     headers = repairs.clean_headers(raw, protocol, status, counts)
-    mime = content.get("mimeType") or sizes.header(headers, "content-type") or ""
+    mime = text(content.get("mimeType"), where, "content.mimeType") \
+        or sizes.header(headers, "content-type") or ""
     enc = sizes.content_encoding(headers, e)
     recorded = sizes.recorded_size(e, content, enc)
-    body = _body(content, str(mime), recorded, counts)
-    method = str(req.get("method") or "GET")
-    status_text = str(resp.get("statusText") or "")
+    body = _body(content, mime, recorded, counts, where)
+    method = text(req.get("method"), where, "request.method") or "GET"
+    if not _METHOD.fullmatch(method):
+        raise PltError(f"{where}: invalid request method {show(method)}")
+    status_text = text(resp.get("statusText"), where, "response.statusText")
+    if _CONTROL.search(status_text):
+        raise PltError(f"{where}: response.statusText {show(status_text)} has control characters")
     if own:
         cached = bool(ext.pop("from_cache", False))
-        enc = str(ext.pop("encoding", enc))
+        enc = ext.pop("encoding", enc)
         if ext.pop("body", None) == "size-only":
             body = None
         size, transfer = _own_sizes(resp, content, enc, body)
@@ -231,29 +379,44 @@ def read_entry(e: dict, start: datetime | None, where: str, counts: repairs.Coun
         if protocol in ("h2", "h3", "spdy"):
             counts.add(repairs.over(protocol))
 
+    for n in (size, transfer or 0):
+        if n > MAX_OBJECT_BYTES:
+            raise PltError(f"{where}: {show(url)}: an object of {n} bytes: at most "
+                           f"{MAX_OBJECT_BYTES} bytes (1 GiB)")
     ext.pop(COMPUTE_KEY, None)  # only from `_pltlab_compute_ms`
-    if e.get("_pltlab_compute_ms") is not None:
-        ext[COMPUTE_KEY] = check_delay(e["_pltlab_compute_ms"], f"{where}: _pltlab_compute_ms")
+    compute = e.get("_pltlab_compute_ms")
+    if compute is not None:
+        if not number(compute):
+            raise PltError(f"{where}: _pltlab_compute_ms {show(compute)} is not a number")
+        ext[COMPUTE_KEY] = check_delay(compute, f"{where}: _pltlab_compute_ms")
     init, itype = _initiator(e)
     t = parse_time(e.get("startedDateTime"), where)
     timed = "start_ms" in ext  # our own files carry exact times (or null when unknown)
     wait = (e.get("timings") or {}).get("wait") if isinstance(e.get("timings"), dict) else None
-    if not timed and isinstance(wait, (int, float)) and wait > 0:
+    if not timed and number(wait) and wait > 0:
+        if wait > MAX_MS:
+            raise PltError(f"{where}: timings.wait {show(wait)} ms: at most {MAX_MS:g}")
         ext["wait_ms"] = float(wait)  # server think time, for replay's optional think time
     s_ms = ext.pop("start_ms", None)
     e_ms = ext.pop("end_ms", None)
     if not timed and t is not None and start is not None:
         s_ms = (t - start).total_seconds() * 1000
         tm = e.get("time")
-        e_ms = s_ms + tm if isinstance(tm, (int, float)) and tm >= 0 else None
-    redirect = resp.get("redirectURL") or ""
+        e_ms = s_ms + tm if number(tm) and 0 <= tm <= MAX_MS else None
+    redirect = text(resp.get("redirectURL"), where, "response.redirectURL")
     if not redirect and 300 <= status < 400:
         redirect = sizes.header(headers, "location") or ""
+    if redirect:
+        try:
+            urljoin(url, redirect)
+        except ValueError as e:
+            raise PltError(f"{where}: redirect target {show(redirect)}: {e}") from None
     ip = e.get("serverIPAddress") or e.get("_ip_addr") or ""
     return Obj(url=url, method=method, status=status, status_text=status_text, headers=headers,
-               mime=str(mime), body=body, size=size, initiator=init, initiator_type=itype,
-               start_ms=s_ms, end_ms=e_ms, redirect_url=str(redirect), extras=ext, encoding=enc,
-               transfer_size=transfer, protocol=protocol, server_ip=str(ip).strip().strip("[]"),
+               mime=mime, body=body, size=size, initiator=init, initiator_type=itype,
+               start_ms=s_ms, end_ms=e_ms, redirect_url=redirect, extras=ext, encoding=enc,
+               transfer_size=transfer, protocol=protocol,
+               server_ip=ip.strip().strip("[]") if isinstance(ip, str) else "",
                from_cache=cached, request_body=_request_body(req, counts))
 
 

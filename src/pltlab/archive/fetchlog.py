@@ -3,10 +3,14 @@ responses. The rest of the file (browser noise, resolves, histograms) is ignored
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from urllib.parse import urljoin
 
+from pltlab.archive import urls
 from pltlab.errors import PltError
+from pltlab.units import show
 
 RENAMED = re.compile(r"^\*\*\* Renamed (.+) to (/[0-9A-Za-z]+) \*\*\*$")
 STAT = re.compile(r"^([ct]):(\S+):\s+(-?\d+)$")
@@ -15,6 +19,9 @@ STATUS = {"ok": 200, "not modified": 304, "moved temporarily": 302, "found": 302
           "object moved": 302, "moved permanently": 301, "no content": 204,
           "see other": 303, "temporary redirect": 307, "not found": 404, "forbidden": 403,
           "internal server error": 500, "partial content": 206}
+
+
+MAX_MS = 1e9  # a logged time (ms from the start of the fetch: about 11 days)
 
 
 @dataclass
@@ -86,18 +93,32 @@ def parse(path: str) -> FetchLog:
     for no, ln in _section(lines, "transactions", path, required=True):
         parts = ln.split("|", 3)
         try:
-            log.transactions.append(Transaction(parts[3].strip(), float(parts[0]), float(parts[1])))
+            t = Transaction(parts[3].strip(), float(parts[0]), float(parts[1]))
         except (IndexError, ValueError):
             raise PltError(f"{path}:{no}: malformed transaction line") from None
+        for v in (t.start_ms, t.end_ms):
+            if not math.isfinite(v) or abs(v) > MAX_MS:
+                raise PltError(f"{path}:{no}: transaction time {show(v)} ms: at most {MAX_MS:g}")
+        urls.check(t.url, f"{path}:{no}")
+        log.transactions.append(t)
     for no, ln in _section(lines, "responses", path, required=False) or []:
         parts = ln.split("|", 3)
         if len(parts) != 4 or " -> " not in parts[3]:
             raise PltError(f"{path}:{no}: malformed response line")
-        url, redirect = parts[3].strip().rsplit(" -> ", 1)
+        url, redirect = parts[3].rsplit(" -> ", 1)
+        url, redirect = url.strip(), redirect.strip()
+        urls.check(url, f"{path}:{no}")
+        if redirect == "nil":
+            redirect = ""
+        elif redirect:
+            try:
+                target = urljoin(url, redirect)
+            except ValueError:
+                target = redirect
+            urls.check(target, f"{path}:{no}", "redirect target")
         text = parts[0].strip()
         status = STATUS.get(text.lower(), 200)
-        log.responses.append(Response(url.strip(), status, text, parts[1].strip(), parts[2].strip(),
-                                      "" if redirect.strip() == "nil" else redirect.strip()))
+        log.responses.append(Response(url, status, text, parts[1].strip(), parts[2].strip(), redirect))
     if not log.transactions and not log.responses:
         raise PltError(f"{path}: incomplete fetchlog: no request logged")
     return log

@@ -1,12 +1,15 @@
 """Synthetic pages: given object count, total size, origins and dependency depth; deterministic
-for a seed. Bodies are left to synth (size-only objects), so the page replays like a real one."""
+for a seed. Bodies are left to synth (size-only objects), so the page replays like a real one.
+browser_har() exports one as a browser would (no pltlab fields), for import benchmarks."""
 
 from __future__ import annotations
 
 import math
 import random
+from datetime import datetime, timedelta, timezone
 
-from pltlab.archive.kinds import MIME_BY_KIND
+from pltlab.archive.har import page_to_har
+from pltlab.archive.kinds import MIME_BY_KIND, kind
 from pltlab.archive.model import Obj, Page
 
 # Share of requests and relative median size per kind (roughly HTTP Archive's desktop medians).
@@ -36,11 +39,17 @@ def _sizes(rng: random.Random, kinds: list[str], total: int) -> list[int]:
 
 
 def generate(objects: int = 70, total_bytes: int = 2_300_000, origins: int = 6, depth: int = 3,
-             seed: int = 1, scheme: str = "http", domain: str = "example") -> Page:
+             seed: int = 1, scheme: str = "http", domain: str = "example", redirects: int = 0) -> Page:
     """A page of `objects` objects (main document included) totalling about `total_bytes`,
-    spread over `origins` hosts, whose longest initiator chain has `depth` links."""
+    spread over `origins` hosts, whose longest initiator chain has `depth` links. With
+    `redirects`, that many of the objects are 302 responses, each right before its target (which
+    has the redirect's initiator, as browsers record it; a redirected parent's children name the
+    target)."""
     if objects < 1 or origins < 1 or depth < 0 or total_bytes < objects * 64:
         raise ValueError("need objects >= 1, origins >= 1, depth >= 0, total_bytes >= 64 per object")
+    if not 0 <= redirects <= (objects - 1) // 2:
+        raise ValueError("need 0 <= redirects <= (objects - 1) / 2")
+    objects -= redirects
     depth = min(depth, objects - 1)
     rng = random.Random(seed)
     hosts = [f"www.{domain}.test"] + [f"o{i}.{domain}.test" for i in range(1, origins)]
@@ -51,9 +60,14 @@ def generate(objects: int = 70, total_bytes: int = 2_300_000, origins: int = 6, 
     sizes = _sizes(rng, kinds, total_bytes)
     page = Page(url=f"{scheme}://{hosts[0]}/", title=f"synthetic page {seed}",
                 extras={"source": "generated", "generator": {
-                    "objects": objects, "total_bytes": total_bytes, "origins": origins,
+                    "objects": objects + redirects, "total_bytes": total_bytes, "origins": origins,
                     "depth": depth, "seed": seed}})
+    if redirects:
+        page.extras["generator"]["redirects"] = redirects
     level = {}
+    # Per child kind: the objects that can load it and are not at the deepest level, in page
+    # order (the main document loads anything).
+    cands: dict[str, list[Obj]] = {k: [] for k in MIX}
     for i, (k, size) in enumerate(zip(kinds, sizes)):
         host = hosts[0] if i == 0 else hosts[i % origins if i < origins else rng.randrange(origins)]
         url = page.url if i == 0 else f"{scheme}://{host}/{k}/{i}{EXT[k]}"
@@ -67,16 +81,62 @@ def generate(objects: int = 70, total_bytes: int = 2_300_000, origins: int = 6, 
             o.initiator, o.initiator_type = parent.url, "parser" if i == 1 else "script"
             level[url] = i
         else:
-            cands = [p for p in page.objects if (p is page.objects[0] or
-                     k in LOADS.get(_kind(p), set())) and level[p.url] < depth]
-            parent = rng.choice(cands)
+            parent = rng.choice(cands[k])
             o.initiator = parent.url
             o.initiator_type = {"html": "parser", "js": "script", "css": "css"}[_kind(parent)]
             level[url] = level[parent.url] + 1
         page.objects.append(o)
+        if level[url] < depth:
+            loads = set(MIX) if i == 0 else LOADS.get(_kind(o), set())
+            for c in loads:
+                cands[c].append(o)
+    if redirects:
+        _add_redirects(page, redirects, random.Random(f"{seed}-redirects"))
     return page
 
 
+def _add_redirects(page: Page, n: int, rng: random.Random) -> None:
+    """Make ``n`` objects (not the main document) redirect: each becomes a 302 to a new URL,
+    whose response is the object's own, recorded right after it."""
+    chosen = set(rng.sample(range(1, len(page.objects)), n))
+    moved, out = {}, []
+    for i, o in enumerate(page.objects):
+        if i not in chosen:
+            out.append(o)
+            continue
+        target = Obj(url=o.url + "?r=1", mime=o.mime, size=o.size, status_text="OK",
+                     headers=list(o.headers), initiator=o.initiator,
+                     initiator_type=o.initiator_type)
+        o.status, o.status_text, o.size, o.mime = 302, "Found", 0, ""
+        o.redirect_url, o.headers = target.url, [("Location", target.url)]
+        moved[o.url] = target.url
+        out += [o, target]
+    for o in out:  # what a redirected object loads names where it ended
+        if o.initiator in moved:
+            o.initiator = moved[o.initiator]
+    page.objects[:] = out
+
+
+def browser_har(page: Page, step_ms: float = 0.5) -> dict:
+    """The page as a browser exports it: no pltlab fields (`_pltlab`, pltlab creator), each entry
+    started ``step_ms`` after the previous one, initiators as `_initiator`."""
+    doc = page_to_har(page)
+    doc["log"]["creator"] = {"name": "WebInspector", "version": "537.36"}
+    meta = doc["log"]["pages"][0]
+    meta.pop("_pltlab", None)
+    base = meta["startedDateTime"]
+    for i, e in enumerate(doc["log"]["entries"]):
+        e.pop("_pltlab", None)
+        e["startedDateTime"] = _shift(base, i * step_ms)
+        e["time"] = e["timings"]["wait"] = 5.0
+    return doc
+
+
+def _shift(iso: str, ms: float) -> str:
+    t = datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    t += timedelta(milliseconds=ms)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
 def _kind(o: Obj) -> str:
-    from pltlab.archive.kinds import kind
     return kind(o.mime, o.url)

@@ -18,13 +18,14 @@ import json
 import os
 from datetime import datetime, timedelta, timezone
 
-from pltlab.archive import repairs
+from pltlab.archive import repairs, urls
 from pltlab.archive.deps import link_redirects
-from pltlab.archive.entries import HTTP_VERSION, body_text, parse_time, read_entry
+from pltlab.archive.entries import HTTP_VERSION, body_text, number, parse_time, read_entry, shallow
 from pltlab.archive.model import Obj, Page
 from pltlab.archive.sizes import content_encoding
 from pltlab.errors import PltError
 from pltlab.loaders.calibrate import KEY as COMPUTE_KEY, PAGE_KEY as CAL_KEY, check_calibration
+from pltlab.units import MAX_PAGE_BYTES, show
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 CREATOR = "pltlab"
@@ -38,7 +39,12 @@ def is_text(mime: str) -> bool:
 
 
 def _iso(t: datetime) -> str:
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+    try:
+        t = t.astimezone(timezone.utc)
+    except OverflowError:  # within a day of the calendar's ends: written as it is
+        pass
+    return (f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}."
+            f"{t.microsecond // 1000:03d}Z")
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -85,9 +91,13 @@ def _entry(o: Obj, start: datetime) -> dict:
                "bodySize": len(o.request_body) if o.request_body is not None else 0}
     if o.request_body is not None:
         request["postData"] = _post_data(o.request_body)
+    try:
+        when = start + timedelta(milliseconds=s)
+    except OverflowError:  # a time beyond the calendar (kept in _pltlab.start_ms)
+        when = start
     e = {
         "pageref": "page_1",
-        "startedDateTime": _iso(start + timedelta(milliseconds=s)),
+        "startedDateTime": _iso(when),
         "time": dur,
         "request": request,
         "response": {"status": o.status, "statusText": o.status_text, "httpVersion": version,
@@ -128,10 +138,25 @@ def page_to_har(page: Page) -> dict:
 
 def write_page(page: Page, path: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(page_to_har(page), f, ensure_ascii=False, separators=(",", ":"))
+        # json.dumps, not json.dump: the same text, from the C encoder (dump streams in Python)
+        f.write(json.dumps(page_to_har(page), ensure_ascii=False, separators=(",", ":")))
 
 
 # ---- reading ---------------------------------------------------------------------------------
+
+def _not_json(name: str):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def parse_json(raw: bytes, path: str, what: str = "HAR"):
+    """Strict JSON (no NaN or Infinity); any problem, absurd nesting included, is one PltError."""
+    try:
+        return json.loads(raw.decode("utf-8-sig"), parse_constant=_not_json)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise PltError(f"{path}: not valid {what} (JSON error: {e})") from None
+    except RecursionError:
+        raise PltError(f"{path}: not valid {what} (JSON nested too deeply)") from None
+
 
 def load(path: str) -> dict:
     """Parse a HAR file; any problem is one PltError naming the file."""
@@ -140,10 +165,7 @@ def load(path: str) -> dict:
             raw = f.read()
     except OSError as e:
         raise PltError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        doc = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise PltError(f"{path}: not valid HAR (JSON error: {e})") from None
+    doc = parse_json(raw, path)
     if not isinstance(doc, dict) or not isinstance(doc.get("log"), dict) \
             or not isinstance(doc["log"].get("entries"), list):
         raise PltError(f"{path}: not valid HAR (no log.entries list)")
@@ -169,8 +191,14 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
     conversions, ours). Entries of a pageref without a `pages` record, or of a HAR without
     `pages`, still form a page. `src` names the file in errors and in page ids."""
     log = doc["log"]
-    own = (log.get("creator") or {}).get("name") == CREATOR
-    pages_meta = [p for p in log.get("pages") or [] if isinstance(p, dict)]
+    own = isinstance(log.get("creator"), dict) and log["creator"].get("name") == CREATOR
+    pages = log.get("pages")
+    if pages is not None and not isinstance(pages, list):
+        raise PltError(f"{src}: log.pages is not a list")
+    pages_meta = [p for p in pages or [] if isinstance(p, dict)]
+    for n, p in enumerate(pages_meta):
+        if not _ref_ok(p.get("id")):
+            raise PltError(f"{src}: page {n + 1}: invalid id {show(p.get('id'))}")
     order = [p.get("id") for p in pages_meta]
     meta = {p.get("id"): p for p in pages_meta}
     groups: dict = {}
@@ -180,10 +208,9 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
         ref = e.get("pageref")
         if ref is None and len(order) == 1:
             ref = order[0]
-        try:
-            groups.setdefault(ref, []).append((i, e))
-        except TypeError:
-            raise PltError(f"{src}: entry {i}: invalid pageref {ref!r}") from None
+        if not _ref_ok(ref):
+            raise PltError(f"{src}: entry {i}: invalid pageref {show(ref)}")
+        groups.setdefault(ref, []).append((i, e))
     if not groups:
         raise PltError(f"{src}: HAR has no entries")
     refs = [r for r in order if r in groups] + [r for r in groups if r not in order]
@@ -195,29 +222,38 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
             times = [parse_time(e.get("startedDateTime"), f"{src}: entry {i}") for i, e in groups[ref]]
             start = min((t for t in times if t is not None), default=None)
         counts = repairs.Counts()
-        objs = [o for i, e in groups[ref]
-                if (o := read_entry(e, start, f"{src}: entry {i}", counts, own)) is not None]
+        objs = [o for n, (i, e) in enumerate(groups[ref])
+                if (o := read_entry(e, start, f"{src}: entry {i}", counts, own, main=n == 0)) is not None]
         if not objs:
             continue
         objs.sort(key=lambda o: o.start_ms if o.start_ms is not None else float("inf"))
-        ext = dict(pm.get("_pltlab") or {})
+        where = f"{src}: page {pid[len(src) + 1:]}"
+        ext = _page_extras(pm, where)
         ext.pop(CAL_KEY, None)
         if pm.get("_pltlab_calibration") is not None:
-            ext[CAL_KEY] = check_calibration(pm["_pltlab_calibration"], f"{src}: page {ref}: _pltlab_calibration")
+            cal = shallow(pm["_pltlab_calibration"], where, "_pltlab_calibration")
+            ext[CAL_KEY] = check_calibration(cal, f"{where}: _pltlab_calibration")
         url = ext.pop("url", None) or objs[0].url
+        urls.check(url, where, "page URL")
         stored_id = ext.pop("id", None) if own else None  # kept by pltlab.archive.corpus
         if not own:
             if ext.get("source") is None:
                 ext["source"] = os.path.basename(src)
             if pm.get("_cached") in (1, True, "1"):  # WebPageTest's repeat view
                 counts.add(repairs.REPEAT_VIEW, len(objs))
-            given = ext.get("repairs") if isinstance(ext.get("repairs"), dict) else {}
+            given = ext.get("repairs") or {}
             ext["repairs"] = {**given, **{k: given.get(k, 0) + n for k, n in counts.items()}}
             ext["unreplayable"] = int(ext.get("unreplayable") or 0) + counts.unreplayable()
-        onload = (pm.get("pageTimings") or {}).get("onLoad")
-        page = Page(url=url, objects=objs, title=str(pm.get("title") or ""),
+        total = sum(o.size for o in objs)
+        if total > MAX_PAGE_BYTES:
+            raise PltError(f"{where}: {total} bytes in its objects: a page is at most "
+                           f"{MAX_PAGE_BYTES} bytes (4 GiB)")
+        timings = pm.get("pageTimings")
+        onload = timings.get("onLoad") if isinstance(timings, dict) else None
+        title = pm.get("title")
+        page = Page(url=url, objects=objs, title=title if isinstance(title, str) else "",
                     started=_iso(start) if start else _iso(EPOCH),
-                    on_load_ms=onload if isinstance(onload, (int, float)) and onload >= 0 else None,
+                    on_load_ms=onload if number(onload) and onload >= 0 else None,
                     extras=ext, id=str(stored_id) if stored_id else pid)
         _move_main_first(page)
         link_redirects(page)
@@ -225,6 +261,33 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
     if not pages:
         raise PltError(f"{src}: no entry with a response")
     return pages
+
+
+def _ref_ok(ref) -> bool:
+    """A page id or pageref: a string or an integer (or none)."""
+    return ref is None or isinstance(ref, str) or (isinstance(ref, int) and not isinstance(ref, bool))
+
+
+def _page_extras(pm: dict, where: str) -> dict:
+    """A page's `_pltlab` object (ours, or kept from an earlier import), its fields checked."""
+    v = pm.get("_pltlab")
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise PltError(f"{where}: _pltlab is not an object")
+    ext = dict(shallow(v, where, "_pltlab"))
+    if "url" in ext and not isinstance(ext["url"], str):
+        raise PltError(f"{where}: _pltlab.url {show(ext['url'])} is not a URL")
+    if "id" in ext and not isinstance(ext["id"], (str, type(None))):
+        raise PltError(f"{where}: _pltlab.id {show(ext['id'])} is not a string")
+    rep = ext.get("repairs")
+    if rep is not None and not (isinstance(rep, dict) and all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rep.values())):
+        raise PltError(f"{where}: _pltlab.repairs is not an object of counts")
+    un = ext.get("unreplayable")
+    if un is not None and (isinstance(un, bool) or not isinstance(un, int) or un < 0):
+        raise PltError(f"{where}: _pltlab.unreplayable {show(un)} is not a count")
+    return ext
 
 
 def _move_main_first(page: Page) -> None:

@@ -51,7 +51,8 @@ def import_paths(paths: list[str], out: str, synthesize: bool = False) -> dict:
     pages, report = load_inputs(paths)
     if synthesize:
         report["synthesized"] = sum(materialize(p) for p in pages)
+    rows = [page_row(p, "") for p in pages]  # every error happens before anything is written
     report["files"] = write_corpus(pages, out)
-    report["pages"] = [page_row(p, f) for p, f in zip(pages, report["files"])]
+    report["pages"] = [dict(r, file=f) for r, f in zip(rows, report["files"])]
     return report
 

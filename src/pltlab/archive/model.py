@@ -52,25 +52,42 @@ class Obj:
         """Encoded body bytes the replay sends: the recorded transfer size, else the decoded size."""
         return self.transfer_size if self.transfer_size is not None else self.size
 
+    def _parts(self) -> tuple[str, str, int | None]:
+        """(scheme, host, explicit port) of the URL, kept beside the URL they were parsed from
+        (planning asks for them many times per object; a changed URL is parsed again)."""
+        got = self.__dict__.get("_url_parts")
+        if got is None or got[0] != self.url:
+            u = urlsplit(self.url)
+            try:
+                port = u.port
+            except ValueError:  # an invalid port: raised by .port alone, as urlsplit does
+                port = -1
+            got = (self.url, (u.scheme.lower(), (u.hostname or "").lower(), port))
+            self.__dict__["_url_parts"] = got
+        return got[1]
+
     @property
     def scheme(self) -> str:
-        return urlsplit(self.url).scheme.lower()
+        return self._parts()[0]
 
     @property
     def host(self) -> str:
-        return (urlsplit(self.url).hostname or "").lower()
+        return self._parts()[1]
 
     @property
     def port(self) -> int:
-        p = urlsplit(self.url).port
-        return p if p is not None else DEFAULT_PORTS.get(self.scheme, 80)
+        scheme, _, p = self._parts()
+        if p == -1:
+            p = urlsplit(self.url).port  # raises ValueError, naming the port
+        return p if p is not None else DEFAULT_PORTS.get(scheme, 80)
 
     @property
     def origin(self) -> str:
         """scheme://host[:port], the unit of connections and of the replay's servers."""
-        default = DEFAULT_PORTS.get(self.scheme)
-        port = "" if self.port == default else f":{self.port}"
-        return f"{self.scheme}://{self.host}{port}"
+        scheme, host, _ = self._parts()
+        port = self.port
+        suffix = "" if port == DEFAULT_PORTS.get(scheme) else f":{port}"
+        return f"{scheme}://{host}{suffix}"
 
     def header(self, name: str) -> str | None:
         name = name.lower()
@@ -108,9 +125,18 @@ class Page:
         return sum(o.size for o in self.objects)
 
     def find(self, url: str) -> Obj | None:
-        """The first object with this URL (fragments ignored)."""
+        """The first object with this URL (fragments ignored). A scan: for many look-ups in a
+        page that does not change meanwhile, use url_index()."""
         url = strip_fragment(url)
         return next((o for o in self.objects if strip_fragment(o.url) == url), None)
+
+    def url_index(self) -> dict[str, Obj]:
+        """strip_fragment(url) -> the first object with it: Page.find as one dict, valid until
+        an object is added, removed, moved or changes its URL."""
+        out: dict[str, Obj] = {}
+        for o in self.objects:
+            out.setdefault(strip_fragment(o.url), o)
+        return out
 
     def summary(self) -> dict:
         with_body = sum(1 for o in self.objects if o.body is not None)

@@ -34,6 +34,7 @@ LONGER = "body longer than the recorded content size: replayed at the recorded s
 # Sizes (pltlab.archive.sizes).
 NO_TRANSFER_SIZE = "no transfer size recorded: the content size was used"
 NO_CONTENT_SIZE = "no content size recorded: the transfer size was used"
+BAD_SIZE = "size field not a whole number of bytes (\"abc\", -5, 1.5, true): not recorded, the other sizes used"
 HEADERS_IN_TRANSFER = "transfer size recorded with the headers in it (header size unknown): used as is"
 
 # The browser's cache.

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from pltlab.archive import deps, fetchlog
+from pltlab.archive import deps, fetchlog, urls
 from pltlab.archive.kinds import guess_mime, kind
 from pltlab.archive.model import Obj, Page, strip_fragment
 from pltlab.archive.refs import refs_of
 from pltlab.errors import PltError
+from pltlab.units import MAX_OBJECT_BYTES, MAX_PAGE_BYTES
 
 # Size guesses for logged objects without a stored body (marked size_source=estimate).
 DEFAULT_SIZE = {"html": 4096, "css": 8192, "js": 16384, "json": 2048, "image": 43, "font": 32768,
@@ -90,9 +91,14 @@ class Store:
 
 
 def _read(path: str) -> bytes:
+    """A stored body (at most the object limit, 1 GiB: pltlab.units)."""
     try:
         with open(path, "rb") as f:
-            return f.read()
+            n = os.fstat(f.fileno()).st_size
+            if n > MAX_OBJECT_BYTES:
+                raise PltError(f"{path}: a body of {n} bytes: an object is at most "
+                               f"{MAX_OBJECT_BYTES} bytes (1 GiB)")
+            return f.read(MAX_OBJECT_BYTES + 1)
     except OSError as e:
         raise PltError(f"{path}: cannot read: {e.strerror}") from None
 
@@ -113,7 +119,6 @@ def _object(url: str, log: fetchlog.FetchLog, store: Store, times: dict, resps: 
     headers = [("Content-Type", mime + (f"; charset={r.charset}" if r and r.charset else ""))]
     redirect = ""
     if r and r.redirect and 300 <= status < 400:
-        from urllib.parse import urljoin
         redirect = urljoin(url, r.redirect)
         headers.append(("Location", redirect))
         body = b"" if body is None else body
@@ -226,22 +231,26 @@ def import_pages_file(pages_file: str) -> tuple[list[Page], dict]:
             raise PltError(f"{pages_file}: missing folder {d}")
     try:
         with open(pages_file, encoding="utf-8") as f:
-            urls = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
+            page_urls = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
     except (OSError, UnicodeDecodeError) as e:
         raise PltError(f"{pages_file}: cannot read: {e}") from None
-    if not urls:
+    if not page_urls:
         raise PltError(f"{pages_file}: no page URL")
-    for u in urls:
-        if urlsplit(u).scheme not in ("http", "https") or not urlsplit(u).hostname:
-            raise PltError(f"{pages_file}: not an http(s) URL: {u!r}")
+    for u in page_urls:
+        urls.check(u, pages_file, "page URL")
     store = Store(bodies)
     pages = []
-    for u in urls:
+    for u in page_urls:
         lp = os.path.join(logs, log_name(u))
         if not os.path.isfile(lp):
             raise PltError(f"{pages_file}: no fetchlog for {u} (expected {lp})")
         pages.append(_page(u, fetchlog.parse(lp), store, name))
     orphans = _attach_orphans(pages, store)
+    for p in pages:
+        total = sum(o.size for o in p.objects)
+        if total > MAX_PAGE_BYTES:
+            raise PltError(f"{pages_file}: {p.url}: {total} bytes in its objects: a page is at "
+                           f"most {MAX_PAGE_BYTES} bytes (4 GiB)")
     report = {"orphans": orphans, "pages": {}}
     for p in pages:
         src = deps.complete(p)

@@ -40,7 +40,11 @@ transfer size (`transfer_size`): for identity the decoded size; for an encoded b
   7. none: None (the replay sends `size` bytes), a repair unless the body is empty
 
 An encoded body whose transfer size is not smaller than its decoded size is kept as recorded
-(tiny and already-compressed bodies grow under gzip)."""
+(tiny and already-compressed bodies grow under gzip).
+
+A size field that is no whole number of bytes ("abc", -5, 1.5, true; -1 means not recorded, and
+content.compression may be negative) counts as not recorded, a repair; one above the object
+limit (1 GiB, pltlab.units) is an error naming the entry (pltlab.archive.entries)."""
 
 from __future__ import annotations
 
@@ -55,8 +59,10 @@ def as_int(v) -> int | None:
         return v
     if isinstance(v, float) and v.is_integer():
         return int(v)
-    if isinstance(v, str) and v.strip().isdigit():
-        return int(v.strip())
+    if isinstance(v, str):
+        d = v.strip()
+        if d.isascii() and d.isdigit() and len(d) <= 18:
+            return int(d)
     return None
 
 

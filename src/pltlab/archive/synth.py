@@ -22,9 +22,10 @@ import random
 import struct
 import zlib
 from html import escape
+from urllib.parse import urljoin
 
 from pltlab.archive.kinds import kind
-from pltlab.archive.model import Obj, Page
+from pltlab.archive.model import Obj, Page, strip_fragment
 
 # What each kind of document can cause to load; anything else is loaded by an ancestor.
 CAN_LOAD = {"html": None, "js": None, "css": {"css", "image", "font"}}
@@ -56,63 +57,144 @@ def filler_text(rng: random.Random, n: int) -> str:
     return base64.b64encode(rng.randbytes(n * 3 // 4 + 3)).decode()[:max(0, n)]
 
 
+class Structure:
+    """Who references whom in a page's synthesized bodies (loader, children, document_of,
+    ref_kind, main_document), each worked out once. For a page that does not change while it is
+    used: build one for a batch of look-ups (a plan, a manifest), not across edits of the page."""
+
+    def __init__(self, page: Page):
+        self.page = page
+        self._index: dict[str, Obj] | None = None
+        self._main_doc: Obj | None = None
+        self._loader: dict[int, Obj] = {}
+        self._doc: dict[int, Obj] = {}
+        self._ref_kind: dict[int, str] = {}
+        self._kids: dict[int, list[Obj]] | None = None
+        self._styles: dict[int, list[Obj]] | None = None
+
+    def find(self, url: str) -> Obj | None:
+        if self._index is None:
+            self._index = self.page.url_index()
+        return self._index.get(strip_fragment(url))
+
+    def loader(self, o: Obj) -> Obj:
+        """The object whose body must reference `o`: its initiator, or the nearest ancestor
+        whose kind can load `o`'s kind (an image cannot load anything), else the main document."""
+        got = self._loader.get(id(o))
+        if got is None:
+            got = self._loader[id(o)] = self._find_loader(o)
+        return got
+
+    def _find_loader(self, o: Obj) -> Obj:
+        k = kind(o.mime, o.url)
+        cur, seen = o, {o.url}
+        while cur.initiator and cur.initiator not in seen:
+            seen.add(cur.initiator)
+            parent = self.find(cur.initiator)
+            if parent is None:
+                break
+            allowed = CAN_LOAD.get(kind(parent.mime, parent.url), set())
+            if 200 <= parent.status < 300 and parent.status != 204 and parent.size > 0:
+                if allowed is None or k in allowed:
+                    return parent
+            cur = parent
+        return self.main_document()
+
+    def main_document(self) -> Obj:
+        """The page's document at the end of the main URL's redirect chain."""
+        if self._main_doc is None:
+            cur, seen = self.page.objects[0], set()
+            while cur.redirect_url and cur.url not in seen:
+                seen.add(cur.url)
+                nxt = self.find(urljoin(cur.url, cur.redirect_url))
+                if nxt is None:
+                    break
+                cur = nxt
+            self._main_doc = cur
+        return self._main_doc
+
+    def document_of(self, o: Obj) -> Obj:
+        """The HTML document a script runs in, or a stylesheet applies to (through the loaders)."""
+        got = self._doc.get(id(o))
+        if got is None:
+            cur, seen = o, set()
+            while kind(cur.mime, cur.url) in ("js", "css") and cur.url not in seen:
+                seen.add(cur.url)
+                nxt = self.loader(cur)
+                if nxt is cur:
+                    break
+                cur = nxt
+            got = self._doc[id(o)] = cur
+        return got
+
+    def ref_kind(self, o: Obj) -> str:
+        """The kind a reference to ``o`` must have: that of what its redirects end at (a script
+        answered by a 302 to a .js is a <script>, not an <iframe>)."""
+        got = self._ref_kind.get(id(o))
+        if got is None:
+            cur, seen = o, set()
+            while cur.redirect_url and 300 <= cur.status < 400 and cur.url not in seen:
+                seen.add(cur.url)
+                nxt = self.find(urljoin(cur.url, cur.redirect_url))
+                if nxt is None:
+                    break
+                cur = nxt
+            got = self._ref_kind[id(o)] = kind(cur.mime, cur.url)
+        return got
+
+    def kids(self, parent: Obj) -> list[Obj]:
+        """children() without the copy (callers must not change the list)."""
+        if self._kids is None:  # one pass: every object goes to its loader's list
+            self._kids, seen = {}, {}
+            objs = self.page.objects
+            for o in objs:
+                if o is objs[0] or o.initiator_type == "redirect":
+                    continue
+                par = self.loader(o)
+                if par is o:
+                    continue
+                urls = seen.setdefault(id(par), set())
+                if o.url not in urls:
+                    urls.add(o.url)
+                    self._kids.setdefault(id(par), []).append(o)
+        return self._kids.get(id(parent), [])
+
+    def children(self, parent: Obj) -> list[Obj]:
+        """Objects the synthesized `parent` must reference (redirect targets come via the
+        redirect), in page order."""
+        return list(self.kids(parent))
+
+    def styled_by(self, doc: Obj) -> list[Obj]:
+        """Size-only stylesheets applied to ``doc`` (document_of) that load images or fonts, in
+        page order: the document carries an element for each."""
+        if self._styles is None:
+            self._styles = {}
+            for c in self.page.objects:
+                if kind(c.mime, c.url) == "css" and c.body is None \
+                        and any(self.ref_kind(k) in ("image", "font") for k in self.kids(c)):
+                    self._styles.setdefault(id(self.document_of(c)), []).append(c)
+        return [c for c in self._styles.get(id(doc), []) if c is not doc]
+
+
 def loader(page: Page, o: Obj) -> Obj:
     """The object whose body must reference `o`: its initiator, or the nearest ancestor whose
     kind can load `o`'s kind (an image cannot load anything), else the main document."""
-    k = kind(o.mime, o.url)
-    cur, seen = o, {o.url}
-    while cur.initiator and cur.initiator not in seen:
-        seen.add(cur.initiator)
-        parent = page.find(cur.initiator)
-        if parent is None:
-            break
-        allowed = CAN_LOAD.get(kind(parent.mime, parent.url), set())
-        if 200 <= parent.status < 300 and parent.status != 204 and parent.size > 0:
-            if allowed is None or k in allowed:
-                return parent
-        cur = parent
-    return main_document(page)
+    return Structure(page).loader(o)
 
 
 def main_document(page: Page) -> Obj:
     """The page's document at the end of the main URL's redirect chain."""
-    from urllib.parse import urljoin
-
-    cur, seen = page.objects[0], set()
-    while cur.redirect_url and cur.url not in seen:
-        seen.add(cur.url)
-        nxt = page.find(urljoin(cur.url, cur.redirect_url))
-        if nxt is None:
-            break
-        cur = nxt
-    return cur
+    return Structure(page).main_document()
 
 
 def document_of(page: Page, o: Obj) -> Obj:
     """The HTML document a script runs in, or a stylesheet applies to (through the loaders)."""
-    cur, seen = o, set()
-    while kind(cur.mime, cur.url) in ("js", "css") and cur.url not in seen:
-        seen.add(cur.url)
-        nxt = loader(page, cur)
-        if nxt is cur:
-            break
-        cur = nxt
-    return cur
+    return Structure(page).document_of(o)
 
 
 def ref_kind(page: Page, o: Obj) -> str:
-    """The kind a reference to ``o`` must have: that of what its redirects end at (a script
-    answered by a 302 to a .js is a <script>, not an <iframe>)."""
-    from urllib.parse import urljoin
-
-    cur, seen = o, set()
-    while cur.redirect_url and 300 <= cur.status < 400 and cur.url not in seen:
-        seen.add(cur.url)
-        nxt = page.find(urljoin(cur.url, cur.redirect_url))
-        if nxt is None:
-            break
-        cur = nxt
-    return kind(cur.mime, cur.url)
+    """The kind a reference to ``o`` must have: that of what its redirects end at."""
+    return Structure(page).ref_kind(o)
 
 
 def hook(css: Obj) -> str:
@@ -123,14 +205,7 @@ def hook(css: Obj) -> str:
 
 def children(page: Page, parent: Obj) -> list[Obj]:
     """Objects the synthesized `parent` must reference (redirect targets come via the redirect)."""
-    out, seen = [], set()
-    for o in page.objects:
-        if o is page.objects[0] or o is parent or o.initiator_type == "redirect" or o.url in seen:
-            continue
-        if loader(page, o) is parent:
-            seen.add(o.url)
-            out.append(o)
-    return out
+    return Structure(page).children(parent)
 
 
 def ref(url: str, base: str) -> str:
@@ -149,12 +224,12 @@ def js_url(url: str) -> str:
 
 # ---- text documents --------------------------------------------------------------------------
 
-def _html(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
+def _html(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
     head, body, later = [], [], []
     fonts = 0
     for c in kids:
         u = escape(ref(c.url, o.url), quote=True)
-        k = ref_kind(page, c)
+        k = st.ref_kind(c)
         if k == "css":
             head.append(f'<link rel="stylesheet" href="{u}">')
         elif k == "js":
@@ -172,27 +247,24 @@ def _html(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
         else:  # JSON, XHR beacons, plug-ins: fetched by script
             later.append(c.url)
     # Elements the stylesheets applied to this document style (their images and fonts load).
-    for c in page.objects:
-        if kind(c.mime, c.url) == "css" and c.body is None and c is not o \
-                and any(ref_kind(page, k) in ("image", "font") for k in children(page, c)) \
-                and document_of(page, c) is o:
-            nfonts = sum(ref_kind(page, k) == "font" for k in children(page, c))
-            body.append(f'<div class="{hook(c)}">pltlab{"<b>pltlab</b>" * nfonts}</div>')
+    for c in st.styled_by(o):
+        nfonts = sum(st.ref_kind(k) == "font" for k in st.kids(c))
+        body.append(f'<div class="{hook(c)}">pltlab{"<b>pltlab</b>" * nfonts}</div>')
     if later:
         body.append("<script>" + "".join(f"fetch({js_url(u)},{{mode:'no-cors'}}).catch(function(){{}});"
                                           for u in later) + "</script>")
     if o.url[:8].lower() == "https://":  # its http sub-resources load over https, as modelled
         head.insert(0, '<meta http-equiv="Content-Security-Policy" content="upgrade-insecure-requests">')
     doc = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
-           + escape(page.title or o.url) + "</title>\n" + "\n".join(head) + "\n</head><body>\n"
+           + escape(st.page.title or o.url) + "</title>\n" + "\n".join(head) + "\n</head><body>\n"
            + "\n".join(body) + "\n")
     return _pad_text(doc, "<!-- ", " -->", "</body></html>\n", o.size, rng)
 
 
-def _css(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
-    imports = [f'@import url("{ref(c.url, o.url)}");' for c in kids if ref_kind(page, c) == "css"]
-    imgs = [f'url("{ref(c.url, o.url)}")' for c in kids if ref_kind(page, c) == "image"]
-    fonts = [c for c in kids if ref_kind(page, c) == "font"]
+def _css(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
+    imports = [f'@import url("{ref(c.url, o.url)}");' for c in kids if st.ref_kind(c) == "css"]
+    imgs = [f'url("{ref(c.url, o.url)}")' for c in kids if st.ref_kind(c) == "image"]
+    fonts = [c for c in kids if st.ref_kind(c) == "font"]
     rules, h = imports[:], hook(o)
     if imgs:  # every layer of a multi-background is fetched
         rules.append(f".{h}{{background-image:" + ",".join(imgs) + "}")
@@ -202,10 +274,10 @@ def _css(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
     return _pad_text("\n".join(rules) + "\n", "/* ", " */", "", o.size, rng)
 
 
-def _js(page: Page, o: Obj, kids: list[Obj], rng) -> bytes:
+def _js(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
     calls = []
     for c in kids:
-        u, k = js_url(c.url), ref_kind(page, c)
+        u, k = js_url(c.url), st.ref_kind(c)
         if k == "js":
             calls.append(f"var s=document.createElement('script');s.src={u};document.head.appendChild(s);")
         elif k == "css":
@@ -271,9 +343,10 @@ def _jpeg(size: int, rng) -> bytes:
     return out + b"\x00" * max(n, 0) + b"\xff\xd9"
 
 
-def body(page: Page, o: Obj, noise: int | None = None) -> bytes:
+def body(page: Page, o: Obj, noise: int | None = None, structure: Structure | None = None) -> bytes:
     """The object's body: the recorded one, else a synthesized one of its size and type whose
-    filler has ``noise`` random bytes (None: all of it), the rest compressible."""
+    filler has ``noise`` random bytes (None: all of it), the rest compressible. ``structure``:
+    the page's Structure, shared by the bodies of one unchanged page (else one is made)."""
     if o.body is not None:
         return o.body
     if o.size <= 0 or 300 <= o.status < 400 or o.status == 204:
@@ -281,9 +354,8 @@ def body(page: Page, o: Obj, noise: int | None = None) -> bytes:
     rng = _rng(o, noise)
     k = kind(o.mime, o.url)
     if k in ("html", "css", "js"):
-        kids = children(page, o)
-        return {"html": lambda: _html(page, o, kids, rng), "css": lambda: _css(page, o, kids, rng),
-                "js": lambda: _js(page, o, kids, rng)}[k]()
+        st = structure if structure is not None else Structure(page)
+        return {"html": _html, "css": _css, "js": _js}[k](st, o, st.kids(o), rng)
     if k == "json":
         if o.size < 13:  # too small for the filler: still exactly the recorded size
             return (b"{}" + b" " * (o.size - 2)) if o.size >= 2 else b" " * o.size
@@ -303,10 +375,10 @@ def body(page: Page, o: Obj, noise: int | None = None) -> bytes:
 
 def materialize(page: Page) -> int:
     """Give every size-only object its synthesized body (marked in extras); returns how many."""
-    made = []
+    made, st = [], Structure(page)
     for o in page.objects:
         if o.body is None:
-            made.append((o, body(page, o)))
+            made.append((o, body(page, o, structure=st)))
     for o, b in made:  # after all are computed: children() must see the page unchanged
         o.body, o.size = b, len(b)
         o.extras["synthesized"] = True

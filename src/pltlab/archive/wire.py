@@ -189,13 +189,14 @@ def fit_synthetic(make, size: int, value: str, target: int | None) -> Fit:
 NO_BODY = (204, 304)
 
 
-def for_object(page, o) -> Fit:
+def for_object(page, o, structure: synth.Structure | None = None) -> Fit:
     """What the replay sends as ``o``'s body. An encoding this module cannot produce (sdch,
-    compress, ...) is served decoded (Fit.target None); the caller drops its header."""
+    compress, ...) is served decoded (Fit.target None); the caller drops its header.
+    ``structure``: the page's synth.Structure, shared by the objects of one unchanged page."""
     if 100 <= o.status < 200 or o.status in NO_BODY or o.method.upper() == "HEAD":
         return Fit(b"", 0, None)
     value = o.encoding if supported(o.encoding) else ""
     if o.body is not None:
         return Fit(encode_to(o.body, value, o.transfer_size), len(o.body), o.transfer_size if value else None)
-    return fit_synthetic(lambda noise: synth.body(page, o, noise), o.size, value,
+    return fit_synthetic(lambda noise: synth.body(page, o, noise, structure), o.size, value,
                          o.transfer_size if value else None)

@@ -108,8 +108,7 @@ def register(app: typer.Typer) -> None:
             raise PltError(f"invalid --tfo {tfo!r}: on, off or both")
         if client not in ("builtin", "chromium"):
             raise PltError(f"invalid --client {client!r}: builtin or chromium")
-        if not 1 <= reps <= 10_000:
-            raise PltError(f"invalid --reps {reps}: must be 1..10000")
+        units.repetitions(reps, "--reps")
         if schemes not in ("recorded", "chromium"):
             raise PltError(f"invalid --schemes {schemes!r}: recorded or chromium")
         if model not in MODELS:
@@ -191,13 +190,14 @@ def register(app: typer.Typer) -> None:
         from pltlab.archive.corpus import file_name
         from pltlab.archive.har import write_page
         from pltlab.experiments import pages as resolver
+        from pltlab.experiments.sweep import check_out_dir
         from pltlab.loaders.calibrate import PAGE_KEY, calibrate as measure
 
         if not 1 <= loads <= 100:
             raise PltError(f"invalid --loads {loads}: must be 1..100")
+        units.duration_us(rtt, "--rtt")  # before anything is made
         out_dir = os.path.abspath(output)
-        if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-            raise PltError(f"{output}: exists and is not a directory")
+        check_out_dir(out_dir)
         todo = []
         for what in pages:
             for p in resolver.resolve(what, corpus):
@@ -260,6 +260,10 @@ def register_experiments(app: typer.Typer) -> None:
                   f"{len(exp.tfo_modes)} TFO mode(s) x {exp.repetitions} repetition(s) = {exp.n_runs} runs "
                   f"-> {out_dir}", highlight=False)
         res = sweeper.run(exp, out_dir, resume=resume, console=out)
+        if sweeper.all_failed(res):  # nothing measured: no report, a non-zero exit
+            out.print(f"0 runs in {res['wall_s']:.1f} s: all {res['failed']} failed (results in {out_dir})",
+                      highlight=False)
+            raise typer.Exit(2)
         out.print(f"{res['runs']} run(s) in {res['wall_s']:.1f} s ({res['failed']} failed, {res['invalid']} invalid); "
                   f"sum of PLTs / wall time = {res['efficiency']:.2f}", highlight=False)
         if report:
@@ -293,8 +297,8 @@ def register_experiments(app: typer.Typer) -> None:
         from pltlab.experiments import reproduce, sweep as sweeper
         from pltlab.experiments.report import build
 
-        if reps is not None and not 1 <= reps <= 1000:
-            raise PltError(f"invalid --reps {reps}: must be 1..1000")
+        if reps is not None:
+            units.repetitions(reps, "--reps")
         exp = reproduce.experiment(quick=quick, client=client, corpus=corpus, pages=pages, reps=reps)
         out_dir = output or os.path.join("results", time.strftime("reproduce-tfo-%Y%m%d-%H%M%S"))
         sweeper.prepare(exp, out_dir, resume)
@@ -303,6 +307,10 @@ def register_experiments(app: typer.Typer) -> None:
                   f"256 kbit/s up, cubic, warm cookies, {exp.repetitions} repetition(s), {client} loader "
                   f"-> {out_dir}", highlight=False)
         res = sweeper.run(exp, out_dir, resume=resume, console=err)
+        if sweeper.all_failed(res):
+            err.print(f"reproduce tfo: 0 runs in {res['wall_s']:.0f} s: all {res['failed']} failed "
+                      f"(results in {out_dir})", highlight=False)
+            raise typer.Exit(2)
         built = build(out_dir)
         rows = reproduce.rows(built["analysis"])
         invalid = len(built["analysis"]["invalid"]) + len(built["analysis"]["failed_final"])

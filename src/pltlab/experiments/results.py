@@ -23,6 +23,8 @@ RUN_COLUMNS = {
     "not_found": "INTEGER", "tfo_active": "INTEGER", "tfo_passive": "INTEGER",
     "tfo_counters": "TEXT", "runner_id": "TEXT",
     "lateness_p50_us": "REAL", "lateness_p99_us": "REAL", "lateness_max_us": "REAL",
+    # times the load was re-run because the link emulator was late (pltlab.net.lateness)
+    "late_reruns": "INTEGER",
     "started_at": "REAL", "wall_ms": "REAL",
     "pltlab_version": "TEXT", "dp_version": "TEXT", "kernel": "TEXT", "browser": "TEXT",
 }
@@ -44,6 +46,9 @@ class Results:
         self.db = sqlite3.connect(self.path, timeout=30)
         self.db.execute("PRAGMA journal_mode=WAL")  # commits survive SIGKILL; readers never block
         self.db.execute("PRAGMA synchronous=NORMAL")
+        # rows are appended, never re-read during a sweep: a small page cache keeps a long sweep's
+        # memory flat (the default 2 MB fills over its first ~3,000 runs)
+        self.db.execute("PRAGMA cache_size=-256")
         cols = ", ".join(f"{k} {v}" for k, v in RUN_COLUMNS.items())
         self.db.executescript(f"""
             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);

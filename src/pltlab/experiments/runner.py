@@ -6,6 +6,11 @@ has no such document is refused before anything is built). Every load also recor
 counters of both sides: a load asked to use TFO whose client shows no TFO connection
 (TCPFastOpenActive did not rise) is invalid, and so is a load without TFO where it rose. Invalid
 loads are reported, never averaged in.
+
+Timing: every load carries the link emulator's lateness during it (pltlab.net.lateness). A load
+during which the emulator was late beyond the bounds there is re-run, at most
+RunConfig.late_reruns times; the record counts its re-runs (``late_reruns``), and a load still late
+after them is invalid.
 """
 
 import statistics
@@ -15,8 +20,9 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 from pltlab.archive.model import Obj, Page, strip_fragment
 from pltlab.errors import PltError
 from pltlab.loaders import builtin, plan as plans
-from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, Topology, TopologySpec
+from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, Topology, TopologySpec, lateness
 from pltlab.net.spec import DEFAULT_CLIENT_RMEM
+from pltlab.net.supervise import ProcessDied
 from pltlab.replay import hosts as hostmap
 from pltlab.replay.server import ReplayServer
 
@@ -56,9 +62,12 @@ class RunConfig:
     calibrated: bool = True
     pcap: str | None = None  # the emulator's client-side packet trace of the runner's loads
     backend: str = "auto"
-    # emulator under SCHED_FIFO; None = when the client is Chromium, whose CPU load otherwise
-    # delays the emulator's wake-ups by milliseconds (docs/performance.md)
+    # emulator under SCHED_FIFO (None: yes): on a busy machine its wake-ups are otherwise delayed
+    # by milliseconds (docs/performance.md)
     sched_fifo: bool | None = None
+    # a load during which the emulator was late (pltlab.net.lateness) is re-run this many times
+    # at most; still late after them, it is invalid
+    late_reruns: int = 2
     extra: dict = field(default_factory=dict)
 
     def link(self) -> LinkSpec:
@@ -190,7 +199,7 @@ class PageRunner:
                             knobs=TcpKnobs(initcwnd=cfg.icw, cc=cfg.cc, client_rmem=cfg.client_rmem),
                             overrides=self._overrides(cfg.overrides), pcap=cfg.pcap,
                             backend=cfg.backend,
-                            sched_fifo=cfg.client == "chromium" if cfg.sched_fifo is None else cfg.sched_fifo)
+                            sched_fifo=True if cfg.sched_fifo is None else cfg.sched_fifo)
         self.topo = Topology(spec)
         self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
         self.replay: ReplayServer | None = None
@@ -215,6 +224,7 @@ class PageRunner:
             self.replay = ReplayServer(self.topo, [self.page], self.host_ips, self.topo.workdir,
                                        think_time=self.cfg.think_time)
             self.replay.start()
+            self.topo.watch("replay server", self.replay.proc, self.replay.error)
             if self.cfg.schemes == "chromium":
                 from pltlab.chromium import hsts
 
@@ -236,8 +246,9 @@ class PageRunner:
         if self.cfg.client == "chromium":
             from pltlab.loaders import chromium
 
-            return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo,
-                                 check=False)
+            with self.topo.guard("client"):  # a dead emulator/replay kills the browser at once
+                return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo,
+                                     check=False)
         if tfo not in self._plans:
             self._plans[tfo] = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
                                            max_conns_per_host=self.cfg.max_conns_per_host,
@@ -265,9 +276,27 @@ class PageRunner:
         self.warmed = True
 
     def load(self, tfo: bool, rep: int) -> dict:
-        """One measured load (after the warm-up policy); returns the run record."""
-        if not self.replay.alive():
-            raise PltError(f"replay server died: {self.replay.error()}")
+        """One measured load (after the warm-up policy); returns the run record. A data-plane
+        process that dies meanwhile ends it at once: ProcessDied names the process. A load the
+        emulator was late for is re-run (``late_reruns`` in the record)."""
+        late = []
+        while True:
+            try:
+                r = self._load(tfo, rep)
+            except ProcessDied as e:
+                raise ProcessDied(f"page load failed: {e}") from None
+            why = lateness.late_reason(r["emulator_lateness_us"])
+            if why is None or len(late) >= self.cfg.late_reruns:
+                break
+            late.append(why)
+        r["late_reruns"], r["late_rerun_reasons"] = len(late), late
+        if why is not None and r["valid"]:  # never averaged in
+            r["valid"] = False
+            r["invalid_reason"] = f"{why} (still, after {len(late)} re-run(s))"
+        return r
+
+    def _load(self, tfo: bool, rep: int) -> dict:
+        self.topo.supervisor.check()
         if tfo and self.cfg.warm and not self.warmed:
             self.warm_up()  # cookies stay cached across the following loads
         elif tfo and not self.cfg.warm:
@@ -278,8 +307,7 @@ class PageRunner:
         self.topo.link_snapshot()  # starts the emulator's interval: its lateness during this load
         res = self._load_once(tfo)
         c1, s1 = self.topo.counters(), self.replay.snapshot()
-        snap = self.topo.link_snapshot()
-        lateness = ((snap or {}).get("downlink") or {}).get("lateness_us")
+        late = lateness.summary(self.topo.link_snapshot())
         server = None
         if s0 and s1:  # what the replay server saw during this load
             server = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TFO_KEYS}
@@ -304,7 +332,7 @@ class PageRunner:
             "valid": reason is None,
             "invalid_reason": reason, "tfo_counters": counters,
             "server_tfo": server, "tfo_note": tfo_note(tfo, server),
-            "emulator_lateness_us": lateness,  # downlink releases during this load
+            "emulator_lateness_us": late,  # the emulator's lateness during this load
             "not_found": sum(1 for r in requests if r.get("status") == 404),
             "requests": requests,
         }

@@ -1,6 +1,6 @@
 """Experiment files (TOML): what to sweep. Every list multiplies; every error names its key.
 
-    name = "tfo"
+    name = "tfo"                     # names results/NAME: 1-100 of A-Z a-z 0-9 . _ - (no leading dot)
     pages = ["amazon", "corpus/", "site.har", "Paper.pages"]  # bundled name, dir, HAR, .pages list
     rtt = ["20ms", "100ms"]          # any key may also be a single value
     rate = ["4mbit"]                 # "unlimited" = no rate limit
@@ -18,12 +18,16 @@
     origin_rtt = [{}, {"cdn.example.com" = "10ms"}]   # per-origin RTT[/LOSS] by host or index
     repetitions = 5
     seed = 1
+
+Every value is checked against the limits of pltlab.units when the file is read, before anything
+is built or written.
 """
 
 import hashlib
 import itertools
 import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -39,6 +43,8 @@ SCALAR_KEYS = ("name", "pages", "corpus", "repetitions", "seed", "max_conns_per_
                "model", "schemes", "calibrated")
 # loader settings a sweep passes on to every run (RunConfig); the defaults keep older digests
 LOADER_DEFAULTS = {"model": "archive", "schemes": "recorded", "calibrated": True}
+# An experiment's name names its output folder (results/NAME): a name, never a path.
+NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 DEFAULTS = {"rtt": ["100ms"], "rate": ["unlimited"], "rate_up": [None], "loss": ["0%"],
             "queue": [1000], "tfo": ["off", "on"], "initcwnd": ["default"], "cc": ["cubic"],
             "client": ["builtin"], "warmup": ["warm"], "origin_rtt": [{}]}
@@ -122,6 +128,8 @@ def read_toml(path: str) -> tuple[dict, str]:
         raise PltError(f"{path}: cannot read: {e.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise PltError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise PltError(f"{path}: not valid TOML: nested too deeply") from None
 
 
 def load(path: str) -> Experiment:
@@ -137,6 +145,8 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
     def bad(key, msg):
         return PltError(f"{where}: key '{key}': {msg}")
 
+    if not isinstance(doc, dict):
+        raise PltError(f"{where}: an experiment file is a table of keys")
     if isinstance(doc.get("icw"), dict):  # the ICW study's own file kind
         raise bad("icw", "an ICW-study file: run it with `pltlab reproduce icw --config FILE`")
     for k in doc:
@@ -159,15 +169,17 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
     for k, v in parsed.items():
         if len(set(map(repr, v))) != len(v):
             raise bad(k, "duplicate values")
-    reps = doc.get("repetitions", 3)
-    if not isinstance(reps, int) or isinstance(reps, bool) or not 1 <= reps <= 10_000:
-        raise bad("repetitions", f"{reps!r}: must be an integer from 1 to 10000")
-    seed = doc.get("seed", 1)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise bad("seed", f"{seed!r}: must be a non-negative integer")
+    try:
+        reps = units.repetitions(doc.get("repetitions", 3))
+    except PltError as e:
+        raise bad("repetitions", str(e)) from None
+    try:
+        seed = units.seed(doc.get("seed", 1))
+    except PltError as e:
+        raise bad("seed", str(e)) from None
     mc = doc.get("max_conns_per_host", 6)
     if not isinstance(mc, int) or isinstance(mc, bool) or not 1 <= mc <= 64:
-        raise bad("max_conns_per_host", f"{mc!r}: must be an integer from 1 to 64")
+        raise bad("max_conns_per_host", f"{units.show(mc)}: must be an integer from 1 to 64")
     rmem = doc.get("client_rmem", "default")
     if rmem == "default":
         rmem = DEFAULT_CLIENT_RMEM
@@ -184,12 +196,17 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
     for k, choices in (("model", MODELS), ("schemes", ("recorded", "chromium")), ("calibrated", (True, False))):
         v = doc.get(k, LOADER_DEFAULTS[k])
         if isinstance(v, bool) != (k == "calibrated") or v not in choices:
-            raise bad(k, f"{v!r}: one of {', '.join(json.dumps(c) for c in choices)}")
+            raise bad(k, f"{units.show(v)}: one of {', '.join(json.dumps(c) for c in choices)}")
         if v != LOADER_DEFAULTS[k]:
             loader[k] = v
-    name = doc.get("name", os.path.splitext(os.path.basename(where))[0] or "experiment")
-    if not isinstance(name, str) or not name.strip():
-        raise bad("name", "must be a non-empty string")
+    if "name" in doc:
+        name = doc["name"]
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            raise bad("name", f"{units.show(name)}: a name of 1 to 100 letters, digits, '.', '_' or "
+                              f"'-', not starting with '.' (it names the output folder results/NAME)")
+    else:  # the file's name, made a name
+        name = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.splitext(os.path.basename(where))[0])
+        name = name.lstrip(".")[:100] or "experiment"
     corpus = doc.get("corpus")
     if corpus is not None and not isinstance(corpus, str):
         raise bad("corpus", "must be a directory path")
@@ -200,7 +217,7 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
     for ov in parsed["origin_rtt"]:
         for target, _, _ in ov:
             if isinstance(target, str) and not any(target in p.page.hosts for p in pages):
-                raise bad("origin_rtt", f"host {target!r} is in none of the pages")
+                raise bad("origin_rtt", f"host {units.show(target)} is in none of the pages")
             if isinstance(target, int) and any(target >= len(p.page.hosts) for p in pages):
                 raise bad("origin_rtt", f"origin index {target} exceeds a page's number of hosts")
     configs = [Config(rtt=r, rate=ra, rate_up=ru, loss=lo, queue=q, icw=i, cc=c, client=cl, warm=w,
@@ -209,7 +226,7 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
                    parsed["rtt"], parsed["rate"], parsed["rate_up"], parsed["loss"], parsed["queue"],
                    parsed["initcwnd"], parsed["cc"], parsed["client"], parsed["warmup"],
                    parsed["origin_rtt"])]
-    return Experiment(name=name.strip(), pages=pages, configs=configs,
+    return Experiment(name=name, pages=pages, configs=configs,
                       tfo_modes=tuple(parsed["tfo"]), repetitions=reps, seed=seed,
                       max_conns_per_host=mc, client_rmem=rmem, loader=loader)
 
@@ -240,40 +257,42 @@ def _parse(key: str, v):
         m = {True: True, False: False, "on": True, "off": False}
         if isinstance(v, (bool, str)) and v in m:
             return m[v]
-        raise _KeyErr(key, f"{v!r}: use \"on\" or \"off\"")
+        raise _KeyErr(key, f"{units.show(v)}: use \"on\" or \"off\"")
     if key == "initcwnd":
         if v == "default":
             return None
         if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024:
             return v
-        raise _KeyErr(key, f"{v!r}: an integer from 1 to 1024 segments, or \"default\"")
+        raise _KeyErr(key, f"{units.show(v)}: an integer from 1 to 1024 segments, or \"default\"")
     if key == "cc":
         if v in CC_CHOICES:
             return v
-        raise _KeyErr(key, f"{v!r}: one of {', '.join(CC_CHOICES)}")
+        raise _KeyErr(key, f"{units.show(v)}: one of {', '.join(CC_CHOICES)}")
     if key == "client":
         if v in ("builtin", "chromium"):
             return v
-        raise _KeyErr(key, f"{v!r}: builtin or chromium")
+        raise _KeyErr(key, f"{units.show(v)}: builtin or chromium")
     if key == "warmup":
         if v in ("warm", "cold"):
             return v == "warm"
-        raise _KeyErr(key, f"{v!r}: warm or cold")
+        raise _KeyErr(key, f"{units.show(v)}: warm or cold")
     raise AssertionError(key)
 
 
 def _overrides(v) -> tuple:
     if not isinstance(v, dict):
-        raise _KeyErr("origin_rtt", f"{v!r}: each element is a table {{host or index = \"RTT[/LOSS]\"}}")
+        raise _KeyErr("origin_rtt", f"{units.show(v)}: each element is a table {{host or index = \"RTT[/LOSS]\"}}")
     out = []
     for target, val in v.items():
-        t = int(target) if target.isdigit() else target.lower()
+        t = int(target) if target.isascii() and target.isdigit() else target.lower()
+        if isinstance(val, bool) or not isinstance(val, (str, int, float)):
+            raise _KeyErr("origin_rtt", f"{units.show(target)}: {units.show(val)}: expected \"RTT[/LOSS]\"")
         r, _, lo = str(val).partition("/")
         try:
             out.append((t, units.duration_us(r, "origin rtt"),
                         units.loss_fraction(lo, "origin loss") if lo else None))
         except PltError as e:
-            raise _KeyErr("origin_rtt", f"{target}: {e}") from None
+            raise _KeyErr("origin_rtt", f"{units.show(target)}: {e}") from None
     return tuple(sorted(out, key=repr))
 
 

@@ -24,7 +24,7 @@ from pltlab import __version__, dataplane
 from pltlab.errors import PltError
 from pltlab.experiments.results import Results, export
 from pltlab.experiments.runner import PageRunner, RunConfig
-from pltlab.experiments.spec import Experiment
+from pltlab.experiments.spec import NAME_RE, Experiment
 
 MAX_ATTEMPTS = 2  # a failed run is retried once
 
@@ -75,6 +75,7 @@ def environment() -> dict:
 
 def prepare(exp: Experiment, out_dir: str, resume: bool) -> None:
     """Refuse to mix experiments or overwrite results; nothing is written before the checks."""
+    check_out_dir(out_dir)
     db = os.path.join(out_dir, "results.sqlite")
     if os.path.exists(db):
         res = Results(out_dir)
@@ -90,6 +91,24 @@ def prepare(exp: Experiment, out_dir: str, resume: bool) -> None:
                            f"choose another output folder (-o)")
     elif os.path.isdir(out_dir) and os.listdir(out_dir) and not resume:
         raise PltError(f"{out_dir} exists and is not empty: choose another output folder (-o)")
+
+
+def check_out_dir(out_dir: str) -> None:
+    """An output folder that can be made: not a file, its nearest existing parent a writable folder."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise PltError(f"{out_dir}: exists and is not a directory: choose another output folder (-o)")
+    parent = os.path.abspath(out_dir)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise PltError(f"{out_dir}: {parent} is not a directory: choose another output folder (-o)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PltError(f"{out_dir}: {parent} is not writable: choose another output folder (-o)")
+
+
+def all_failed(stats: dict) -> bool:
+    """Every run this session failed (none succeeded): the sweep's exit status is non-zero."""
+    return stats["runs"] == 0 and stats["failed"] > 0
 
 
 class Sweep:
@@ -167,7 +186,8 @@ class Sweep:
                    tfo_active=c["client"].get("TCPFastOpenActive"),
                    tfo_passive=c["server"].get("TCPFastOpenPassive"),
                    browser=r.get("browser"), wall_ms=(time.time() - t0) * 1000,
-                   network_plt_ms=r.get("network_plt_ms"), tail_ms=r.get("tail_ms"))
+                   network_plt_ms=r.get("network_plt_ms"), tail_ms=r.get("tail_ms"),
+                   late_reruns=r.get("late_reruns"))
         lat = r.get("emulator_lateness_us") or {}
         if lat:  # this load's own figures (else the runner's, filled in at its teardown)
             row.update(lateness_p50_us=lat.get("p50"), lateness_p99_us=lat.get("p99"),
@@ -227,26 +247,25 @@ class Sweep:
                                  last="-")
             for it in todo:
                 e, k = self.exp.pages[it.page], self.exp.configs[it.config]
-                prog.console.print(f"Experiment {it.rep} {e.label} @ {_ms(k.rtt)}ms delay"
-                                   f" ({'TFO' if it.tfo else 'no TFO'})", highlight=False)
+                _say(prog.console, f"Experiment {it.rep} {e.label} @ {_ms(k.rtt)}ms delay"
+                     f" ({'TFO' if it.tfo else 'no TFO'})")
                 attempt = len(seen.get(it.key, [])) + 1
                 while True:
                     row = self._attempt(it, attempt)
                     if row["status"] == "ok" or attempt >= MAX_ATTEMPTS:
                         break
-                    prog.console.print(f"[yellow]run failed ({row['failure_reason']}); retrying once[/]")
+                    _say(prog.console, f"[yellow]run failed ({row['failure_reason']}); retrying once[/]")
                     attempt += 1
                 if row["status"] == "ok":
                     stats["runs"] += 1
                     stats["plt_sum_ms"] += row["plt_ms"]
                     stats["invalid"] += not row["valid"]
                     mark = "" if row["valid"] else f"  [red]INVALID: {row['invalid_reason']}[/]"
-                    prog.console.print(f"Fetching {e.label} took {row['plt_ms'] / 1000:.3f}s.{mark}",
-                                       highlight=False)
+                    _say(prog.console, f"Fetching {e.label} took {row['plt_ms'] / 1000:.3f}s.{mark}")
                     last = f"{row['plt_ms']:.0f} ms"
                 else:
                     stats["failed"] += 1
-                    prog.console.print(f"[red]FAILED twice: {row['failure_reason']}[/]", highlight=False)
+                    _say(prog.console, f"[red]FAILED twice: {row['failure_reason']}[/]")
                     last = "failed"
                 prog.update(task, advance=1, last=last)
         for key in list(self.live):
@@ -255,6 +274,12 @@ class Sweep:
         stats["efficiency"] = stats["plt_sum_ms"] / 1000 / stats["wall_s"] if stats["wall_s"] else 0.0
         stats["exported"] = export(self.out_dir)
         return stats
+
+
+def _say(console: Console, line: str) -> None:
+    """A per-load log line, printed as is: wrapping it would put every distinct line into rich's
+    width caches (bounded, but ~1 MB filled over the first thousands of loads: a soak's creep)."""
+    console.print(line, highlight=False, no_wrap=True, crop=False, overflow="ignore")
 
 
 def _ms(rtt: str) -> str:
@@ -267,4 +292,6 @@ def run(exp: Experiment, out_dir: str, resume: bool = False, console: Console | 
 
 
 def default_out(exp: Experiment) -> str:
+    if not NAME_RE.fullmatch(exp.name):  # a name, never a path (spec.from_dict refuses others)
+        raise PltError(f"invalid experiment name {exp.name[:60]!r}: choose an output folder (-o)")
     return os.path.join("results", exp.name)

@@ -5,7 +5,7 @@ from pltlab.archive.kinds import kind
 from pltlab.archive.model import Obj, Page
 
 
-def effective_schemes(page: Page, https_hosts) -> dict[int, str]:
+def effective_schemes(page: Page, https_hosts, st: synth.Structure | None = None) -> dict[int, str]:
     """The scheme a browser uses for each object (by ``id(obj)``) when it upgrades the hosts in
     ``https_hosts`` to https (HSTS preload) and loads the synthesized page: an upgraded or
     https-recorded object is https; the main document keeps its recorded scheme otherwise; an
@@ -13,30 +13,44 @@ def effective_schemes(page: Page, https_hosts) -> dict[int, str]:
     (scheme-relative references, synth.ref), of the document a script runs in (its requests
     resolve against location.protocol), of the document an https stylesheet applies to (mixed
     content), or of the https document referencing it (upgrade-insecure-requests); a redirect
-    target follows its redirect (scheme-relative Location)."""
+    target follows its redirect (scheme-relative Location). ``st``: the page's synth.Structure."""
+    st = st if st is not None else synth.Structure(page)
     https_hosts = {h.lower() for h in https_hosts}
     main = page.objects[0] if page.objects else None
     memo: dict[int, str] = {}
 
-    def scheme(o: Obj) -> str:
-        if id(o) in memo:
-            return memo[id(o)]
-        memo[id(o)] = o.scheme  # cycle guard
+    def step(o: Obj) -> tuple[str, Obj | str]:
+        """("is", scheme), or ("as", x) / ("https if", x): follows the scheme of object x."""
         if o.scheme == "https" or o.host in https_hosts:
-            s = "https"
-        elif o is main or o.scheme != "http":
-            s = o.scheme
-        elif o.initiator_type == "redirect":
-            src = page.find(o.initiator) if o.initiator else None
-            s = scheme(src) if src is not None else o.scheme
-        else:
-            base = synth.loader(page, o)
-            k = kind(base.mime, base.url)
-            if k == "js" or (k == "css" and base.scheme == "https"):
-                base = synth.document_of(page, base)  # location.protocol / mixed content
-            s = "https" if base is not o and scheme(base) == "https" else "http"
-        memo[id(o)] = s
-        return s
+            return "is", "https"
+        if o is main or o.scheme != "http":
+            return "is", o.scheme
+        if o.initiator_type == "redirect":
+            src = st.find(o.initiator) if o.initiator else None
+            return ("as", src) if src is not None else ("is", o.scheme)
+        base = st.loader(o)
+        k = kind(base.mime, base.url)
+        if k == "js" or (k == "css" and base.scheme == "https"):
+            base = st.document_of(base)  # location.protocol / mixed content
+        return ("https if", base) if base is not o else ("is", "http")
+
+    def scheme(o: Obj) -> str:
+        # Down the chain of objects whose scheme each follows (iterative: chains can be long),
+        # then back up. An object met again on the way (a cycle) counts as its recorded scheme.
+        path, cur = [], o
+        while id(cur) not in memo:
+            memo[id(cur)] = cur.scheme  # cycle guard
+            how, nxt = step(cur)
+            if how == "is":
+                memo[id(cur)] = nxt
+                break
+            path.append((cur, how))
+            cur = nxt
+        s = memo[id(cur)]
+        for obj, how in reversed(path):
+            s = s if how == "as" else ("https" if s == "https" else "http")
+            memo[id(obj)] = s
+        return memo[id(o)]
 
     return {id(o): scheme(o) for o in page.objects}
 
@@ -51,82 +65,118 @@ TIGHT_LIMIT = 2
 DELAYABLE_LIMIT: int | None = None
 
 
-def _head(page: Page, doc: Obj) -> tuple[list[Obj], list[Obj]]:
-    """(stylesheets, scripts) of a synthesized document's <head>, in document order
-    (synth._html puts them there in its children's order)."""
-    css, js = [], []
-    for c in synth.children(page, doc):
-        k = synth.ref_kind(page, c)
-        (css if k == "css" else js if k == "js" else []).append(c)
-    return css, js
+class _Heads:
+    """The <head> of each synthesized document (synth._html puts its stylesheets and scripts
+    there in its children's order), worked out once per document: for a page that does not
+    change meanwhile."""
+
+    def __init__(self, st: synth.Structure):
+        self.st = st
+        self._order: dict[int, tuple[list[Obj], dict[int, int], int]] = {}
+        self._js: dict[int, tuple[list[Obj], set[int]]] = {}
+        self._equal: dict[tuple[int, int], bool] = {}
+
+    def order(self, doc: Obj) -> tuple[list[Obj], dict[int, int], int]:
+        """(head stylesheets and scripts in document order, position by id, last script's
+        position or -1)."""
+        got = self._order.get(id(doc))
+        if got is None:
+            order = [c for c in self.st.kids(doc) if self.st.ref_kind(c) in ("css", "js")]
+            last = max((i for i, c in enumerate(order) if self.st.ref_kind(c) == "js"), default=-1)
+            got = self._order[id(doc)] = (order, {id(c): i for i, c in enumerate(order)}, last)
+        return got
+
+    def scripts(self, doc: Obj) -> tuple[list[Obj], set[int]]:
+        got = self._js.get(id(doc))
+        if got is None:
+            js = [c for c in self.st.kids(doc) if self.st.ref_kind(c) == "js"]
+            got = self._js[id(doc)] = (js, {id(c) for c in js})
+        return got
+
+    def has_script(self, doc: Obj, o: Obj) -> bool:
+        """Is ``o`` one of ``doc``'s head scripts (as list membership: this object, or one
+        equal to it by value)."""
+        js, ids = self.scripts(doc)
+        if id(o) in ids:
+            return True
+        key = (id(doc), id(o))  # not by identity: compare by value once per (doc, object)
+        if key not in self._equal:
+            self._equal[key] = o in js
+        return self._equal[key]
+
+    def blocking(self, doc: Obj, upto: Obj | None) -> list[Obj]:
+        """What a parser-blocking script ``upto`` of ``doc`` waits for before it runs (every
+        earlier head script, every earlier stylesheet); with ``upto`` None: what the parser
+        waits for before it reaches <body> (every head script and the stylesheets before the
+        last one)."""
+        order, pos, last = self.order(doc)
+        if upto is None:
+            return order[:last + 1]
+        i = pos.get(id(upto))
+        if i is None and upto in order:  # an equal object, not this one: the first equal
+            i = order.index(upto)
+        return order[:i] if i is not None else []
 
 
-def _blocking(page: Page, doc: Obj, upto: Obj | None) -> list[Obj]:
-    """What a parser-blocking script ``upto`` of ``doc`` waits for before it runs (every earlier
-    head script, every earlier stylesheet); with ``upto`` None: what the parser waits for before
-    it reaches <body> (every head script and the stylesheets before the last one)."""
-    order = [c for c in synth.children(page, doc) if synth.ref_kind(page, c) in ("css", "js")]
-    if upto is None:
-        last = max((i for i, c in enumerate(order) if synth.ref_kind(page, c) == "js"), default=-1)
-        return order[:last + 1]
-    return order[:order.index(upto)] if upto in order else []
-
-
-def chromium_deps(page: Page, o: Obj) -> dict:
+def chromium_deps(page: Page, o: Obj, heads: _Heads | None = None) -> dict:
     """How Chromium reaches object ``o`` of the synthesized page (synth.py): ``parent`` (the
     object whose body references it, synth.loader; for a redirect target the redirect),
     ``at_first_byte`` (a reference in a synthesized document's markup: the preload scanner
     sees it with the first bytes), ``after`` (objects that must have arrived first: a script
     runs after the earlier head scripts and stylesheets; <iframe>, fonts, inline-script
     fetches and stylesheet images wait until the parser reached <body>), ``delayable``
-    (low priority: images, and scripts a script inserts, which are async)."""
+    (low priority: images, and scripts a script inserts, which are async). ``heads``: shared
+    by the look-ups of one unchanged page."""
+    heads = heads if heads is not None else _Heads(synth.Structure(page))
+    st = heads.st
     out = {"parent": None, "at_first_byte": False, "after": [],
            "delayable": kind(o.mime, o.url) == "image"}
     if o is page.objects[0]:
         return out
-    if o.initiator_type == "redirect" and o.initiator and page.find(o.initiator) is not None:
-        out["parent"] = page.find(o.initiator)
+    if o.initiator_type == "redirect" and o.initiator and st.find(o.initiator) is not None:
+        out["parent"] = st.find(o.initiator)
         return out
-    par = synth.loader(page, o)
+    par = st.loader(o)
     out["parent"] = par
     if par.body is not None:  # a recorded body: references anywhere in it
         return out
-    pk, rk = kind(par.mime, par.url), synth.ref_kind(page, o)
+    pk, rk = kind(par.mime, par.url), st.ref_kind(o)
     if pk == "js" and rk == "js":  # a script-inserted <script> is async: low priority, like images
         out["delayable"] = True
     if pk == "html":
         out["at_first_byte"] = True
         if rk not in ("css", "js", "image"):  # <iframe>, @font-face text, fetch() at the end
-            out["after"] = _blocking(page, par, None)
+            out["after"] = heads.blocking(par, None)
     elif pk == "js":
-        doc = synth.loader(page, par)
-        if kind(doc.mime, doc.url) == "html" and doc.body is None and par in _head(page, doc)[1]:
-            out["after"] = _blocking(page, doc, par)  # parser-blocking: runs in order
+        doc = st.loader(par)
+        if kind(doc.mime, doc.url) == "html" and doc.body is None and heads.has_script(doc, par):
+            out["after"] = heads.blocking(doc, par)  # parser-blocking: runs in order
     elif pk == "css" and rk in ("image", "font"):
-        doc = synth.document_of(page, par)
+        doc = st.document_of(par)
         if doc.body is None:
-            out["after"] = _blocking(page, doc, None)  # the element it styles is in <body>
+            out["after"] = heads.blocking(doc, None)  # the element it styles is in <body>
     return out
 
 
-def frame_of(page: Page, o: Obj) -> Obj:
+def frame_of(page: Page, o: Obj, st: synth.Structure | None = None) -> Obj:
     """The synthesized document whose frame requests ``o`` (Chromium schedules low-priority
     requests per frame): the document that references it, the one its script runs in or its
     stylesheet applies to; a redirect target's is its redirect's."""
+    st = st if st is not None else synth.Structure(page)
     cur, seen = o, set()
     while cur.initiator_type == "redirect" and cur.initiator and id(cur) not in seen:
         seen.add(id(cur))
-        src = page.find(cur.initiator)
+        src = st.find(cur.initiator)
         if src is None:
             break
         cur = src
     if cur is page.objects[0]:
         return cur
-    return synth.document_of(page, synth.loader(page, cur))
+    return st.document_of(st.loader(cur))
 
 
 def _tight_phases(page: Page, objs: list[Obj], out: list[dict], pos: dict, main: Obj,
-                  cal: dict | None) -> list[dict]:
+                  cal: dict | None, heads: _Heads) -> list[dict]:
     """Tight phases of the frames other than the main document's (whose phase is the plan's
     ``tight_until``): per synthesized document with delayable requests, until its head scripts
     and stylesheets arrived (+ its calibrated delay); sets each delayable object's
@@ -136,11 +186,11 @@ def _tight_phases(page: Page, objs: list[Obj], out: list[dict], pos: dict, main:
     for o, d in zip(objs, out):
         if not d.get("delayable"):
             continue
-        doc = frame_of(page, o)
+        doc = frame_of(page, o, heads.st)
         if doc is main or doc.body is not None or kind(doc.mime, doc.url) != "html" or id(doc) not in pos:
             continue
         if id(doc) not in index:
-            until = sorted({pos[id(c)] for c in _blocking(page, doc, None) if id(c) in pos})
+            until = sorted({pos[id(c)] for c in heads.blocking(doc, None) if id(c) in pos})
             index[id(doc)] = len(phases)
             phases.append({"until": until, "delay_ms": float(delays.get(doc.url, 0.0)), "doc": pos[id(doc)]})
         d["tight_phase"] = index[id(doc)]
@@ -190,7 +240,8 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
     cal = calibration(page) if model == "chromium" and calibrated else None
     use_cal = cal is not None
     objs = plan_objects(page, host_ips)
-    schemes = effective_schemes(page, https_hosts) if https_hosts is not None else {}
+    heads = _Heads(synth.Structure(page))  # the page does not change while it is planned
+    schemes = effective_schemes(page, https_hosts, heads.st) if https_hosts is not None else {}
     index = {}
     for i, o in enumerate(objs):
         index.setdefault(o.url.split("#", 1)[0], i)
@@ -200,7 +251,7 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
         parent = None
         extra = {}
         if model == "chromium" and i > 0:
-            d = chromium_deps(page, o)
+            d = chromium_deps(page, o, heads)
             p = pos.get(id(d["parent"])) if d["parent"] is not None else None
             parent = p if p is not None and p != i else 0
             after = sorted({pos[id(a)] for a in d["after"] if id(a) in pos} - {i, parent})
@@ -230,12 +281,12 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
     plan = {"objects": out, "max_conns_per_host": max_conns_per_host, "tfo": tfo,
             "dns_delay_ms": dns_delay_ms, "ca": ca, "timeout_s": timeout_s}
     if model == "chromium":
-        main = synth.main_document(page)
-        tight = [pos[id(c)] for c in _blocking(page, main, None) if id(c) in pos] \
+        main = heads.st.main_document()
+        tight = [pos[id(c)] for c in heads.blocking(main, None) if id(c) in pos] \
             if main.body is None else []
         plan.update(delayable_limit=DELAYABLE_LIMIT, tight_limit=TIGHT_LIMIT,
                     tight_until=tight or [0],
-                    tight_phases=_tight_phases(page, objs, out, pos, main, cal))
+                    tight_phases=_tight_phases(page, objs, out, pos, main, cal, heads))
         if cal:  # the renderer's time from the last head object to <body> (loaders.calibrate)
             plan["tight_delay_ms"] = float(cal.get("tight_delay_ms") or 0.0)
     return plan
@@ -243,30 +294,44 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
 
 def _check_acyclic(objs: list[dict]) -> None:
     """Every object must reach the main document through its parents (and "after" lists
-    must not close a cycle either)."""
+    must not close a cycle either). Depth-first, without recursion (chains can be long)."""
     if not any(o.get("after") for o in objs):
         return _check_parents(objs)
-    state: dict[int, int] = {}
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
 
-    def visit(i: int) -> None:
-        state[i] = 1
-        for j in ([objs[i]["parent"]] if objs[i]["parent"] is not None else []) + objs[i].get("after", []):
-            if state.get(j) == 1:
-                raise ValueError(f"dependency cycle through {objs[j]['url']}")
-            if j not in state:
-                visit(j)
-        state[i] = 2
+    def edges(i: int) -> list[int]:
+        return ([objs[i]["parent"]] if objs[i]["parent"] is not None else []) + objs[i].get("after", [])
 
-    for i in range(len(objs)):
-        if i not in state:
-            visit(i)
+    for root in range(len(objs)):
+        if root in state:
+            continue
+        state[root] = 1
+        stack = [(root, iter(edges(root)))]
+        while stack:
+            i, todo = stack[-1]
+            for j in todo:
+                if state.get(j) == 1:
+                    raise ValueError(f"dependency cycle through {objs[j]['url']}")
+                if j not in state:
+                    state[j] = 1
+                    stack.append((j, iter(edges(j))))
+                    break
+            else:
+                state[i] = 2
+                stack.pop()
 
 
 def _check_parents(objs: list[dict]) -> None:
+    """Each object's parent chain ends (at an object without a parent); the first object whose
+    chain loops is named. Objects already known to end are not walked again."""
+    ends: set[int] = set()
     for i in range(len(objs)):
-        seen, cur = set(), i
-        while objs[cur]["parent"] is not None:
+        path, seen, cur = [], set(), i
+        while cur not in ends and objs[cur]["parent"] is not None:
             if cur in seen:
                 raise ValueError(f"dependency cycle through {objs[i]['url']}")
             seen.add(cur)
+            path.append(cur)
             cur = objs[cur]["parent"]
+        ends.update(path)
+        ends.add(cur)

@@ -14,7 +14,7 @@ from pltlab.net.spec import LinkSpec, OriginOverride
 
 def link_config(client_ns: str, server_ns: str, tun: str, link: LinkSpec,
                 overrides: list[tuple[str, OriginOverride]], busy_wait_us: int, sched_fifo: bool,
-                pcap: str | None, stats: str | None, linger_us: int = 0) -> dict:
+                pcap: str | None, stats: str | None, linger_us: int = 0, late_event_us: int = 0) -> dict:
     def direction(delay, rate, trace, loss, seed):
         return {
             "delay_us": delay, "rate_bps": rate, "trace": trace,
@@ -38,6 +38,7 @@ def link_config(client_ns: str, server_ns: str, tun: str, link: LinkSpec,
         "busy_wait_us": busy_wait_us,
         "linger_us": linger_us,
         "sched_fifo": sched_fifo,
+        "late_event_us": late_event_us,
         "pcap": pcap,
         "stats": stats,
     }
@@ -84,6 +85,10 @@ class UserspaceLink:
 
     def _stderr_tail(self) -> str:
         return dataplane.stderr_tail(self._err, f"exit code {self.proc.returncode}")
+
+    def stderr_tail(self) -> str | None:
+        """The last line the emulator wrote to stderr (None: nothing)."""
+        return dataplane.stderr_tail(self._err, "") or None
 
     def snapshot(self, timeout: float = 5.0) -> dict | None:
         """Lateness and packets per direction since the previous snapshot (SIGUSR1), or None."""

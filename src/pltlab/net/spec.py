@@ -42,8 +42,7 @@ class LinkSpec:
         up = units.rate_bps(rate_up, "uplink rate") if rate_up is not None else down
         lo = units.loss_fraction(loss)
         qp, qb = units.queue_spec(queue) if queue is not None else (1000, None)
-        if not isinstance(seed, int) or seed < 0:
-            raise PltError(f"invalid seed {seed!r}: must be a non-negative integer")
+        seed = units.seed(seed)
         return cls(
             delay_up_us=rtt_us // 2,
             delay_down_us=rtt_us - rtt_us // 2,
@@ -70,6 +69,13 @@ class OriginOverride:
     origin: int  # index into the topology's origins
     rtt_us: int
     loss: float | None = None
+
+    def __post_init__(self):
+        if isinstance(self.rtt_us, bool) or not isinstance(self.rtt_us, int) \
+                or not 0 <= self.rtt_us <= units.MAX_RTT_US:
+            raise PltError(f"invalid origin rtt {units.show(self.rtt_us)} us: at most 10 s")
+        if self.loss is not None and not 0 <= self.loss <= 1:
+            raise PltError(f"invalid origin loss {units.show(self.loss)}: must be between 0 and 100%")
 
 
 # What page loads use unless told otherwise (`--client-rmem`, experiment key `client_rmem`): with
@@ -98,18 +104,18 @@ class TcpKnobs:
         for name in ("tfo_client", "tfo_server"):
             v = getattr(self, name)
             if not isinstance(v, int) or not 0 <= v <= 0x7FF:
-                raise PltError(f"invalid {name} {v!r}: a net.ipv4.tcp_fastopen value (0..3, flags)")
+                raise PltError(f"invalid {name} {units.show(v)}: a net.ipv4.tcp_fastopen value (0..3, flags)")
         for name in ("initcwnd", "initrwnd", "client_initcwnd"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or not 1 <= v <= 1024):
-                raise PltError(f"invalid {name} {v!r}: must be an integer from 1 to 1024 segments")
+                raise PltError(f"invalid {name} {units.show(v)}: must be an integer from 1 to 1024 segments")
         if self.cc not in CC_CHOICES:
-            raise PltError(f"unknown congestion control {self.cc!r} (choose from {', '.join(CC_CHOICES)})")
+            raise PltError(f"unknown congestion control {units.show(self.cc)} (choose from {', '.join(CC_CHOICES)})")
         if self.client_rmem is not None and (isinstance(self.client_rmem, bool) or not isinstance(
                 self.client_rmem, int) or not 4096 <= self.client_rmem <= 64 << 20):
-            raise PltError(f"invalid client receive buffer {self.client_rmem!r}: 4096 bytes to 64 MB")
+            raise PltError(f"invalid client receive buffer {units.show(self.client_rmem)}: 4096 bytes to 64 MB")
         if not isinstance(self.mtu, int) or not 576 <= self.mtu <= 65535:
-            raise PltError(f"invalid mtu {self.mtu!r}: must be between 576 and 65535")
+            raise PltError(f"invalid mtu {units.show(self.mtu)}: must be between 576 and 65535")
 
 
 @dataclass(frozen=True)
@@ -124,12 +130,16 @@ class TopologySpec:
     linger_us: int = 0  # emulator polls this long after each packet (see link/emulator.rs)
     sched_fifo: bool = False
     pcap: str | None = None
+    # Emulator logs each release/ingress delay >= this many us (the self-check tells machine
+    # stalls from link errors with them); 0 = off: page loads keep only the per-load histograms,
+    # so a long sweep's emulator does not grow a log (benches/bench_soak.py).
+    late_event_us: int = 0
 
     def __post_init__(self):
         if not isinstance(self.origins, int) or not 1 <= self.origins <= 999:
-            raise PltError(f"invalid number of origins {self.origins!r}: must be 1..999")
+            raise PltError(f"invalid number of origins {units.show(self.origins)}: must be 1..999")
         if self.backend not in BACKENDS:
-            raise PltError(f"unknown backend {self.backend!r} (choose from {', '.join(BACKENDS)})")
+            raise PltError(f"unknown backend {units.show(self.backend)} (choose from {', '.join(BACKENDS)})")
         for o in self.overrides:
             if not 0 <= o.origin < self.origins:
                 raise PltError(f"override for origin {o.origin}: the topology has {self.origins} origins")
@@ -137,3 +147,5 @@ class TopologySpec:
             raise PltError(f"invalid busy-wait {self.busy_wait_us} us: must be 0..100000")
         if not 0 <= self.linger_us <= 100_000:
             raise PltError(f"invalid linger {self.linger_us} us: must be 0..100000")
+        if not 0 <= self.late_event_us <= 1_000_000:
+            raise PltError(f"invalid late-event threshold {self.late_event_us} us: must be 0..1000000")

@@ -21,6 +21,7 @@ from pltlab.errors import PltError
 from pltlab.net import names, netem, nsutil
 from pltlab.net.emulator import UserspaceLink, link_config
 from pltlab.net.spec import TopologySpec
+from pltlab.net.supervise import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ class Topology:
         self._namespaces: list[str] = []
         self._own_workdir = False
         self._procs = []
+        # the run's long-lived processes: a load waiting on them ends the moment one dies
+        self.supervisor = Supervisor()
         self._old_handlers = None
         self._is_up = False
 
@@ -123,6 +126,7 @@ class Topology:
 
     def down(self) -> dict | None:
         """Stop everything this run started and delete its namespaces. Idempotent."""
+        self.supervisor.forget()  # stopping them now is no death
         for p in reversed(self._procs):
             _stop_process(p)
         self._procs.clear()
@@ -234,9 +238,12 @@ class Topology:
             overrides = [(self.origin_ips[o.origin], o) for o in s.overrides]
             cfg = link_config(self.client_ns, self.server_ns, self.tun, s.link, overrides,
                               s.busy_wait_us, s.sched_fifo, s.pcap,
-                              os.path.join(self.workdir, "link-stats.json"), s.linger_us)
+                              os.path.join(self.workdir, "link-stats.json"), s.linger_us,
+                              s.late_event_us)
             self.link = UserspaceLink(cfg, self.workdir, self.server_ns)
         self.link.start()
+        if isinstance(self.link, UserspaceLink):
+            self.supervisor.watch("link emulator", self.link.proc, self.link.stderr_tail)
 
     # ---- using the network -------------------------------------------------------------
     def _where(self, where) -> str:
@@ -255,8 +262,30 @@ class Topology:
         self._procs.append(p)
         return p
 
-    def run(self, where, argv: list[str], **kw):
-        return nsutil.run(self._where(where), argv, **kw)
+    def run(self, where, argv: list[str], check: bool = True, timeout: float | None = None,
+            input: str | None = None):
+        """Run ``argv`` in a namespace of this run to completion, output captured as text (like
+        nsutil.run). Supervised: if a watched process (the link emulator, servers registered with
+        ``watch``) dies meanwhile, the command is killed at once and ProcessDied names the dead
+        process; likewise when the command itself is killed by a signal."""
+        ns = self._where(where)
+        cp = self.supervisor.run(argv, lambda a, **kw: nsutil.popen(ns, a, **kw), timeout, input)
+        if check and cp.returncode != 0:
+            msg = (cp.stderr or cp.stdout or "").strip().splitlines()
+            raise PltError(f"{' '.join(argv)} failed in {ns}: {msg[-1] if msg else cp.returncode}")
+        return cp
+
+    def watch(self, what: str, proc, stderr=None) -> None:
+        """Supervise ``proc`` (a server of this run) under the name ``what`` (see run())."""
+        self.supervisor.watch(what, proc, stderr)
+
+    def guard(self, where="client"):
+        """``with topo.guard(): ...`` for a load driven from this process (Chromium): a watched
+        death kills the processes in namespace ``where`` at once (the browser; not this
+        process's own children, such as the Playwright driver, which then reports the browser
+        gone and is stopped as usual) and ends the block in ProcessDied."""
+        ns = self._where(where)
+        return self.supervisor.guard(lambda: kill_netns_processes(ns, spare_children=True))
 
     def counters(self) -> dict:
         """TcpExt counters of the client and (summed) server side."""
@@ -322,8 +351,9 @@ def _stop_process(p, timeout: float = 3.0) -> None:
         p.wait()
 
 
-def kill_netns_processes(ns: str) -> int:
-    """SIGKILL every process whose network namespace is ``ns``; returns how many."""
+def kill_netns_processes(ns: str, spare_children: bool = False) -> int:
+    """SIGKILL every process whose network namespace is ``ns`` (``spare_children``: except this
+    process's own children); returns how many."""
     try:
         st = os.stat(nsutil.ns_path(ns))
     except FileNotFoundError:
@@ -335,8 +365,18 @@ def kill_netns_processes(ns: str) -> int:
         try:
             pst = os.stat(f"/proc/{pid}/ns/net")
             if (pst.st_dev, pst.st_ino) == (st.st_dev, st.st_ino):
+                if spare_children and _parent(pid) == os.getpid():
+                    continue
                 os.kill(int(pid), signal.SIGKILL)
                 n += 1
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
     return n
+
+
+def _parent(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -4,7 +4,7 @@ import hashlib
 import os
 from urllib.parse import urljoin, urlsplit
 
-from pltlab.archive import wire
+from pltlab.archive import synth, wire
 from pltlab.archive.model import Obj, Page
 
 # Framing headers are the server's business (it sends Content-Length for the encoded body);
@@ -24,13 +24,14 @@ def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict |
     responses, listen = [], set()
     with open(blob_path, "wb") as blob:
         for page in pages:
+            st = synth.Structure(page)  # the pages do not change while their bodies are made
             # Every recording, repeated URLs too: the server answers them in this (recorded) order.
             for o in page.objects:
                 if o.scheme not in ("http", "https") or o.host not in host_ips:
                     continue
                 parts = urlsplit(o.url)
                 listen.add((host_ips[o.host], o.port, o.scheme == "https"))
-                fit = wire.for_object(page, o)
+                fit = wire.for_object(page, o, st)
                 offset = blob.tell()
                 blob.write(fit.wire)
                 encoded = wire.codings(o.encoding) and wire.supported(o.encoding) and fit.wire

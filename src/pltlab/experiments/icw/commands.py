@@ -32,6 +32,9 @@ def icw_command(app: typer.Typer, name: str = "icw") -> None:
         transfer times in RTTs, fairness of a large ICW against a long flow."""
         from pltlab.experiments.icw.config import percent
         from pltlab.experiments.icw.report import reproduce_icw
+        from pltlab.experiments.sweep import check_out_dir
+
+        check_out_dir(out)
 
         def progress(ev: dict) -> None:
             if not as_json:

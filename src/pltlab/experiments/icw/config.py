@@ -71,53 +71,53 @@ def _is_num(v) -> bool:
 def _int(what: str, lo: int, hi: int):
     def parse(v):
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise PltError(f"invalid {what} {v!r}: must be an integer from {lo} to {hi}")
+            raise PltError(f"invalid {what} {units.show(v)}: must be an integer from {lo} to {hi}")
         return v
     return parse
 
 
 def _bool(v):
     if not isinstance(v, bool):
-        raise PltError(f"invalid value {v!r}: must be true or false")
+        raise PltError(f"invalid value {units.show(v)}: must be true or false")
     return v
 
 
 def _choice(what: str, choices):
     def parse(v):
         if not isinstance(v, str) or v not in choices:
-            raise PltError(f"unknown {what} {v!r} (choose from {', '.join(choices)})")
+            raise PltError(f"unknown {what} {units.show(v)} (choose from {', '.join(choices)})")
         return v
     return parse
 
 
 def _rtt(v):
     if not _is_num(v) or not 0 < v <= 10_000:
-        raise PltError(f"invalid RTT {v!r} ms: must be in (0, 10000]")
+        raise PltError(f"invalid RTT {units.show(v)} ms: must be in (0, 10000]")
     return v
 
 
 def _seconds(v):
     if not _is_num(v) or not 0 < v <= 86_400:
-        raise PltError(f"invalid fairness duration {v!r} s: must be > 0 (at most 86400)")
+        raise PltError(f"invalid fairness duration {units.show(v)} s: must be > 0 (at most 86400)")
     return v
 
 
 def _timeout(v):
     if not _is_num(v) or not 1 <= v <= 86_400:
-        raise PltError(f"invalid load timeout {v!r} s: must be from 1 to 86400")
+        raise PltError(f"invalid load timeout {units.show(v)} s: must be from 1 to 86400")
     return v
 
 
 def percent(v) -> float:
     """A loss rate in percent (files, --loss) -> a fraction."""
     if not _is_num(v) or not 0 <= v < 100:
-        raise PltError(f"invalid loss {v!r} %: must be in [0, 100)")
+        raise PltError(f"invalid loss {units.show(v)} %: must be in [0, 100)")
     return v / 100
 
 
 def _fraction(v):
     if not _is_num(v) or not 0 <= v < 1:
-        raise PltError(f"invalid loss {v!r}: a fraction in [0, 1)")
+        raise PltError(f"invalid loss {units.show(v)}: a fraction in [0, 1)")
     return v
 
 
@@ -126,10 +126,10 @@ def _rate(unlimited_ok: bool):
         if v is None and unlimited_ok:
             return None
         if not isinstance(v, str):
-            raise PltError(f"invalid rate {v!r}: a string such as \"4mbit\"")
+            raise PltError(f"invalid rate {units.show(v)}: a string such as \"4mbit\"")
         if units.rate_bps(v, "rate") is None:
             if not unlimited_ok:
-                raise PltError(f"invalid rate {v!r}: the fairness runs need a bottleneck rate")
+                raise PltError(f"invalid rate {units.show(v)}: the fairness runs need a bottleneck rate")
             return None
         return v
     return parse
@@ -137,7 +137,7 @@ def _rate(unlimited_ok: bool):
 
 def _page(v):
     if not isinstance(v, str):
-        raise PltError(f"invalid page {v!r}: a bundled page name")
+        raise PltError(f"invalid page {units.show(v)}: a bundled page name")
     bundled.path(v)  # unknown name -> PltError listing the names
     return v
 

@@ -28,7 +28,9 @@ class TracedPageRunner(PageRunner):
     """PageRunner whose topology writes a pcap (userspace emulator: netem has no pcap)."""
 
     def __init__(self, page: Page, cfg: RunConfig, pcap: str):
-        super().__init__(page, dataclasses.replace(cfg, pcap=pcap, backend="userspace"))
+        # No re-run of a late load in place: the pcap would hold both loads. A late load is
+        # invalid here, and the study retries it in a fresh topology (study._load).
+        super().__init__(page, dataclasses.replace(cfg, pcap=pcap, backend="userspace", late_reruns=0))
         self.pcap = pcap
 
 

@@ -4,6 +4,7 @@ import os
 
 from pltlab.errors import PltError
 from pltlab.experiments.report import analysis as an, figures, html, tables
+from pltlab.net import lateness
 
 FIG_DIR = "output-figures"
 
@@ -29,15 +30,28 @@ def validity_notes(a: dict, runs: list[dict]) -> list[tuple[str, bool]]:
         k = f"failed: {r['failure_reason']}"
         reasons[k] = reasons.get(k, 0) + 1
     notes += [(f"{n} x {why}", True) for why, n in sorted(reasons.items())]
+    notes += late_rerun_notes(runs)
     lat = [r["lateness_p99_us"] for r in runs if r.get("lateness_p99_us") is not None]
     if lat:
         worst = max(lat)
-        notes.append((f"Link emulator lateness (downlink p99 per load): worst {worst / 1000:.2f} ms"
-                      + (" — the machine was loaded; timing noise is likely" if worst > 2000 else ""),
-                      worst > 2000))
+        bad = worst > lateness.LATE_P99_US
+        notes.append((f"Link emulator lateness (p99 per load): worst {worst / 1000:.2f} ms"
+                      + (" — the machine was loaded; timing noise is likely" if bad else ""), bad))
     else:
         notes.append(("Link emulator lateness: not recorded (sweep killed before its runners closed)", False))
     return notes
+
+
+def late_rerun_notes(runs: list[dict]) -> list[tuple[str, bool]]:
+    """How many loads were re-run because the link emulator was late during them."""
+    rerun = [r for r in runs if r.get("status") == "ok" and (r.get("late_reruns") or 0) > 0]
+    if not rerun:
+        return []
+    total = sum(r["late_reruns"] for r in rerun)
+    still = sum(1 for r in rerun if not r.get("valid") and "link emulator late" in (r.get("invalid_reason") or ""))
+    return [(f"{len(rerun)} load(s) re-run because the link emulator was late during them "
+             f"(p99 > {lateness.LATE_P99_US / 1000:g} ms or max > {lateness.LATE_MAX_US / 1000:g} ms): "
+             f"{total} re-run(s) in all, {still} still late after them (invalid, not averaged in).", True)]
 
 
 def build(out_dir: str) -> dict:

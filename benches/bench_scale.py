@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Large pages (issue 12): import and planning must be linear. For pages of 2,000 / 5,000 /
+20,000 objects (archive.generate: 12 origins, dependency depth 6, 2 % redirects, about 2 KB per
+object), exported as a browser exports a HAR (no pltlab fields, size-only entries with
+initiators), the figures are:
+
+- import: `pltlab import` of that HAR (read, repair, complete dependencies, write the archive);
+- plan archive / plan chromium: loaders.plan.build with each model (chromium with half the hosts
+  upgraded to https, so the scheme model runs too), on the page read back from the archive;
+- manifest: replay.manifest.build, every synthesized body made and written (what a run does
+  before its first load, with the plan).
+
+Target: <= 2 s each at 20,000 objects. Wall time and CPU time of this process are printed (the
+machine is shared: CPU time is the steadier figure).
+
+    python3 benches/bench_scale.py [N ...]
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+from pltlab.archive import har, importer
+from pltlab.archive.generate import browser_har, generate
+from pltlab.loaders import plan as plans
+from pltlab.replay import hosts, manifest
+
+SIZES = (2000, 5000, 20000)
+TARGET_S = 2.0
+
+
+def page_for(n: int):
+    return generate(objects=n, total_bytes=n * 2000, origins=12, depth=6, seed=1, redirects=n // 50)
+
+
+def timed(fn):
+    w, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - w, time.process_time() - c
+
+
+def run(n: int, d: str) -> dict:
+    src, out = os.path.join(d, f"p{n}.har"), os.path.join(d, f"arc{n}")
+    with open(src, "w") as f:
+        json.dump(browser_har(page_for(n)), f)
+    rep, *t_import = timed(lambda: importer.import_paths([src], out))
+    page = har.read_page(os.path.join(out, rep["files"][0]))
+    ips = {h: f"198.18.{i // 250}.{i % 250 + 1}" for h, i in hosts.assign([page]).items()}
+    upgraded = sorted(ips)[::2]
+    _, *t_arch = timed(lambda: plans.build(page, ips, tfo=False, model="archive"))
+    _, *t_chr = timed(lambda: plans.build(page, ips, tfo=False, model="chromium", https_hosts=upgraded))
+    work = os.path.join(d, f"m{n}")
+    os.makedirs(work)
+    _, *t_man = timed(lambda: manifest.build([page], ips, work, {"cert": "c", "key": "k"}))
+    mb = os.path.getsize(os.path.join(work, "bodies.bin")) / 1e6
+    return {"import": t_import, "plan archive": t_arch, "plan chromium": t_chr,
+            f"manifest ({mb:.0f} MB)": t_man}
+
+
+def main(sizes) -> int:
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as d:
+        for n in sizes:
+            figs = run(n, d)
+            cells = "; ".join(f"{k} {w:.2f} s (cpu {c:.2f})" for k, (w, c) in figs.items())
+            print(f"{n:>6} objects: {cells}", flush=True)
+            if n == max(sizes):
+                worst = max(c for _, c in figs.values())
+    print(f"largest page: slowest step {worst:.2f} s cpu (target <= {TARGET_S:.0f} s each at "
+          f"{max(sizes):,} objects): {'met' if worst <= TARGET_S else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main([int(a) for a in sys.argv[1:]] or SIZES))
