@@ -139,11 +139,12 @@ def encode_to(data: bytes, value: str, target: int | None) -> bytes:
 
 @dataclass
 class Fit:
-    """A body for the wire: ``wire`` (encoded) and how many decoded bytes it carries."""
+    """A body for the wire: ``wire`` (encoded), how many decoded bytes it carries, and the
+    Content-Encoding applied ("" = sent as is: identity, or a coding this module cannot make)."""
 
     wire: bytes
     decoded: int
-    target: int | None  # the recorded transfer size aimed at (None: not recorded)
+    encoding: str = ""
 
 
 def fit_synthetic(make, size: int, value: str, target: int | None) -> Fit:
@@ -153,7 +154,7 @@ def fit_synthetic(make, size: int, value: str, target: int | None) -> Fit:
     c = codings(value)
     if not c or target is None:
         body = make(None)
-        return Fit(encode(body, value) if c else body, len(body), target)
+        return Fit(encode(body, value) if c else body, len(body), value if c else "")
 
     def enc(noise):
         return encode(make(noise), value)
@@ -183,7 +184,7 @@ def fit_synthetic(make, size: int, value: str, target: int | None) -> Fit:
         padded = _padded(inner, last, SYNTH_LEVEL[last], target)
         if abs(len(padded) - target) < abs(len(best) - target):
             best = padded
-    return Fit(best, size, target)
+    return Fit(best, size, value)
 
 
 NO_BODY = (204, 304)
@@ -191,12 +192,12 @@ NO_BODY = (204, 304)
 
 def for_object(page, o, structure: synth.Structure | None = None) -> Fit:
     """What the replay sends as ``o``'s body. An encoding this module cannot produce (sdch,
-    compress, ...) is served decoded (Fit.target None); the caller drops its header.
+    compress, ...) is served decoded (Fit.encoding ""); the caller then drops its header.
     ``structure``: the page's synth.Structure, shared by the objects of one unchanged page."""
     if 100 <= o.status < 200 or o.status in NO_BODY or o.method.upper() == "HEAD":
-        return Fit(b"", 0, None)
+        return Fit(b"", 0)
     value = o.encoding if supported(o.encoding) else ""
     if o.body is not None:
-        return Fit(encode_to(o.body, value, o.transfer_size), len(o.body), o.transfer_size if value else None)
+        return Fit(encode_to(o.body, value, o.transfer_size), len(o.body), value)
     return fit_synthetic(lambda noise: synth.body(page, o, noise, structure), o.size, value,
                          o.transfer_size if value else None)

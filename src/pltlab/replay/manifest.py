@@ -34,10 +34,9 @@ def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict |
                 fit = wire.for_object(page, o, st)
                 offset = blob.tell()
                 blob.write(fit.wire)
-                encoded = wire.codings(o.encoding) and wire.supported(o.encoding) and fit.wire
                 headers = [[k, _location(v) if k.lower() == "location" and o.scheme == "http" else v]
                            for k, v in o.headers if k.lower() not in _DROP
-                           and (k.lower() != "content-encoding" or encoded)]
+                           and (k.lower() != "content-encoding" or fit.encoding)]
                 if o.mime and not any(k.lower() == "content-type" for k, _ in headers):
                     headers.append(["Content-Type", o.mime])
                 chunked = (o.header("transfer-encoding") or "").lower() == "chunked"
