@@ -8,7 +8,7 @@ The load: `pltlab run nytimes --client chromium --rtt 100ms` in the background (
 namespaces), restarted whenever it finishes, for as long as the measurements last. Each run
 measures the three RTTs (`pltlab check`'s RTT test: several ping connections, kernel
 timestamps) and prints the error distribution, the stalls (samples the machine explains, see
-pltlab.check) and the p99 with and without them. Target: p99 <= 0.3 ms at every RTT in 5 of 5
+pltlab.net.check) and the p99 with and without them. Target: p99 <= 0.3 ms at every RTT in 5 of 5
 runs. Needs root.
 """
 
@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from pltlab import check
+from pltlab.net import check
 
 RTTS = (20, 100, 200)
 

@@ -13,7 +13,7 @@ import sys
 
 from pltlab.archive import bundled
 from pltlab.archive.generate import generate
-from pltlab.experiments.runner import PageRunner, RunConfig, run_page
+from pltlab.run.runner import PageRunner, RunConfig, run_page
 from pltlab.net.spec import DEFAULT_CLIENT_RMEM
 
 PAPER = ("amazon", "nytimes", "wsj", "wikipedia")
@@ -118,7 +118,8 @@ def compare(reps=3, tfo=False, calibrate=True, rtt=100):
     """Per page: (with ``calibrate``) Chromium's compute measured twice (pltlab.loaders.calibrate,
     3 loads each, median): at RTT 0 and at the comparison's RTT; then the built-in loader
     without and with each calibration, then Chromium."""
-    from pltlab.loaders.calibrate import PAGE_KEY, calibrate as measure
+    from pltlab.archive.calibration import PAGE_KEY
+    from pltlab.run.calibrate import calibrate as measure
 
     print(f"built-in (Chromium's schemes, model chromium) vs Chromium, {rtt} ms, TFO {'on' if tfo else 'off'}, "
           f"median of {reps}:", flush=True)

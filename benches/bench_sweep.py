@@ -12,8 +12,9 @@ import tempfile
 
 from rich.console import Console
 
-from pltlab.experiments import reproduce, sweep
-from pltlab.experiments.report import build
+from pltlab.experiments import sweep
+from pltlab.studies import tfo as reproduce
+from pltlab.report import build
 from pltlab.loaders import plan as plans
 
 

@@ -9,7 +9,7 @@ import statistics
 import sys
 import time
 
-from pltlab import check
+from pltlab.net import check
 from pltlab.net import Topology, TopologySpec
 
 FIFO = "--sched-fifo" in sys.argv

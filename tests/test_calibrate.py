@@ -10,6 +10,7 @@ import pytest
 from pltlab.archive import har
 from pltlab.archive.model import Obj, Page
 from pltlab.errors import PltError
+from pltlab.archive import calibration
 from pltlab.loaders import calibrate as cal, plan as plans
 
 H = "http://a.test"
@@ -172,7 +173,7 @@ def _page() -> Page:
 
 def _calibrated() -> Page:
     page = _page()
-    cal.attach(page, plans.plan_objects(page, IPS),
+    calibration.attach(page, plans.plan_objects(page, IPS),
                {"compute_ms": [2.5, 17.25, None], "tail_ms": 40.0, "matched": 3, "loads": 3},
                {"browser": "chromium 156", "machine": "test", "rtt_ms": 0.0})
     return page
@@ -249,7 +250,7 @@ def test_calibration_keeps_and_checks_tight_delays(tmp_path):
     for bad in ({"tight_delay_ms": -1}, {"frame_tight_delay_ms": {"x": "y"}}, {"frame_tight_delay_ms": [1]}):
         c = dict(page.extras["calibration"], **bad)
         with pytest.raises(PltError, match="tight_delay_ms"):
-            cal.check_calibration(c, "p")
+            calibration.check_calibration(c, "p")
 
 
 @pytest.mark.parametrize("tail", [-0.5, "x"])

@@ -1,12 +1,12 @@
-"""pltlab.chromium: the driver itself (namespace, flags, env, cleanup, errors)."""
+"""pltlab.loaders.browser: the driver itself (namespace, flags, env, cleanup, errors)."""
 
 import os
 
 import pytest
 
-from pltlab.chromium import Chromium, load
-from pltlab.chromium import driver as driver_mod
-from pltlab.chromium import procs
+from pltlab.loaders.browser import Chromium, load
+from pltlab.loaders.browser import driver as driver_mod
+from pltlab.loaders.browser import procs
 from pltlab.errors import PltError
 from pltlab.net import names, nsutil
 from test_record import EXPECTED, PROFILE_PREFIX, leftover_browsers, site  # noqa: F401 (fixture)

@@ -9,7 +9,7 @@ import pytest
 
 from pltlab.archive import bundled
 from pltlab.archive.generate import generate
-from pltlab.experiments.runner import PageRunner, RunConfig, run_page
+from pltlab.run.runner import PageRunner, RunConfig, run_page
 from pltlab.loaders import plan as plans
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK),
@@ -42,7 +42,7 @@ def test_bundled_page_fetches_every_archived_object_hsts_upgraded():
 
 def test_built_in_plan_models_chromium_schemes():
     """The built-in loader's plan with Chromium's HSTS upgrades uses the schemes Chromium used."""
-    from pltlab.chromium import hsts
+    from pltlab.loaders.browser import hsts
 
     page = bundled.load("amazon")
     with PageRunner(page, RunConfig(rtt="5ms", client="chromium")) as pr:

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from pltlab.archive.generate import generate
 from pltlab.archive.har import write_page
 from pltlab.cli import app
-from pltlab.experiments import runner
+from pltlab.run import runner
 from tests.conftest import pltlab_cmd
 
 ARGS = ("--rtt", "20ms", "--reps", "1", "--tfo", "off", "--json")

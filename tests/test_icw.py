@@ -8,11 +8,11 @@ import typer
 from typer.testing import CliRunner
 
 from pltlab.errors import PltError
-from pltlab.experiments.icw import check_icw, yahoo_page
-from pltlab.experiments.icw.commands import icw_command
-from pltlab.experiments.icw.pcaptrace import (ACK, FIN, SYN, ipv4_tcp, plt_from_pcap, read_pcap,
+from pltlab.studies.icw import check_icw, yahoo_page
+from pltlab.cli.studies import icw_command
+from pltlab.run.pcaptrace import (ACK, FIN, SYN, ipv4_tcp, plt_from_pcap, read_pcap,
                                               trace_plt, write_pcap)
-from pltlab.experiments.icw.stats import bootstrap_ci, geomean
+from pltlab.studies.icw.stats import bootstrap_ci, geomean
 
 C, S1, S2 = "198.18.0.1", "198.19.0.1", "198.19.0.2"
 PSH = 0x08
@@ -150,7 +150,7 @@ def test_mini_study_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_transfer_times_short():
-    from pltlab.experiments.icw.study import transfer_times
+    from pltlab.studies.icw.study import transfer_times
 
     xs = transfer_times(pages=("google",), icws=(1, 32), rtts=(20,))
     assert set(xs) == {1, 32} and all(len(v) >= 5 for v in xs.values())
@@ -160,7 +160,7 @@ def test_transfer_times_short():
 
 @pytest.mark.slow
 def test_fairness_10s():
-    from pltlab.experiments.icw.study import fairness
+    from pltlab.studies.icw.study import fairness
 
     r = fairness(icw=32, seconds=10)
     assert r["icw"] == 32 and r["seconds"] == 10
@@ -172,7 +172,7 @@ def test_fairness_10s():
 def test_a_failing_load_is_retried_then_left_out_not_fatal(monkeypatch):
     """One load that keeps failing costs its point one sample, not the whole study."""
     from pltlab.errors import PltError
-    from pltlab.experiments.icw import report, study
+    from pltlab.studies.icw import report, study
 
     attempts = []
 

@@ -10,8 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from pltlab.errors import PltError
-from pltlab.experiments.icw import config, study
-from pltlab.experiments.icw.commands import icw_command
+from pltlab.studies.icw import config, study
+from pltlab.cli.studies import icw_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "icw-study.toml")

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from pltlab import probes
+from pltlab.net import probes
 from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, Topology, TopologySpec
 from tests.conftest import pltlab_cmd
 
@@ -151,7 +151,7 @@ def test_linger_polling_keeps_the_delay():
 
 def test_sched_fifo_is_applied_and_runs_use_it_by_default():
     from pltlab.archive.generate import generate
-    from pltlab.experiments.runner import PageRunner, RunConfig
+    from pltlab.run.runner import PageRunner, RunConfig
 
     with Topology(TopologySpec(link=LinkSpec.build(rtt="10ms"), sched_fifo=True)) as topo:
         probes.start_server(topo)

@@ -7,7 +7,7 @@ import pytest
 
 from pltlab.archive import synth
 from pltlab.archive.model import Obj, Page
-from pltlab.experiments.runner import RunConfig, run_page
+from pltlab.run.runner import RunConfig, run_page
 from pltlab.loaders import plan as plans
 
 H = "http://a.test"

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from pltlab import check, probes
+from pltlab.net import check, probes
 from pltlab.archive.generate import generate
 from pltlab.experiments import results
-from pltlab.experiments.report import late_rerun_notes
-from pltlab.experiments.runner import PageRunner, RunConfig
+from pltlab.report import late_rerun_notes
+from pltlab.run.runner import PageRunner, RunConfig
 from pltlab.net import Topology, lateness
 
 STOP_S = 0.03  # how long a test freezes the emulator: far beyond lateness.LATE_MAX_US

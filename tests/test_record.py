@@ -18,9 +18,9 @@ import pytest
 
 from conftest import pltlab_cmd
 from pltlab.archive.corpus import read_corpus
-from pltlab.chromium import spki_hash
-from pltlab.chromium.driver import PROFILE_PREFIX
-from pltlab.chromium.procs import pids_with_arg
+from pltlab.loaders.browser import spki_hash
+from pltlab.loaders.browser.driver import PROFILE_PREFIX
+from pltlab.loaders.browser.procs import pids_with_arg
 from pltlab.net import LinkSpec, Topology, TopologySpec, names
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK),

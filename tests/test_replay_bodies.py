@@ -7,7 +7,7 @@ import sys
 from urllib.parse import urlsplit
 
 from pltlab.archive import seed
-from pltlab.experiments.runner import PageRunner, RunConfig
+from pltlab.run.runner import PageRunner, RunConfig
 from tests.archive_helpers import CS244, needs_cs244
 
 FETCH = r"""

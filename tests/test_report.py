@@ -6,8 +6,8 @@ import os
 import pytest
 
 from pltlab.experiments import stats
-from pltlab.experiments.report import build, tables
-from pltlab.experiments.report.analysis import analyse
+from pltlab.report import build, tables
+from pltlab.report.analysis import analyse
 from pltlab.experiments.results import Results
 from tests.conftest import pltlab_cmd
 
@@ -93,7 +93,7 @@ def test_seeds_table_format_and_values(tmp_path):
 def test_report_renders_in_headless_chromium(tmp_path):
     from playwright.sync_api import sync_playwright
 
-    from pltlab.chromium import flags
+    from pltlab.loaders.browser import flags
 
     _db(tmp_path)
     cp = pltlab_cmd("report", str(tmp_path))

@@ -9,7 +9,7 @@ from pltlab.archive.generate import generate
 from pltlab.archive.har import write_page
 from pltlab.archive.model import Obj
 from pltlab.errors import PltError
-from pltlab.experiments.runner import PageRunner, RunConfig, run_page
+from pltlab.run.runner import PageRunner, RunConfig, run_page
 from tests.conftest import leaked, pltlab_cmd, project_state
 
 

@@ -116,7 +116,7 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
 
 
 def test_failed_run_is_recorded_and_retried_once(tmp_path, monkeypatch):
-    from pltlab.experiments import runner
+    from pltlab.run import runner
 
     path = _exp(tmp_path, reps=1, extra="")
     exp = spec.load(path)

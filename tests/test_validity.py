@@ -9,8 +9,8 @@ import pytest
 
 from pltlab.archive.har import har_to_pages
 from pltlab.errors import PltError
-from pltlab.experiments import runner
-from pltlab.experiments.runner import PageRunner, RunConfig, document_chain, document_problem, judge
+from pltlab.run import runner
+from pltlab.run.runner import PageRunner, RunConfig, document_chain, document_problem, judge
 from pltlab.replay import server as replay_server
 from tests.conftest import pltlab_cmd
 

@@ -10,7 +10,7 @@ import pytest
 
 from pltlab.archive import synth, wire
 from pltlab.archive.model import Obj, Page
-from pltlab.experiments.runner import PageRunner, RunConfig
+from pltlab.run.runner import PageRunner, RunConfig
 from pltlab.replay import manifest
 
 CODINGS = ["gzip", "br", "deflate", "zstd", "gzip, br"]
@@ -146,7 +146,7 @@ def test_replay_sends_encoded_bytes_as_recorded():
 def test_builtin_loader_records_transfer_and_decoded_bytes():
     """Each request record: transfer_bytes (head + encoded body as received), body_bytes (decoded);
     padded encodings (gzip comment, zstd skippable frame, stored deflate blocks) decode cleanly."""
-    from pltlab.experiments.runner import run_page
+    from pltlab.run.runner import run_page
 
     p = page()
     [run] = run_page(p, RunConfig(rtt="2ms", reps=1, tfo_modes=(False,)))

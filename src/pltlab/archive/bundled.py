@@ -10,6 +10,7 @@ import sys
 
 from pltlab.archive.har import read_page, write_page
 from pltlab.archive.model import Page
+from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
 
 DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tfo2013")
@@ -45,8 +46,6 @@ def strip(page: Page) -> Page:
 
 
 def regenerate(shared: str) -> list[str]:
-    from pltlab.archive.seed import import_pages_file
-
     base = os.path.join(shared, "cs244-2013")
     pages = []
     for f in ("Paper.pages", "Google.pages"):

@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 from urllib.parse import urlsplit
 
-from pltlab.archive.har import load, har_to_pages, write_page
+from pltlab.archive.har import har_to_pages, load, write_page
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 

@@ -12,9 +12,10 @@ from datetime import datetime, timezone
 from urllib.parse import urljoin
 
 from pltlab.archive import repairs, sizes, urls
+from pltlab.archive.calibration import KEY as COMPUTE_KEY
+from pltlab.archive.calibration import check_delay
 from pltlab.archive.model import Obj
 from pltlab.errors import PltError
-from pltlab.loaders.calibrate import KEY as COMPUTE_KEY, check_delay
 from pltlab.units import MAX_OBJECT_BYTES, show
 
 HTTP_VERSION = {"http/1.0": "HTTP/1.0", "http/1.1": "HTTP/1.1", "h2": "h2", "h3": "h3", "spdy": "spdy"}

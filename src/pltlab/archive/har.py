@@ -18,13 +18,23 @@ import json
 import os
 from datetime import datetime, timedelta, timezone
 
+from pltlab import __version__
 from pltlab.archive import repairs, urls
+from pltlab.archive.calibration import KEY as COMPUTE_KEY
+from pltlab.archive.calibration import PAGE_KEY as CAL_KEY
+from pltlab.archive.calibration import check_calibration
 from pltlab.archive.deps import link_redirects
-from pltlab.archive.entries import HTTP_VERSION, body_text, number, parse_time, read_entry, shallow
+from pltlab.archive.entries import (
+    HTTP_VERSION,
+    body_text,
+    number,
+    parse_time,
+    read_entry,
+    shallow,
+)
 from pltlab.archive.model import Obj, Page
 from pltlab.archive.sizes import content_encoding
 from pltlab.errors import PltError
-from pltlab.loaders.calibrate import KEY as COMPUTE_KEY, PAGE_KEY as CAL_KEY, check_calibration
 from pltlab.units import MAX_PAGE_BYTES, show
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -118,8 +128,6 @@ def _entry(o: Obj, start: datetime) -> dict:
 
 
 def page_to_har(page: Page) -> dict:
-    from pltlab import __version__
-
     start = parse_time(page.started, "page") or EPOCH
     timings = {"onContentLoad": -1, "onLoad": page.on_load_ms if page.on_load_ms is not None else -1}
     ext = dict(page.extras)

@@ -25,6 +25,8 @@ RUN_COLUMNS = {
     "lateness_p50_us": "REAL", "lateness_p99_us": "REAL", "lateness_max_us": "REAL",
     # times the load was re-run because the link emulator was late (pltlab.net.lateness)
     "late_reruns": "INTEGER",
+    # what a measurement kind other than a plain page load measured (JSON; pltlab.run.kinds)
+    "metrics": "TEXT",
     "started_at": "REAL", "wall_ms": "REAL",
     "pltlab_version": "TEXT", "dp_version": "TEXT", "kernel": "TEXT", "browser": "TEXT",
 }

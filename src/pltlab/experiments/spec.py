@@ -33,9 +33,14 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from pltlab import units
+from pltlab.archive import bundled
+from pltlab.archive import pages as resolver
 from pltlab.archive.model import Page
+from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
+from pltlab.loaders.plan import MODELS
 from pltlab.net.spec import CC_CHOICES, DEFAULT_CLIENT_RMEM, TcpKnobs
+from pltlab.run.config import RunConfig
 
 LIST_KEYS = ("rtt", "rate", "rate_up", "loss", "queue", "tfo", "initcwnd", "cc", "client", "warmup",
              "origin_rtt")
@@ -96,6 +101,8 @@ class Experiment:
     source: str = ""  # the experiment file's text
     path: str = ""
     extras: dict = field(default_factory=dict)
+    # the measurement kind of its runs (pltlab.run.kinds): "page_load" unless a study says otherwise
+    kind: str = "page_load"
 
     def digest(self) -> str:
         """Identity of what is swept (resume refuses a different experiment)."""
@@ -111,7 +118,17 @@ class Experiment:
             h.update(json.dumps({"client_rmem": self.client_rmem}).encode())
         if self.loader:
             h.update(json.dumps(self.loader, sort_keys=True).encode())
+        if self.kind != "page_load":
+            h.update(json.dumps({"kind": self.kind}).encode())
         return h.hexdigest()[:16]
+
+    def run_config(self, c: int) -> RunConfig:
+        """The settings of every run of configuration ``c``."""
+        k = self.configs[c]
+        return RunConfig(rtt=k.rtt, rate=k.rate, rate_up=k.rate_up, loss=k.loss, queue=k.queue,
+                         icw=k.icw, cc=k.cc, client=k.client, warm=k.warm, seed=self.seed,
+                         max_conns_per_host=self.max_conns_per_host, overrides=k.overrides,
+                         client_rmem=self.client_rmem, **self.loader)
 
     @property
     def n_runs(self) -> int:
@@ -190,8 +207,6 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
             rmem = TcpKnobs(client_rmem=units.size_bytes(rmem, "client_rmem")).client_rmem
         except PltError as e:
             raise bad("client_rmem", f"{e} (or \"default\" = 1MiB, or \"kernel\")") from None
-    from pltlab.loaders.plan import MODELS
-
     loader = {}
     for k, choices in (("model", MODELS), ("schemes", ("recorded", "chromium")), ("calibrated", (True, False))):
         v = doc.get(k, LOADER_DEFAULTS[k])
@@ -304,10 +319,6 @@ def _abs(p: str | None, base: str) -> str | None:
 
 
 def resolve_pages(items, base: str = ".", corpus: str | None = None) -> list[PageEntry]:
-    from pltlab.archive import bundled
-    from pltlab.archive.seed import import_pages_file
-    from pltlab.experiments import pages as resolver
-
     items = items if isinstance(items, list) else [items]
     if not items or not all(isinstance(x, str) and x for x in items):
         raise PltError("a non-empty list of strings")

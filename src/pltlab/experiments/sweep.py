@@ -17,14 +17,22 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from pltlab import __version__, dataplane
 from pltlab.errors import PltError
 from pltlab.experiments.results import Results, export
-from pltlab.experiments.runner import PageRunner, RunConfig
 from pltlab.experiments.spec import NAME_RE, Experiment
+from pltlab.net import clean
+from pltlab.run.config import RunConfig
+from pltlab.run.runner import PageRunner
 
 MAX_ATTEMPTS = 2  # a failed run is retried once
 
@@ -123,11 +131,7 @@ class Sweep:
 
     # ---- runners ----------------------------------------------------------------------
     def _cfg(self, c: int) -> RunConfig:
-        k = self.exp.configs[c]
-        return RunConfig(rtt=k.rtt, rate=k.rate, rate_up=k.rate_up, loss=k.loss, queue=k.queue,
-                         icw=k.icw, cc=k.cc, client=k.client, warm=k.warm, seed=self.exp.seed,
-                         max_conns_per_host=self.exp.max_conns_per_host, overrides=k.overrides,
-                         client_rmem=self.exp.client_rmem, **self.exp.loader)
+        return self.exp.run_config(c)
 
     def _runner(self, p: int, c: int) -> PageRunner:
         key = (p, c)
@@ -155,15 +159,11 @@ class Sweep:
     # ---- one run ----------------------------------------------------------------------
     def _row(self, it: Item, attempt: int) -> dict:
         e, k = self.exp.pages[it.page], self.exp.configs[it.config]
-        link = self._cfg(it.config).link()
         return {"run_key": it.key, "attempt": attempt, "seq": it.seq, "page": e.label,
                 "page_id": e.page.id or e.page.url, "page_url": e.page.url, "objects": len(e.page.objects),
                 "page_bytes": sum(o.size for o in e.page.objects), "config_key": k.key(),
-                "rtt_ms": link.rtt_us / 1000, "rate_down_bps": link.rate_down_bps,
-                "rate_up_bps": link.rate_up_bps, "loss": link.loss_down, "queue": k.queue, "icw": k.icw,
-                "cc": k.cc, "client": k.client, "warm": k.warm,
-                "overrides": [list(o) for o in k.overrides], "tfo": it.tfo, "rep": it.rep,
-                "seed": self.exp.seed, "pltlab_version": self.env.get("pltlab"),
+                **self._cfg(it.config).columns(), "tfo": it.tfo, "rep": it.rep,
+                "pltlab_version": self.env.get("pltlab"),
                 "dp_version": self.env.get("pltlab_dp"), "kernel": self.env.get("kernel")}
 
     def _attempt(self, it: Item, attempt: int) -> dict:
@@ -226,8 +226,6 @@ class Sweep:
 
     def _clean_killed(self) -> None:
         """Namespaces and work directories of runners a killed sweep left behind (ours only)."""
-        from pltlab.net import clean
-
         for run_id in self.res.open_runners():
             clean.clean(run_id)
             self.res.runner_closed(run_id)

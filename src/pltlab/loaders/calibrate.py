@@ -16,46 +16,14 @@ tight mode there - when its head scripts/stylesheets arrived. Each is the median
 What remains besides the network is Chromium's CPU time (parsing, script execution, layout),
 its main-thread queueing and its renderer -> network-stack hand-over on this machine.
 
-Stored with the archive (archive/har.py): per entry ``_pltlab_compute_ms``, per page
-``_pltlab_calibration`` = {"tail_ms", "tight_delay_ms", "frame_tight_delay_ms", "browser",
-"machine", "rtt_ms", "loads", "measured_at", "matched", "objects"}."""
+Measured by pltlab.run.calibrate; stored with the archive by pltlab.archive.calibration."""
 
 from __future__ import annotations
 
-import math
-import os
-import platform
 import statistics
-import time
 
-from pltlab.archive import synth
-from pltlab.archive.model import Page, strip_fragment
+from pltlab.archive.model import strip_fragment
 from pltlab.errors import PltError
-
-KEY = "compute_ms"  # Obj.extras key (HAR: the entry's `_pltlab_compute_ms`)
-PAGE_KEY = "calibration"  # Page.extras key (HAR: the page's `_pltlab_calibration`)
-
-
-def check_delay(v, where: str) -> float:
-    """A stored compute delay: a finite number >= 0 (ms)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise PltError(f"{where}: invalid compute delay {v!r}: must be a number of ms >= 0")
-    return float(v)
-
-
-def check_calibration(cal, where: str) -> dict:
-    if not isinstance(cal, dict):
-        raise PltError(f"{where}: invalid calibration {cal!r}: must be an object")
-    check_delay(cal.get("tail_ms"), f"{where}: calibration tail_ms")
-    if cal.get("tight_delay_ms") is not None:
-        check_delay(cal["tight_delay_ms"], f"{where}: calibration tight_delay_ms")
-    frames = cal.get("frame_tight_delay_ms")
-    if frames is not None:
-        if not isinstance(frames, dict):
-            raise PltError(f"{where}: invalid calibration frame_tight_delay_ms {frames!r}: must be an object")
-        for url, v in frames.items():
-            check_delay(v, f"{where}: calibration frame_tight_delay_ms of {url}")
-    return cal
 
 
 def _match(plan_objs: list[dict], requests: list[dict]) -> list[dict | None]:
@@ -186,66 +154,3 @@ def derive(plan: dict, loads: list[dict], doc: int = 0) -> dict:
             "tight_delay_ms": med(d["tight_delay_ms"] for d in ones) or 0.0,
             "frame_tight_delay_ms": {k: v for k, v in sorted(frames.items()) if v is not None},
             "matched": min(d["matched"] for d in ones), "loads": len(ones)}
-
-
-def machine() -> str:
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return f"{platform.node()}: {cpu or platform.machine()}, {os.cpu_count()} CPUs, Linux {platform.release()}"
-
-
-def attach(page: Page, objs: list, derived: dict, meta: dict) -> Page:
-    """Store ``derived`` on ``page``: ``objs`` are the page's objects in plan order
-    (plan.plan_objects). Objects without a value get none (no delay)."""
-    for o in page.objects:
-        o.extras.pop(KEY, None)
-    for o, v in zip(objs, derived["compute_ms"]):
-        if v is not None:
-            o.extras[KEY] = v
-    frames = {objs[k].url: v for k, v in (derived.get("frame_tight_delay_ms") or {}).items()}
-    page.extras[PAGE_KEY] = {"tail_ms": derived["tail_ms"],
-                             "tight_delay_ms": derived.get("tight_delay_ms", 0.0),
-                             "frame_tight_delay_ms": frames, **meta, "loads": derived["loads"],
-                             "matched": derived["matched"], "objects": len(objs)}
-    return page
-
-
-def calibrate(page: Page, loads: int = 3, rtt: str = "0ms", log=None) -> Page:
-    """Measure Chromium's compute on ``page`` (``loads`` loads at ``rtt``, median) and store it
-    on the page (in place; returned)."""
-    from pltlab.experiments.runner import PageRunner, RunConfig
-    from pltlab.loaders import chromium, plan as plans
-
-    if loads < 1:
-        raise PltError(f"invalid number of calibration loads {loads}: must be >= 1")
-    cfg = RunConfig(rtt=rtt, client="chromium", schemes="chromium", model="chromium", reps=loads,
-                    tfo_modes=(False,))
-    results, browser = [], ""
-    with PageRunner(page, cfg) as pr:
-        plan = plans.build(page, pr.host_ips, tfo=False, ca=pr.replay.ca, https_hosts=pr.https_hosts,
-                           model="chromium", calibrated=False)
-        for k in range(loads):
-            try:
-                res = chromium.load(pr.topo, page, pr.host_ips, pr.replay.spki, tfo=False)
-            except PltError as e:
-                raise PltError(f"calibrating {page.url}: load {k + 1} failed: {e}") from None
-            browser = res.get("browser") or browser
-            results.append(res)
-            if log:
-                log(f"{page.url}: calibration load {k + 1}/{loads}: Chromium PLT {res['plt_ms']:.1f} ms")
-        objs = plans.plan_objects(page, pr.host_ips)
-    main = synth.main_document(page)
-    doc = next((i for i, o in enumerate(objs) if o is main), 0)
-    try:
-        derived = derive(plan, results, doc)
-    except PltError as e:
-        raise PltError(f"calibrating {page.url}: {e}") from None
-    meta = {"browser": f"chromium {browser}".strip(), "machine": machine(),
-            "rtt_ms": cfg.link().rtt_us / 1000,
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "load_plt_ms": [round(r["plt_ms"], 1) for r in results]}
-    return attach(page, objs, derived, meta)

@@ -9,6 +9,7 @@ import subprocess
 from pltlab import dataplane
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
+from pltlab.loaders.browser import Chromium, collect, hsts
 from pltlab.net import Topology
 
 
@@ -66,8 +67,6 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
          check: bool = True) -> dict:
     """One Chromium load. ``check``: raise PltError when the document did not arrive or the load
     event never fired; False: say why in the result's ``document_problem`` (an invalid load)."""
-    from pltlab.chromium import Chromium, collect, hsts
-
     env = {"LD_PRELOAD": shim_path(topo.workdir)} if tfo else {}
     with Chromium(netns=topo.client_ns, host_rules=host_ips, spki=[spki] if spki else [], env=env,
                   bodies=False) as c:

@@ -1,6 +1,8 @@
 """The built-in loader's plan: which objects to fetch, from where, after which parent."""
 
 from pltlab.archive import synth
+from pltlab.archive.calibration import KEY, check_delay
+from pltlab.archive.calibration import stored as calibration_of
 from pltlab.archive.kinds import kind
 from pltlab.archive.model import Obj, Page
 
@@ -203,11 +205,8 @@ def plan_objects(page: Page, host_ips: dict[str, str]) -> list[Obj]:
 
 
 def calibration(page: Page) -> dict | None:
-    """The page's stored compute calibration (loaders.calibrate), checked, or None."""
-    from pltlab.loaders.calibrate import PAGE_KEY, check_calibration
-
-    cal = page.extras.get(PAGE_KEY)
-    return None if cal is None else check_calibration(cal, page.url)
+    """The page's stored compute calibration (archive.calibration), checked, or None."""
+    return calibration_of(page)
 
 
 def tail_ms(page: Page, model: str, calibrated: bool = True) -> float | None:
@@ -221,7 +220,7 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
           max_conns_per_host: int = 6, compute_delays: bool = False, dns_delay_ms: float = 0.0,
           timeout_s: float = 120.0, https_hosts=None, model: str = "archive",
           calibrated: bool = True) -> dict:
-    """``https_hosts``: hosts a browser upgrades to https by itself (pltlab.chromium.hsts); the
+    """``https_hosts``: hosts a browser upgrades to https by itself (pltlab.loaders.browser.hsts); the
     objects it would then load over https are fetched over https (port 443 for a recorded 80),
     as Chromium does. None: every object on its recorded scheme.
 
@@ -235,8 +234,6 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
     tail is not part of the plan: tail_ms())."""
     if model not in MODELS:
         raise ValueError(f"unknown loader model {model!r}: one of {', '.join(MODELS)}")
-    from pltlab.loaders.calibrate import KEY, check_delay
-
     cal = calibration(page) if model == "chromium" and calibrated else None
     use_cal = cal is not None
     objs = plan_objects(page, host_ips)

@@ -11,6 +11,8 @@ import re
 import secrets
 import tempfile
 
+from pltlab.net.nsutil import NETNS_DIR
+
 PREFIX = "plt-"
 _ID_RE = re.compile(r"^[0-9a-f]{6}$")
 
@@ -39,8 +41,6 @@ def new_run_id() -> str:
 
 def in_use(run_id: str) -> bool:
     """Some namespace or the work folder of run ``run_id`` exists."""
-    from pltlab.net.nsutil import NETNS_DIR
-
     if os.path.exists(workdir(run_id)):
         return True
     try:

@@ -4,6 +4,8 @@ import base64
 import html
 import os
 
+from pltlab.report.tables import SEED_HEADERS, STATS_HEADERS
+
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:3px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}th{background:#eee}img{max-width:100%;border:1px solid #ddd}
@@ -32,8 +34,6 @@ def render(title: str, sections: list[tuple[str, str]]) -> str:
 
 
 def sections(analysis, meta, seeds, stats, figures, notes) -> list[tuple[str, str]]:
-    from pltlab.experiments.report.tables import SEED_HEADERS, STATS_HEADERS
-
     env = meta.get("environment", {})
     pngs = [p for p in figures if p.endswith(".png")]
     notes_html = "".join(f"<li{' class=bad' if bad else ''}>{html.escape(n)}</li>" for n, bad in notes)

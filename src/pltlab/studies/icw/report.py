@@ -7,8 +7,8 @@ import json
 import os
 import time
 
-from pltlab.experiments.icw import config, study
-from pltlab.experiments.icw.page import YAHOO_OBJECTS, yahoo_page
+from pltlab.studies.icw import config, study
+from pltlab.studies.icw.page import YAHOO_OBJECTS, yahoo_page
 
 PARTS = config.PARTS
 

@@ -3,8 +3,9 @@
 import os
 
 from pltlab.errors import PltError
-from pltlab.experiments.report import analysis as an, figures, html, tables
 from pltlab.net import lateness
+from pltlab.report import analysis as an
+from pltlab.report import figures, html, tables
 
 FIG_DIR = "output-figures"
 

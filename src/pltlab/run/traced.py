@@ -9,8 +9,9 @@ import tempfile
 
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
-from pltlab.experiments.runner import PageRunner, RunConfig
-from pltlab.experiments.icw.pcaptrace import plt_from_pcap
+from pltlab.run.config import RunConfig
+from pltlab.run.pcaptrace import plt_from_pcap
+from pltlab.run.runner import PageRunner
 
 ICW_MIN, ICW_MAX = 1, 256
 

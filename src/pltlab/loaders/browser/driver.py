@@ -12,9 +12,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from pltlab.chromium import flags, procs
-from pltlab.chromium.collect import Collector, Request
 from pltlab.errors import PltError
+from pltlab.loaders.browser import flags, procs
+from pltlab.loaders.browser.collect import Collector, Request
 from pltlab.net import nsutil
 
 PROFILE_PREFIX = "pltlab-chromium-"

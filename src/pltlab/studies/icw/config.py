@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pltlab import units
 from pltlab.archive import bundled
 from pltlab.errors import PltError
-from pltlab.experiments.icw import study
-from pltlab.experiments.icw.loads import check_icw
 from pltlab.experiments.spec import read_toml
 from pltlab.net.spec import CC_CHOICES
+from pltlab.run.traced import check_icw
+from pltlab.studies.icw import study
 
 PARTS = ("rtt", "loss", "transfer", "fairness")
 LONG_FLOWS = ("iperf3", "probe")  # iperf3 -R, or `pltlab-dp probe bulk` (no 1-s intervals)

@@ -8,14 +8,14 @@ import random
 import subprocess
 import time
 
-from pltlab import dataplane, probes
+from pltlab import dataplane
 from pltlab.archive import bundled
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
-from pltlab.experiments.icw import stats
-from pltlab.experiments.icw.loads import check_icw, traced_load
-from pltlab.experiments.runner import RunConfig
-from pltlab.net import LinkSpec, TcpKnobs, Topology, TopologySpec
+from pltlab.net import LinkSpec, TcpKnobs, Topology, TopologySpec, probes
+from pltlab.run.config import RunConfig
+from pltlab.run.traced import check_icw, traced_load
+from pltlab.studies.icw import stats
 
 FIG19_RTTS = (50, 100, 200, 800, 1500)
 FIG19_ICWS = (1, 3, 8, 16)

@@ -7,7 +7,7 @@ the target is a *stall* when the delays the emulator logged during that sample (
 waiting for a CPU, its vCPU not run by the hypervisor, packets released late) account for the
 excess, i.e. its error minus those delays is within the target. Stalls are the machine's, not the
 emulator's timing: the p99 is reported with and without them, with their count; loads hit by
-them are re-run (pltlab.experiments.runner).
+them are re-run (pltlab.run.runner).
 """
 
 import math
@@ -15,9 +15,19 @@ import os
 import platform
 import shutil
 
-from pltlab import dataplane, probes
+from pltlab import dataplane
 from pltlab.errors import PltError
-from pltlab.net import LinkSpec, TcpKnobs, Topology, TopologySpec, lateness, names, netem, nsutil
+from pltlab.net import (
+    LinkSpec,
+    TcpKnobs,
+    Topology,
+    TopologySpec,
+    lateness,
+    names,
+    netem,
+    nsutil,
+    probes,
+)
 
 RTTS_MS = (20, 100, 200)
 RATE_MBIT = 4

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from urllib.parse import quote, urlsplit
 
-from pltlab.chromium import flags
+from pltlab.loaders.browser import flags
+from pltlab.loaders.browser.driver import Chromium
 
 PROBE_BATCH = 400  # hosts per probe page
 
@@ -70,10 +72,6 @@ def upgraded_hosts(hosts, netns: str | None = None, executable: str | None = Non
 
 
 def _probe(hosts: list[str], netns: str | None, exe: str) -> dict[str, bool]:
-    from urllib.parse import quote, urlsplit
-
-    from pltlab.chromium.driver import Chromium
-
     script = ("<script>for(const h of %s)fetch('http://'+h+'/',{mode:'no-cors'}).catch(()=>0)</script>"
               % json.dumps(hosts))
     url = "data:text/html," + quote("<!DOCTYPE html><title>hsts probe</title>" + script)

@@ -51,8 +51,8 @@ def register(app: typer.Typer) -> None:
     ):
         """Record pages with headless Chromium (fresh profile, cache off): every response with
         headers, body and initiator, HTTP and HTTPS. Writes the archive only if every page loads."""
-        from pltlab.archive.record import record as record_pages
-        from pltlab.chromium import parse_host_rules
+        from pltlab.loaders.browser import parse_host_rules
+        from pltlab.loaders.record import record as record_pages
 
         def progress(p):
             if not as_json:

@@ -5,7 +5,7 @@ loads (one measured load with its trace), stats (geometric means, bootstrap CIs)
 study (the four runners), report (tables, figures, checks, reproduce_icw), commands (typer).
 """
 
-from pltlab.experiments.icw.loads import check_icw
-from pltlab.experiments.icw.page import yahoo_page
+from pltlab.run.traced import check_icw
+from pltlab.studies.icw.page import yahoo_page
 
 __all__ = ["check_icw", "yahoo_page"]

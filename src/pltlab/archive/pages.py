@@ -4,7 +4,8 @@ import os
 
 from pltlab.archive import bundled, devtools
 from pltlab.archive.corpus import read_corpus
-from pltlab.archive.har import load as load_har, har_to_pages
+from pltlab.archive.har import har_to_pages
+from pltlab.archive.har import load as load_har
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 

@@ -14,65 +14,28 @@ after them is invalid.
 """
 
 import statistics
-from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from pltlab.archive.model import Obj, Page, strip_fragment
 from pltlab.errors import PltError
-from pltlab.loaders import builtin, plan as plans
-from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, Topology, TopologySpec, lateness
-from pltlab.net.spec import DEFAULT_CLIENT_RMEM
+from pltlab.loaders import builtin, chromium
+from pltlab.loaders import plan as plans
+from pltlab.loaders.browser import hsts
+from pltlab.net import (
+    OriginOverride,
+    TcpKnobs,
+    Topology,
+    TopologySpec,
+    lateness,
+)
 from pltlab.net.supervise import ProcessDied
 from pltlab.replay import hosts as hostmap
 from pltlab.replay.server import ReplayServer
+from pltlab.run.config import RunConfig
 
 COUNTERS_CLIENT = ("TCPFastOpenActive", "TCPFastOpenActiveFail", "TCPFastOpenCookieReqd")
 COUNTERS_SERVER = ("TCPFastOpenPassive", "TCPFastOpenPassiveFail", "TCPFastOpenListenOverflow",
                    "TCPFastOpenCookieReqd")
-
-
-@dataclass
-class RunConfig:
-    rtt: str = "100ms"
-    rate: str | None = None
-    rate_up: str | None = None
-    loss: str | None = None
-    queue: str | None = None
-    icw: int | None = None
-    cc: str = "cubic"
-    client: str = "builtin"
-    warm: bool = True  # TFO cookies warmed by a prior visit (else: cold, keys reset)
-    reps: int = 1
-    seed: int = 1
-    tfo_modes: tuple[bool, ...] = (False, True)
-    max_conns_per_host: int = 6
-    think_time: bool = False
-    overrides: tuple = ()  # ((host name or origin index, rtt_us, loss or None), ...)
-    # "recorded": the built-in loader uses the archive's schemes; "chromium": also the https
-    # upgrades Chromium makes by itself (HSTS preload), for a like-for-like comparison.
-    schemes: str = "recorded"
-    # TcpKnobs.client_rmem, the client's initial receive buffer; None = the kernel's
-    client_rmem: int | None = DEFAULT_CLIENT_RMEM
-    load_timeout_s: float = 120.0  # the built-in loader gives up on a load after this long
-    # Built-in loader's model of the page (pltlab.loaders.plan.build): "archive" = recorded
-    # initiators, no priorities; "chromium" = what Chromium sees and how it schedules it.
-    model: str = "archive"
-    # model "chromium" on a calibrated page (pltlab calibrate): measured compute delays per
-    # object and the load-event tail (added to plt_ms, also reported as tail_ms); False: none
-    calibrated: bool = True
-    pcap: str | None = None  # the emulator's client-side packet trace of the runner's loads
-    backend: str = "auto"
-    # emulator under SCHED_FIFO (None: yes): on a busy machine its wake-ups are otherwise delayed
-    # by milliseconds (docs/performance.md)
-    sched_fifo: bool | None = None
-    # a load during which the emulator was late (pltlab.net.lateness) is re-run this many times
-    # at most; still late after them, it is invalid
-    late_reruns: int = 2
-    extra: dict = field(default_factory=dict)
-
-    def link(self) -> LinkSpec:
-        return LinkSpec.build(rtt=self.rtt, rate=self.rate, rate_up=self.rate_up, loss=self.loss,
-                              queue=self.queue, seed=self.seed)
 
 
 def _delta(after: dict, before: dict, keys) -> dict:
@@ -226,8 +189,6 @@ class PageRunner:
             self.replay.start()
             self.topo.watch("replay server", self.replay.proc, self.replay.error)
             if self.cfg.schemes == "chromium":
-                from pltlab.chromium import hsts
-
                 self.https_hosts = hsts.upgraded_hosts(self.hosts, netns=self.topo.client_ns)
         except BaseException:
             self.topo.__exit__(None, None, None)
@@ -244,8 +205,6 @@ class PageRunner:
 
     def _load_once(self, tfo: bool) -> dict:
         if self.cfg.client == "chromium":
-            from pltlab.loaders import chromium
-
             with self.topo.guard("client"):  # a dead emulator/replay kills the browser at once
                 return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo,
                                      check=False)

@@ -88,7 +88,7 @@ def shell(
     """Run a command in the client namespace behind the emulated link:
     pltlab shell --rtt 100ms --rate 4mbit --loss 1% -- CMD...  (exit code of CMD is returned;
     for an interactive shell: -- bash). The origin addresses are in $PLTLAB_ORIGINS."""
-    from pltlab.shell import run_shell
+    from pltlab.net.shell import run_shell
 
     if not ctx.args:
         raise PltError("pltlab shell needs a command to run: pltlab shell [OPTIONS] -- CMD [ARGS]...")
@@ -107,7 +107,7 @@ def check(
     strict: Annotated[bool, typer.Option(help="Exit with 1 when the verdict is 'degraded'.")] = False,
 ):
     """Report the environment and self-test the emulated link's fidelity."""
-    from pltlab.check import run_check
+    from pltlab.net.check import run_check
 
     progress = None if as_json else (lambda msg: err.print(f"[dim]check:[/] {msg}"))
     res = run_check(quick=quick, backend=backend, sched_fifo=sched_fifo, progress=progress)
@@ -158,7 +158,8 @@ def clean(
     """Remove namespaces, links, TUNs, processes and work directories left by killed runs
     (only names with the project's prefix 'plt-<id>-'). Runs whose owning process is alive are
     left alone; with PLTLAB_RUN_ID_PREFIX set, only runs of that session tag are considered."""
-    from pltlab.net import clean as cleaner, names
+    from pltlab.net import clean as cleaner
+    from pltlab.net import names
 
     if run_id is not None and run is not None and run_id != run:
         raise PltError(f"two run ids given: {run_id} and --run {run}")
@@ -188,8 +189,9 @@ def clean(
 @app.command()
 def version():
     """Print the versions of pltlab and its data plane."""
-    from pltlab import dataplane
     import subprocess
+
+    from pltlab import dataplane
 
     print(f"pltlab {__version__}")
     try:
@@ -199,11 +201,13 @@ def version():
 
 
 # Commands that live with their subsystem.
-from pltlab.archive import commands as _archive_commands  # noqa: E402
-from pltlab.experiments import commands as _experiment_commands  # noqa: E402
+from pltlab.cli import archive as _archive_commands  # noqa: E402
+from pltlab.cli import experiments as _experiment_commands  # noqa: E402
+from pltlab.cli import studies as _studies_commands  # noqa: E402
 
 _archive_commands.register(app)
 _experiment_commands.register(app)
+_studies_commands.register(app)
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ import sys
 
 from pltlab import dataplane
 from pltlab.net import Topology, TopologySpec, names
+from pltlab.net.probes import start_server
 
 SHELL_PORT = 80
 
@@ -13,8 +14,6 @@ SHELL_PORT = 80
 def run_shell(spec: TopologySpec, cmd: list[str], serve: bool = True) -> int:
     with Topology(spec) as topo:
         if serve:
-            from pltlab.probes import start_server
-
             for i in range(spec.origins):
                 start_server(topo, origin=i, port=SHELL_PORT)
         env = dict(os.environ)

@@ -9,6 +9,7 @@ from pltlab.archive import deps
 from pltlab.archive.corpus import write_corpus
 from pltlab.archive.model import Obj, Page
 from pltlab.errors import PltError
+from pltlab.loaders.browser import Chromium
 
 
 def read_targets(args: list[str]) -> list[str]:
@@ -88,8 +89,6 @@ def to_page(res) -> Page:
 
 def record(targets: list[str], out: str, progress=None, **chromium_opts) -> dict:
     """Record every target, then write the archive at once (nothing is written if a load fails)."""
-    from pltlab.chromium import Chromium
-
     urls = read_targets(targets)
     pages = []
     with Chromium(**chromium_opts) as c:

@@ -9,6 +9,7 @@ TFO off vs on, built-in loader unless --client chromium.
 import os
 
 from pltlab.archive import bundled
+from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
 from pltlab.experiments.spec import Config, Experiment, PageEntry, page_label
 
@@ -30,8 +31,6 @@ WHY = [
 
 
 def _corpus_pages(path: str) -> list[PageEntry]:
-    from pltlab.archive.seed import import_pages_file
-
     cands = [path, os.path.join(path, "Paper.pages"), os.path.join(path, "cs244-2013", "Paper.pages")]
     pf = next((c for c in cands if c.endswith(".pages") and os.path.isfile(c)), None)
     if pf is None:

@@ -17,7 +17,8 @@ from pltlab.errors import PltError
 def _calibration_note(page, cfg) -> str | None:
     """Why the built-in loader's model of Chromium lacks Chromium's measured compute, or was
     measured elsewhere (docs/loaders.md "Compute calibration"); None when all is well."""
-    from pltlab.loaders import calibrate, plan
+    from pltlab.archive.calibration import machine
+    from pltlab.loaders import plan
 
     if cfg.client != "builtin" or cfg.model != "chromium" or not cfg.calibrated:
         return None
@@ -25,7 +26,7 @@ def _calibration_note(page, cfg) -> str | None:
     if cal is None:
         return (f"{page.url} has no calibration: Chromium's compute is not modelled "
                 "(`pltlab calibrate`, docs/loaders.md)")
-    here = calibrate.machine()
+    here = machine()
     if cal.get("machine") and cal["machine"] != here:
         return f"{page.url} was calibrated on another machine ({cal['machine']}): recalibrate here"
     return None
@@ -43,8 +44,8 @@ def _rmem(v: str | None) -> int | None:
 def _pages(what: str, corpus: str | None):
     """(page id, page, None) for every page ``what`` names, or (file, None, why) for a file of a
     corpus directory that cannot be read: a directory's files are read one by one."""
-    from pltlab.experiments import pages as resolver
-    from pltlab.experiments.runner import page_label
+    from pltlab.archive import pages as resolver
+    from pltlab.run.runner import page_label
 
     if not os.path.isdir(what):
         for p in resolver.resolve(what, corpus):
@@ -100,8 +101,9 @@ def register(app: typer.Typer) -> None:
         """Load a page over an emulated WAN with replay servers: PLT per load, TFO on/off.
         A directory or multi-page HAR runs page by page; a page that fails is reported at the end
         (one line each, exit code 2) and the others still run."""
-        from pltlab.experiments.runner import RunConfig, run_page, summarize
         from pltlab.loaders.plan import MODELS
+        from pltlab.run.config import RunConfig
+        from pltlab.run.runner import run_page, summarize
 
         modes = {"on": (True,), "off": (False,), "both": (False, True)}
         if tfo not in modes:
@@ -187,11 +189,12 @@ def register(app: typer.Typer) -> None:
         """Measure Chromium's compute on pages (loads at RTT 0) and write them with the calibration,
         for the built-in loader's --model chromium (docs/loaders.md "Compute calibration")."""
         from pltlab.archive import bundled
+        from pltlab.archive import pages as resolver
+        from pltlab.archive.calibration import PAGE_KEY
         from pltlab.archive.corpus import file_name
         from pltlab.archive.har import write_page
-        from pltlab.experiments import pages as resolver
         from pltlab.experiments.sweep import check_out_dir
-        from pltlab.loaders.calibrate import PAGE_KEY, calibrate as measure
+        from pltlab.run.calibrate import calibrate as measure
 
         if not 1 <= loads <= 100:
             raise PltError(f"invalid --loads {loads}: must be 1..100")
@@ -231,7 +234,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_seeds_table(out: Console, rows: list[list[str]], title: str) -> None:
-    from pltlab.experiments.report.tables import SEED_HEADERS
+    from pltlab.report.tables import SEED_HEADERS
 
     t = Table(title=title)
     for i, col in enumerate(SEED_HEADERS):
@@ -250,7 +253,8 @@ def register_experiments(app: typer.Typer) -> None:
         report: Annotated[bool, typer.Option(help="Build the report (tables, figures, HTML) at the end.")] = True,
     ):
         """Run an experiment file's full cross product into an SQLite results database."""
-        from pltlab.experiments import spec, sweep as sweeper
+        from pltlab.experiments import spec
+        from pltlab.experiments import sweep as sweeper
 
         exp = spec.load(file)
         out_dir = output or sweeper.default_out(exp)
@@ -274,68 +278,9 @@ def register_experiments(app: typer.Typer) -> None:
         """Statistics, the PLT table (Markdown/CSV), figures (output-figures/) and report.html."""
         _report(out_dir, Console())
 
-    rep = typer.Typer(no_args_is_help=True, help="Reproduce published experiments.")
-    app.add_typer(rep, name="reproduce")
-    from pltlab.experiments.icw.commands import icw_command
-
-    icw_command(rep)  # `pltlab reproduce icw`
-
-    @rep.command("tfo")
-    def reproduce_tfo(
-        quick: Annotated[bool, typer.Option("--quick", help="Fewer repetitions (the README's main job).")] = False,
-        client: Annotated[str, typer.Option(help="builtin or chromium.")] = "builtin",
-        corpus: Annotated[Optional[str], typer.Option(help="cs244-2013 folder: real bodies instead of the bundled pages.")] = None,
-        pages: Annotated[Optional[str], typer.Option(help="Only these pages (amazon,nytimes,wsj,wikipedia).")] = None,
-        reps: Annotated[Optional[int], typer.Option(help="Repetitions (default 5, --quick 2).")] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-        output: Annotated[Optional[str], typer.Option("-o", "--output", help="Output folder (default results/reproduce-tfo-TIME).")] = None,
-        resume: Annotated[bool, typer.Option("--resume", help="Continue a killed run in -o DIR.")] = False,
-    ):
-        """The TFO paper's experiment: RTT 20/100/200 ms, 4 Mbit/s down, 256 kbit/s up, TFO off vs on."""
-        import time
-
-        from pltlab.experiments import reproduce, sweep as sweeper
-        from pltlab.experiments.report import build
-
-        if reps is not None:
-            units.repetitions(reps, "--reps")
-        exp = reproduce.experiment(quick=quick, client=client, corpus=corpus, pages=pages, reps=reps)
-        out_dir = output or os.path.join("results", time.strftime("reproduce-tfo-%Y%m%d-%H%M%S"))
-        sweeper.prepare(exp, out_dir, resume)
-        err = Console(stderr=True)
-        err.print(f"reproduce tfo: {', '.join(e.label for e in exp.pages)} x RTT 20/100/200 ms, 4 Mbit/s down, "
-                  f"256 kbit/s up, cubic, warm cookies, {exp.repetitions} repetition(s), {client} loader "
-                  f"-> {out_dir}", highlight=False)
-        res = sweeper.run(exp, out_dir, resume=resume, console=err)
-        if sweeper.all_failed(res):
-            err.print(f"reproduce tfo: 0 runs in {res['wall_s']:.0f} s: all {res['failed']} failed "
-                      f"(results in {out_dir})", highlight=False)
-            raise typer.Exit(2)
-        built = build(out_dir)
-        rows = reproduce.rows(built["analysis"])
-        invalid = len(built["analysis"]["invalid"]) + len(built["analysis"]["failed_final"])
-        if as_json:
-            print(json.dumps({"rows": rows, "invalid_runs": invalid, "output_dir": os.path.abspath(out_dir)}))
-            return
-        out = Console()
-        _print_seeds_table(out, built["seeds"], "pltlab: PLT with and without TFO (means)")
-        lo, hi = reproduce.PAPER["improvement_range"]
-        out.print(f"Published ({reproduce.PAPER['source']}): improvements from {lo:.0%} to {hi:.0%}, "
-                  f"{reproduce.PAPER['trend']}.", highlight=False)
-        ci = ", ".join(f"{r['page']}@{r['rtt_ms']:g}: [{r['improvement_ci'][0]:.1%}, {r['improvement_ci'][1]:.1%}]"
-                       for r in rows if r["improvement_ci"][0] is not None)
-        out.print(f"95 % CIs of the improvement: {ci}", highlight=False)
-        diffs = reproduce.differences(rows)
-        out.print("Differences from the paper: " + "; ".join(diffs), highlight=False)
-        out.print("Why results can differ:", highlight=False)
-        for w in reproduce.WHY:
-            out.print(f"  - {w}", highlight=False)
-        out.print(f"{res['runs']} run(s) this session in {res['wall_s']:.0f} s, {invalid} invalid/failed; "
-                  f"report: {built['files']['report.html']}", highlight=False)
-
 
 def _report(out_dir: str, out: Console) -> None:
-    from pltlab.experiments.report import build
+    from pltlab.report import build
 
     built = build(out_dir)
     _print_seeds_table(out, built["seeds"], f"PLT table ({out_dir})")

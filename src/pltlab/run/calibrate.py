@@ -1,0 +1,50 @@
+"""Measuring Chromium's compute on a page (pltlab calibrate): several Chromium loads over the
+emulated network, derived by pltlab.loaders.calibrate, stored by pltlab.archive.calibration."""
+
+from __future__ import annotations
+
+import time
+
+from pltlab.archive import synth
+from pltlab.archive.calibration import attach, machine
+from pltlab.archive.model import Page
+from pltlab.errors import PltError
+from pltlab.loaders import chromium
+from pltlab.loaders import plan as plans
+from pltlab.loaders.calibrate import derive
+from pltlab.run.config import RunConfig
+from pltlab.run.runner import PageRunner
+
+
+def calibrate(page: Page, loads: int = 3, rtt: str = "0ms", log=None) -> Page:
+    """Measure Chromium's compute on ``page`` (``loads`` loads at ``rtt``, median) and store it
+    on the page (in place; returned)."""
+    if loads < 1:
+        raise PltError(f"invalid number of calibration loads {loads}: must be >= 1")
+    cfg = RunConfig(rtt=rtt, client="chromium", schemes="chromium", model="chromium", reps=loads,
+                    tfo_modes=(False,))
+    results, browser = [], ""
+    with PageRunner(page, cfg) as pr:
+        plan = plans.build(page, pr.host_ips, tfo=False, ca=pr.replay.ca, https_hosts=pr.https_hosts,
+                           model="chromium", calibrated=False)
+        for k in range(loads):
+            try:
+                res = chromium.load(pr.topo, page, pr.host_ips, pr.replay.spki, tfo=False)
+            except PltError as e:
+                raise PltError(f"calibrating {page.url}: load {k + 1} failed: {e}") from None
+            browser = res.get("browser") or browser
+            results.append(res)
+            if log:
+                log(f"{page.url}: calibration load {k + 1}/{loads}: Chromium PLT {res['plt_ms']:.1f} ms")
+        objs = plans.plan_objects(page, pr.host_ips)
+    main = synth.main_document(page)
+    doc = next((i for i, o in enumerate(objs) if o is main), 0)
+    try:
+        derived = derive(plan, results, doc)
+    except PltError as e:
+        raise PltError(f"calibrating {page.url}: {e}") from None
+    meta = {"browser": f"chromium {browser}".strip(), "machine": machine(),
+            "rtt_ms": cfg.link().rtt_us / 1000,
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_plt_ms": [round(r["plt_ms"], 1) for r in results]}
+    return attach(page, objs, derived, meta)

@@ -1,0 +1,1 @@
+"""Studies: the published experiments this lab reproduces, as plugins of the experiment engine."""
