@@ -1,8 +1,12 @@
 # The two set-up commands of the README: `make demo` (main job) and `make test` (all tests).
+# CI (.ci/run) also runs `make lint` (style, imports) and `make test-user` (the tests that need no
+# root, as a normal user).
 PY ?= python3
 export PATH := $(HOME)/.cargo/bin:$(PATH)
+LINT_PY := src tests benches
 
-.PHONY: setup demo test test-rust test-py bench clean
+.PHONY: setup demo test test-rust test-py test-user bench clean \
+	lint lint-ruff lint-format lint-imports lint-rustfmt lint-clippy
 
 setup:
 	bash scripts/setup.sh
@@ -18,6 +22,29 @@ test-rust:
 
 test-py:
 	$(PY) -m pytest -q tests
+
+# `pytest -m "not root"` as a normal user (as root: as the user pltlab-ci, created if missing).
+test-user:
+	PY=$(PY) bash scripts/test-as-user.sh
+
+# Every check, even after one failed (make -k): `make lint` after `make setup`.
+lint:
+	@$(MAKE) -k --no-print-directory lint-ruff lint-format lint-imports lint-rustfmt lint-clippy
+
+lint-ruff:
+	$(PY) -m ruff check --output-format concise $(LINT_PY)
+
+lint-format:
+	$(PY) -m ruff format --check --output-format concise $(LINT_PY)
+
+lint-imports:
+	lint-imports
+
+lint-rustfmt:
+	cargo fmt --check
+
+lint-clippy:
+	cargo clippy --release --all-targets --quiet -- -D warnings
 
 bench: setup
 	$(PY) benches/run.py

@@ -49,8 +49,9 @@ def har250():
             json.dump(doc, f)
         mb = os.path.getsize(src) / 1e6
         med, mx = timed(lambda out: importer.import_paths([src], out))
-    print(f"import of a 250-entry HAR ({mb:.1f} MB, bodies included): median {med:.3f} s, "
-          f"max {mx:.3f} s (target <= 1 s)")
+    print(
+        f"import of a 250-entry HAR ({mb:.1f} MB, bodies included): median {med:.3f} s, max {mx:.3f} s (target <= 1 s)"
+    )
 
 
 if __name__ == "__main__":

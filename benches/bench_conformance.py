@@ -25,14 +25,17 @@ BYTES_TOLERANCE = 0.05
 
 
 def inputs() -> list[str]:
-    pats = ["har/*.har", "har-conformance/*.har", "har-conformance/devtools/*.json",
-            "har-conformance/devtools/*.json.gz"]
+    pats = [
+        "har/*.har",
+        "har-conformance/*.har",
+        "har-conformance/devtools/*.json",
+        "har-conformance/devtools/*.json.gz",
+    ]
     return sorted(f for p in pats for f in glob.glob(os.path.join(SHARED, p)))
 
 
 def pltlab(*args, timeout=900):
-    cp = subprocess.run([sys.executable, "-m", "pltlab", *args], capture_output=True, text=True,
-                        timeout=timeout)
+    cp = subprocess.run([sys.executable, "-m", "pltlab", *args], capture_output=True, text=True, timeout=timeout)
     return cp
 
 
@@ -53,8 +56,11 @@ def page_row(har: str, client: str) -> dict:
 
     page = read_page(har)
     cp = pltlab("run", har, "--rtt", "20ms", "--tfo", "off", "--reps", "1", "--client", client, "--json")
-    row = {"page": page.id or page.url, "objects_recorded": len(page.objects)
-           + int(page.extras.get("unreplayable", 0)), "unreplayable": int(page.extras.get("unreplayable", 0))}
+    row = {
+        "page": page.id or page.url,
+        "objects_recorded": len(page.objects) + int(page.extras.get("unreplayable", 0)),
+        "unreplayable": int(page.extras.get("unreplayable", 0)),
+    }
     try:
         out = json.loads(cp.stdout.strip().splitlines()[-1])
         run = out["runs"][0]
@@ -69,17 +75,28 @@ def page_row(har: str, client: str) -> dict:
         queues.setdefault(_key(r.get("url", "")), []).append(r)
     pairs = [(o, queues[k].pop(0)) for o in page.objects if queues.get(k := _key(o.url))]
     loaded = sum(1 for o, r in pairs if not r.get("error") and r.get("status") == o.status)
-    with_size = [(o, r) for o, r in pairs if o.transfer_size is not None
-                 and not (o.status in (204, 304) or 100 <= o.status < 200 or o.method == "HEAD")]
+    with_size = [
+        (o, r)
+        for o, r in pairs
+        if o.transfer_size is not None and not (o.status in (204, 304) or 100 <= o.status < 200 or o.method == "HEAD")
+    ]
     recorded_body = sum(o.transfer_size for o, _ in with_size)
     sent_body = sum(_body_sent(r) for _, r in with_size)
     sent_heads = sum(int(r.get("header_bytes") or 0) for r in reqs)
     ratio = sent_body / recorded_body if recorded_body else None
-    return dict(row, load="valid" if run["valid"] else "invalid", reason=run.get("invalid_reason"),
-                plt_ms=run["plt_ms"], objects_loaded=loaded, objects_expected=len(page.objects),
-                body_recorded=recorded_body, body_sent=sent_body, heads_sent=sent_heads,
-                bytes_ratio=ratio,
-                bytes_ok=ratio is not None and abs(ratio - 1) <= BYTES_TOLERANCE)
+    return dict(
+        row,
+        load="valid" if run["valid"] else "invalid",
+        reason=run.get("invalid_reason"),
+        plt_ms=run["plt_ms"],
+        objects_loaded=loaded,
+        objects_expected=len(page.objects),
+        body_recorded=recorded_body,
+        body_sent=sent_body,
+        heads_sent=sent_heads,
+        bytes_ratio=ratio,
+        bytes_ok=ratio is not None and abs(ratio - 1) <= BYTES_TOLERANCE,
+    )
 
 
 def file_rows(path: str, client: str) -> list[dict]:
@@ -88,8 +105,7 @@ def file_rows(path: str, client: str) -> list[dict]:
         out = os.path.join(d, "arc")
         cp = pltlab("import", path, "-o", out, "--json")
         if cp.returncode != 0:
-            return [{"file": name, "import": "refused",
-                     "reason": (cp.stderr.strip().splitlines() or ["?"])[-1][:160]}]
+            return [{"file": name, "import": "refused", "reason": (cp.stderr.strip().splitlines() or ["?"])[-1][:160]}]
         rep = json.loads(cp.stdout)
         repairs = len(rep.get("repairs") or [])
         rows = []
@@ -121,15 +137,24 @@ def main() -> int:
                 label = r["file"] + (f" {r['page'][-30:]}" if r.get("page") and r["page"] != r["file"] else "")
                 objs = f"{r.get('objects_loaded', '-')}/{r.get('objects_expected', '-')}"
                 ratio = f"{r['bytes_ratio']:.3f}" if r.get("bytes_ratio") is not None else "-"
-                print(f"{label[-58:]:58} {client:8} {r['import']:8} {r.get('repair_kinds', '-')!s:>3} "
-                      f"{r.get('load', '-'):8} {objs:>9} {r.get('body_recorded', '-')!s:>10} "
-                      f"{r.get('body_sent', '-')!s:>10} {ratio:>6}"
-                      + (f"  {r['reason']}" if r.get("reason") else ""), flush=True)
+                print(
+                    f"{label[-58:]:58} {client:8} {r['import']:8} {r.get('repair_kinds', '-')!s:>3} "
+                    f"{r.get('load', '-'):8} {objs:>9} {r.get('body_recorded', '-')!s:>10} "
+                    f"{r.get('body_sent', '-')!s:>10} {ratio:>6}" + (f"  {r['reason']}" if r.get("reason") else ""),
+                    flush=True,
+                )
     pages = [r for r in rows if r.get("load")]
-    ok = [r for r in pages if r["load"] == "valid" and r["objects_loaded"] == r["objects_expected"]
-          and (r["bytes_ok"] or not r["body_recorded"])]
-    print(f"files {len(files)}, imported {len({r['file'] for r in rows if r['import'] == 'ok'})}, "
-          f"page loads {len(pages)}, valid with every object and bytes within 5 %: {len(ok)}")
+    ok = [
+        r
+        for r in pages
+        if r["load"] == "valid"
+        and r["objects_loaded"] == r["objects_expected"]
+        and (r["bytes_ok"] or not r["body_recorded"])
+    ]
+    print(
+        f"files {len(files)}, imported {len({r['file'] for r in rows if r['import'] == 'ok'})}, "
+        f"page loads {len(pages)}, valid with every object and bytes within 5 %: {len(ok)}"
+    )
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -30,8 +30,9 @@ class Background:
 
     def poll(self) -> None:
         if self.p is None or self.p.poll() is not None:
-            self.p = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      start_new_session=True)
+            self.p = subprocess.Popen(
+                self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            )
             self.started += 1
 
     def stop(self) -> None:
@@ -59,12 +60,30 @@ def main() -> int:
     fifo = not a.no_sched_fifo
     bg = None
     if not a.no_chromium:
-        bg = Background([sys.executable, "-m", "pltlab", "run", "nytimes", "--client", "chromium",
-                         "--rtt", "100ms", "--tfo", "off", "--reps", "50"])
+        bg = Background(
+            [
+                sys.executable,
+                "-m",
+                "pltlab",
+                "run",
+                "nytimes",
+                "--client",
+                "chromium",
+                "--rtt",
+                "100ms",
+                "--tfo",
+                "off",
+                "--reps",
+                "50",
+            ]
+        )
         bg.poll()
         time.sleep(5)  # Chromium up and loading
-    print(f"samples {a.samples} per RTT, sched_fifo={fifo}, background: "
-          f"{'none' if bg is None else ' '.join(bg.argv[1:])}", flush=True)
+    print(
+        f"samples {a.samples} per RTT, sched_fifo={fifo}, background: "
+        f"{'none' if bg is None else ' '.join(bg.argv[1:])}",
+        flush=True,
+    )
     ok_all = ok_kept = total = 0
     try:
         for run in range(1, a.runs + 1):
@@ -77,19 +96,23 @@ def main() -> int:
                 ok_kept += r["p99_err_without_stalls_ms"] <= check.MAX_P99_ERR_MS
                 lat = r["emulator_lateness"] or {}
                 worst_late = max((v["max"] for k, v in lat.items() if isinstance(v, dict)), default=0)
-                print(f"run {run} RTT {rtt:>3} ms: n={r['samples']} flows={r['flows']} error p50 "
-                      f"{r['p50_err_ms']:+.3f} p99 {r['p99_err_ms']:+.3f} max {r['max_err_ms']:+.3f} ms | "
-                      f"stalls {r['stalls']}, without them p99 {r['p99_err_without_stalls_ms']:+.3f} "
-                      f"max {r['max_err_without_stalls_ms']:+.3f} ms | application p50 "
-                      f"{r['app_p50_err_ms']:+.3f} p99 {r['app_p99_err_ms']:+.3f} ms | emulator late "
-                      f"events {lat.get('late_events')}, worst {worst_late / 1000:.2f} ms"
-                      f"  [{'ok' if r['p99_err_ms'] <= check.MAX_P99_ERR_MS else 'MISSED'}]", flush=True)
+                print(
+                    f"run {run} RTT {rtt:>3} ms: n={r['samples']} flows={r['flows']} error p50 "
+                    f"{r['p50_err_ms']:+.3f} p99 {r['p99_err_ms']:+.3f} max {r['max_err_ms']:+.3f} ms | "
+                    f"stalls {r['stalls']}, without them p99 {r['p99_err_without_stalls_ms']:+.3f} "
+                    f"max {r['max_err_without_stalls_ms']:+.3f} ms | application p50 "
+                    f"{r['app_p50_err_ms']:+.3f} p99 {r['app_p99_err_ms']:+.3f} ms | emulator late "
+                    f"events {lat.get('late_events')}, worst {worst_late / 1000:.2f} ms"
+                    f"  [{'ok' if r['p99_err_ms'] <= check.MAX_P99_ERR_MS else 'MISSED'}]",
+                    flush=True,
+                )
     finally:
         if bg:
             bg.stop()
-    print(f"p99 <= {check.MAX_P99_ERR_MS} ms: {ok_all}/{total} RTT tests on all samples, "
-          f"{ok_kept}/{total} without stalls"
-          + (f"; background Chromium runs started: {bg.started}" if bg else ""))
+    print(
+        f"p99 <= {check.MAX_P99_ERR_MS} ms: {ok_all}/{total} RTT tests on all samples, "
+        f"{ok_kept}/{total} without stalls" + (f"; background Chromium runs started: {bg.started}" if bg else "")
+    )
     return 0 if ok_all == total else 1
 
 

@@ -13,8 +13,8 @@ import sys
 
 from pltlab.archive import bundled
 from pltlab.archive.generate import generate
-from pltlab.run.runner import PageRunner, RunConfig, run_page
 from pltlab.net.spec import DEFAULT_CLIENT_RMEM
+from pltlab.run.runner import PageRunner, RunConfig, run_page
 
 PAPER = ("amazon", "nytimes", "wsj", "wikipedia")
 
@@ -57,17 +57,23 @@ def overhead():
     page = bundled.load("nytimes")
     runs = run_page(page, RunConfig(rtt="0ms", reps=5, tfo_modes=(False,)))
     plts = [r["plt_ms"] for r in runs]
-    print(f"tool overhead: nytimes ({len(page.objects)} objects, {len(page.hosts)} hosts) at RTT 0, "
-          f"unshaped, built-in loader: median {statistics.median(plts):.1f} ms, max {max(plts):.1f} ms "
-          f"(target <= 100 ms)", flush=True)
+    print(
+        f"tool overhead: nytimes ({len(page.objects)} objects, {len(page.hosts)} hosts) at RTT 0, "
+        f"unshaped, built-in loader: median {statistics.median(plts):.1f} ms, max {max(plts):.1f} ms "
+        f"(target <= 100 ms)",
+        flush=True,
+    )
 
 
 def _fidelity_line(what, rtt, tfo, plts, analytic):
     med = statistics.median(plts)
     ok = abs(med - analytic) <= 0.02 * analytic + 2
-    print(f"fidelity: {what}, RTT {rtt} ms, TFO {'on ' if tfo else 'off'}: median {med:.1f} ms vs "
-          f"analytic {analytic} ms: error {med - analytic:+.1f} ms ({(med / analytic - 1):+.2%}; "
-          f"target within 2 % + 2 ms: {'ok' if ok else 'MISSED'})", flush=True)
+    print(
+        f"fidelity: {what}, RTT {rtt} ms, TFO {'on ' if tfo else 'off'}: median {med:.1f} ms vs "
+        f"analytic {analytic} ms: error {med - analytic:+.1f} ms ({(med / analytic - 1):+.2%}; "
+        f"target within 2 % + 2 ms: {'ok' if ok else 'MISSED'})",
+        flush=True,
+    )
 
 
 def fidelity():
@@ -86,21 +92,28 @@ def fanout():
         for tfo in (False, True):
             plts = [r["plt_ms"] for r in runs if r["tfo"] == tfo and r["valid"]]
             used = {len({q["conn_id"] for q in r["requests"]}) for r in runs if r["tfo"] == tfo}
-            _fidelity_line(f"{conns} connections / {kids} objects (conns used {sorted(used)})", rtt, tfo,
-                           plts, fanout_rtts(kids, conns, tfo) * rtt)
+            _fidelity_line(
+                f"{conns} connections / {kids} objects (conns used {sorted(used)})",
+                rtt,
+                tfo,
+                plts,
+                fanout_rtts(kids, conns, tfo) * rtt,
+            )
 
 
 def repeatability(client="builtin", reps=10, client_rmem=DEFAULT_CLIENT_RMEM):
     """``client_rmem`` None: the kernel's receive buffer (docs/performance.md)."""
     page = bundled.load("wikipedia")
-    runs = run_page(page, RunConfig(rtt="100ms", reps=reps, tfo_modes=(False,), client=client,
-                                    client_rmem=client_rmem))
+    runs = run_page(page, RunConfig(rtt="100ms", reps=reps, tfo_modes=(False,), client=client, client_rmem=client_rmem))
     plts = [r["plt_ms"] for r in runs]
     cv = statistics.pstdev(plts) / statistics.fmean(plts)
     rmem = f", client receive buffer {client_rmem} B" if client_rmem else ", the kernel's receive buffer"
-    print(f"repeatability: wikipedia at 100 ms, {reps} loads, {client}{rmem}: mean "
-          f"{statistics.fmean(plts):.1f} ms, CV {cv:.2%} (target <= {1 if client == 'builtin' else 5} %); "
-          f"PLTs {[round(p) for p in plts]}", flush=True)
+    print(
+        f"repeatability: wikipedia at 100 ms, {reps} loads, {client}{rmem}: mean "
+        f"{statistics.fmean(plts):.1f} ms, CV {cv:.2%} (target <= {1 if client == 'builtin' else 5} %); "
+        f"PLTs {[round(p) for p in plts]}",
+        flush=True,
+    )
 
 
 def _runs(page, cfg):
@@ -121,33 +134,44 @@ def compare(reps=3, tfo=False, calibrate=True, rtt=100):
     from pltlab.archive.calibration import PAGE_KEY
     from pltlab.run.calibrate import calibrate as measure
 
-    print(f"built-in (Chromium's schemes, model chromium) vs Chromium, {rtt} ms, TFO {'on' if tfo else 'off'}, "
-          f"median of {reps}:", flush=True)
+    print(
+        f"built-in (Chromium's schemes, model chromium) vs Chromium, {rtt} ms, TFO {'on' if tfo else 'off'}, "
+        f"median of {reps}:",
+        flush=True,
+    )
     cals = (("cal0", "0ms"), (f"cal{rtt}", f"{rtt}ms")) if calibrate else ()
     for name in PAPER:
         pages = {"builtin": bundled.load(name), "chromium": bundled.load(name)}
         for what, at in cals:
             pages[what] = measure(bundled.load(name), loads=3, rtt=at)
             cal = pages[what].extras[PAGE_KEY]
-            print(f"  {name}: calibration at RTT {at} ({cal['browser']}): Chromium PLTs {cal['load_plt_ms']} ms, "
-                  f"{cal['matched']}/{cal['objects']} objects matched, tail {cal['tail_ms']:.1f} ms, "
-                  f"tight mode +{cal['tight_delay_ms']:.1f} ms", flush=True)
+            print(
+                f"  {name}: calibration at RTT {at} ({cal['browser']}): Chromium PLTs {cal['load_plt_ms']} ms, "
+                f"{cal['matched']}/{cal['objects']} objects matched, tail {cal['tail_ms']:.1f} ms, "
+                f"tight mode +{cal['tight_delay_ms']:.1f} ms",
+                flush=True,
+            )
         med = {}
         for what, page in pages.items():
             client = "chromium" if what == "chromium" else "builtin"
-            runs = _runs(page, RunConfig(rtt=f"{rtt}ms", reps=reps, tfo_modes=(tfo,), client=client,
-                                         calibrated=what.startswith("cal")))
+            runs = _runs(
+                page,
+                RunConfig(
+                    rtt=f"{rtt}ms", reps=reps, tfo_modes=(tfo,), client=client, calibrated=what.startswith("cal")
+                ),
+            )
             bad = [r["invalid_reason"] for r in runs if not r["valid"]]
             med[what] = statistics.median(r["plt_ms"] for r in runs)
             med[what + "_n"] = statistics.median(len(r["requests"]) for r in runs)
             if bad:
                 print(f"  {name} {what}: invalid: {bad}")
-        line = (f"  {name:10} objects {len(pages['builtin'].objects):4}: Chromium {med['chromium']:7.1f} ms "
-                f"({med['chromium_n']:.0f} req); built-in {med['builtin']:7.1f} ms ({med['builtin_n']:.0f} req): "
-                f"Chromium {med['chromium'] / med['builtin'] - 1:+.1%}")
+        line = (
+            f"  {name:10} objects {len(pages['builtin'].objects):4}: Chromium {med['chromium']:7.1f} ms "
+            f"({med['chromium_n']:.0f} req); built-in {med['builtin']:7.1f} ms ({med['builtin_n']:.0f} req): "
+            f"Chromium {med['chromium'] / med['builtin'] - 1:+.1%}"
+        )
         for what, at in cals:
-            line += (f"; calibrated at {at} {med[what]:7.1f} ms: Chromium "
-                     f"{med['chromium'] / med[what] - 1:+.1%}")
+            line += f"; calibrated at {at} {med[what]:7.1f} ms: Chromium {med['chromium'] / med[what] - 1:+.1%}"
         print(line + " (target within 15 %)", flush=True)
 
 
@@ -160,18 +184,37 @@ def chromium_tfo(reps=5):
             rs = [r for r in runs if r["tfo"] == tfo]
             act = [r["tfo_counters"]["client"]["TCPFastOpenActive"] for r in rs]
             conns = [len({q["conn_id"] for q in r["requests"] if q["conn_id"] is not None}) for r in rs]
-            print(f"chromium TFO: {name} TFO {'on ' if tfo else 'off'}: median PLT "
-                  f"{statistics.median(r['plt_ms'] for r in rs):.1f} ms, TCPFastOpenActive {act}, "
-                  f"connections {conns}, valid {sum(r['valid'] for r in rs)}/{len(rs)}", flush=True)
+            print(
+                f"chromium TFO: {name} TFO {'on ' if tfo else 'off'}: median PLT "
+                f"{statistics.median(r['plt_ms'] for r in rs):.1f} ms, TCPFastOpenActive {act}, "
+                f"connections {conns}, valid {sum(r['valid'] for r in rs)}/{len(rs)}",
+                flush=True,
+            )
 
 
-ALL = {"overhead": overhead, "fidelity": fidelity, "fanout": fanout, "repeat": repeatability,
-       "repeat-kernel": lambda: repeatability(client_rmem=None),
-       "repeat-chromium": lambda: repeatability("chromium", 10), "compare": compare,
-       "compare-tfo": lambda: compare(tfo=True), "compare-uncalibrated": lambda: compare(calibrate=False), "compare-20": lambda: compare(rtt=20),
-       "compare-200": lambda: compare(rtt=200), "chromium-tfo": chromium_tfo}
+ALL = {
+    "overhead": overhead,
+    "fidelity": fidelity,
+    "fanout": fanout,
+    "repeat": repeatability,
+    "repeat-kernel": lambda: repeatability(client_rmem=None),
+    "repeat-chromium": lambda: repeatability("chromium", 10),
+    "compare": compare,
+    "compare-tfo": lambda: compare(tfo=True),
+    "compare-uncalibrated": lambda: compare(calibrate=False),
+    "compare-20": lambda: compare(rtt=20),
+    "compare-200": lambda: compare(rtt=200),
+    "chromium-tfo": chromium_tfo,
+}
 
 if __name__ == "__main__":
-    for what in sys.argv[1:] or ["overhead", "fidelity", "fanout", "repeat", "repeat-kernel", "repeat-chromium",
-                                 "compare"]:
+    for what in sys.argv[1:] or [
+        "overhead",
+        "fidelity",
+        "fanout",
+        "repeat",
+        "repeat-kernel",
+        "repeat-chromium",
+        "compare",
+    ]:
         ALL[what]()

@@ -55,8 +55,7 @@ def run(n: int, d: str) -> dict:
     os.makedirs(work)
     _, *t_man = timed(lambda: manifest.build([page], ips, work, {"cert": "c", "key": "k"}))
     mb = os.path.getsize(os.path.join(work, "bodies.bin")) / 1e6
-    return {"import": t_import, "plan archive": t_arch, "plan chromium": t_chr,
-            f"manifest ({mb:.0f} MB)": t_man}
+    return {"import": t_import, "plan archive": t_arch, "plan chromium": t_chr, f"manifest ({mb:.0f} MB)": t_man}
 
 
 def main(sizes) -> int:
@@ -68,8 +67,10 @@ def main(sizes) -> int:
             print(f"{n:>6} objects: {cells}", flush=True)
             if n == max(sizes):
                 worst = max(c for _, c in figs.values())
-    print(f"largest page: slowest step {worst:.2f} s cpu (target <= {TARGET_S:.0f} s each at "
-          f"{max(sizes):,} objects): {'met' if worst <= TARGET_S else 'NOT met'}")
+    print(
+        f"largest page: slowest step {worst:.2f} s cpu (target <= {TARGET_S:.0f} s each at "
+        f"{max(sizes):,} objects): {'met' if worst <= TARGET_S else 'NOT met'}"
+    )
     return 0
 
 

@@ -123,8 +123,9 @@ def main() -> int:
     ap.add_argument("--loads", type=int, default=10_000)
     ap.add_argument("--every", type=int, default=500, help="loads between samples (the first is warm-up)")
     ap.add_argument("--rtt", default="1ms")
-    ap.add_argument("--tracemalloc", action="store_true",
-                    help="also the control process's traced Python memory (slower)")
+    ap.add_argument(
+        "--tracemalloc", action="store_true", help="also the control process's traced Python memory (slower)"
+    )
     args, _ = ap.parse_known_args()  # benches/run.py passes its own filters
     if args.loads < 2 * args.every:
         ap.error("--loads must be at least 2 x --every (a warm-up sample and one more)")
@@ -143,48 +144,75 @@ def main() -> int:
         gc.collect()
         srv = servers(sw)
         run_ids.update(pr.topo.run_id for pr in sw.live.values())
-        s = {"loads": sw.loads, "t": time.monotonic() - t0, "control": proc_figures(os.getpid()),
-             "db_mb": sum(os.path.getsize(f) for f in (sw.res.path, sw.res.path + "-wal")
-                          if os.path.exists(f)) / 1e6,
-             "load1": os.getloadavg()[0],
-             **leftovers(set(srv.values()), [pr.topo.client_ns for pr in sw.live.values()])}
+        s = {
+            "loads": sw.loads,
+            "t": time.monotonic() - t0,
+            "control": proc_figures(os.getpid()),
+            "db_mb": sum(os.path.getsize(f) for f in (sw.res.path, sw.res.path + "-wal") if os.path.exists(f)) / 1e6,
+            "load1": os.getloadavg()[0],
+            **leftovers(set(srv.values()), [pr.topo.client_ns for pr in sw.live.values()]),
+        }
         if args.tracemalloc:
             s["traced"] = tracemalloc.get_traced_memory()[0]
         s["servers"] = {k: proc_figures(pid) for k, pid in srv.items()}
         samples.append(s)
         prev = samples[-2] if len(samples) > 1 else {"loads": 0, "t": 0.0}
         per_load = (s["t"] - prev["t"]) / (s["loads"] - prev["loads"]) * 1000
-        srv_txt = "  ".join(f"{k.split()[0]} {v['rss_kb'] / 1024:.2f} MB/{v['fds']} fds"
-                            for k, v in s["servers"].items() if v)
-        print(f"{s['loads']:>6} {s['t']:>8.1f} {per_load:>7.1f} {s['control']['fds']:>4} "
-              f"{s['control']['rss_kb'] / 1024:>7.1f} "
-              + (f"{s['traced'] / 1e6:>7.2f} " if args.tracemalloc else "")
-              + f"{s['db_mb']:>6.1f} {s['stray_children']:>3}/{s['zombies']}/{s['client_ns_procs']} "
-              f"{s['load1']:>5.2f}  {srv_txt}", flush=True)
+        srv_txt = "  ".join(
+            f"{k.split()[0]} {v['rss_kb'] / 1024:.2f} MB/{v['fds']} fds" for k, v in s["servers"].items() if v
+        )
+        print(
+            f"{s['loads']:>6} {s['t']:>8.1f} {per_load:>7.1f} {s['control']['fds']:>4} "
+            f"{s['control']['rss_kb'] / 1024:>7.1f} "
+            + (f"{s['traced'] / 1e6:>7.2f} " if args.tracemalloc else "")
+            + f"{s['db_mb']:>6.1f} {s['stray_children']:>3}/{s['zombies']}/{s['client_ns_procs']} "
+            f"{s['load1']:>5.2f}  {srv_txt}",
+            flush=True,
+        )
 
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as d:
         page = os.path.join(d, "soak.har")
         write_page(generate(objects=4, total_bytes=12_000, origins=2, depth=2, seed=12, domain="soak"), page)
-        exp = spec.from_dict({"name": "soak", "pages": ["soak.har"], "rtt": args.rtt, "tfo": ["off", "on"],
-                              "repetitions": math.ceil(args.loads / 2), "seed": 1}, "soak", d)
+        exp = spec.from_dict(
+            {
+                "name": "soak",
+                "pages": ["soak.har"],
+                "rtt": args.rtt,
+                "tfo": ["off", "on"],
+                "repetitions": math.ceil(args.loads / 2),
+                "seed": 1,
+            },
+            "soak",
+            d,
+        )
         out = os.path.join(d, "out")
         sweep.prepare(exp, out, False)
-        print(f"soak: {exp.n_runs} loads of a 4-object page at RTT {args.rtt} in one sweep, sampled every "
-              f"{args.every}; machine load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus")
-        print("  load   time s ms/load  fds ctl MB " + ("traced " if args.tracemalloc else "")
-              + "  db MB stray/Z/client  load1  data-plane processes")
+        print(
+            f"soak: {exp.n_runs} loads of a 4-object page at RTT {args.rtt} in one sweep, sampled every "
+            f"{args.every}; machine load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus"
+        )
+        print(
+            "  load   time s ms/load  fds ctl MB "
+            + ("traced " if args.tracemalloc else "")
+            + "  db MB stray/Z/client  load1  data-plane processes"
+        )
         with open(os.devnull, "w") as null:
             sw = SoakSweep(exp, out, Console(file=null, width=100), every=args.every, sample=sample)
             stats = sw.run()
         wall = time.monotonic() - t0
         after_children = leftovers(set(), [])["stray_children"]
-    left_ns = [n for n in os.listdir(nsutil.NETNS_DIR) if any(n.startswith(names.run_prefix(r)) for r in run_ids)] \
-        if os.path.isdir(nsutil.NETNS_DIR) else []
+    left_ns = (
+        [n for n in os.listdir(nsutil.NETNS_DIR) if any(n.startswith(names.run_prefix(r)) for r in run_ids)]
+        if os.path.isdir(nsutil.NETNS_DIR)
+        else []
+    )
     left_dirs = [r for r in run_ids if os.path.exists(names.workdir(r))]
 
-    print(f"soak: {stats['runs']} ok, {stats['failed']} failed, {stats['invalid']} invalid; wall {wall:.0f} s "
-          f"= {wall / exp.n_runs * 1000:.1f} ms per load (sweep loop {stats['wall_s'] / exp.n_runs * 1000:.1f} ms; "
-          f"sum of PLTs {stats['plt_sum_ms'] / exp.n_runs:.1f} ms per load)")
+    print(
+        f"soak: {stats['runs']} ok, {stats['failed']} failed, {stats['invalid']} invalid; wall {wall:.0f} s "
+        f"= {wall / exp.n_runs * 1000:.1f} ms per load (sweep loop {stats['wall_s'] / exp.n_runs * 1000:.1f} ms; "
+        f"sum of PLTs {stats['plt_sum_ms'] / exp.n_runs:.1f} ms per load)"
+    )
     ok = stats["failed"] == 0
     series = {"control": [s["control"] for s in samples]}
     for s in samples:
@@ -200,26 +228,36 @@ def main() -> int:
         g, dfd = growth(ser)
         met = g <= RSS_TARGET and dfd == 0
         ok &= met
-        print(f"soak: {k.split()[0]:8s} loads {samples[0]['loads']} -> {samples[-1]['loads']}: RSS "
-              f"{ser[0]['rss_kb'] / 1024:.1f} -> {ser[-1]['rss_kb'] / 1024:.1f} MB ({g:+.1%}, target <= "
-              f"+{RSS_TARGET:.0%}), fds {ser[0]['fds']} -> {ser[-1]['fds']} (flat: {dfd == 0}): "
-              f"{'met' if met else 'NOT met'}")
+        print(
+            f"soak: {k.split()[0]:8s} loads {samples[0]['loads']} -> {samples[-1]['loads']}: RSS "
+            f"{ser[0]['rss_kb'] / 1024:.1f} -> {ser[-1]['rss_kb'] / 1024:.1f} MB ({g:+.1%}, target <= "
+            f"+{RSS_TARGET:.0%}), fds {ser[0]['fds']} -> {ser[-1]['fds']} (flat: {dfd == 0}): "
+            f"{'met' if met else 'NOT met'}"
+        )
     if args.tracemalloc:
         a, b = samples[0], samples[-1]
-        print(f"soak: control traced Python memory {(b['traced'] - a['traced']) / (b['loads'] - a['loads']):+.1f} "
-              f"B per load after warm-up")
+        print(
+            f"soak: control traced Python memory {(b['traced'] - a['traced']) / (b['loads'] - a['loads']):+.1f} "
+            f"B per load after warm-up"
+        )
     worst = max((s["stray_children"], s["client_ns_procs"]) for s in samples)
-    print(f"soak: leftover processes between loads: at most {worst[0]} stray children, {worst[1]} in the "
-          f"client namespace; after the sweep: {after_children} children, namespaces left {left_ns or 'none'}, "
-          f"work folders left {left_dirs or 'none'}")
+    print(
+        f"soak: leftover processes between loads: at most {worst[0]} stray children, {worst[1]} in the "
+        f"client namespace; after the sweep: {after_children} children, namespaces left {left_ns or 'none'}, "
+        f"work folders left {left_dirs or 'none'}"
+    )
     for st in sw.link_stats:
         ev = st.get("late_events") or {}
         if ev:  # kept in the emulator's memory until it exits
-            print(f"soak: link emulator logged {ev.get('count')} late events (>= {ev.get('threshold_us')} us), "
-                  f"{len(ev.get('events') or [])} kept")
+            print(
+                f"soak: link emulator logged {ev.get('count')} late events (>= {ev.get('threshold_us')} us), "
+                f"{len(ev.get('events') or [])} kept"
+            )
     ok &= worst == (0, 0) and after_children == 0 and not left_ns and not left_dirs
-    print(f"soak target (fds flat, RSS growth <= {RSS_TARGET:.0%} in every process, nothing left over): "
-          f"{'met' if ok else 'NOT met'}")
+    print(
+        f"soak target (fds flat, RSS growth <= {RSS_TARGET:.0%} in every process, nothing left over): "
+        f"{'met' if ok else 'NOT met'}"
+    )
     return 0 if ok else 1
 
 

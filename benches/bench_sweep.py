@@ -13,9 +13,9 @@ import tempfile
 from rich.console import Console
 
 from pltlab.experiments import sweep
-from pltlab.studies import tfo as reproduce
-from pltlab.report import build
 from pltlab.loaders import plan as plans
+from pltlab.report import build
+from pltlab.studies import tfo as reproduce
 
 
 def depth(page) -> int:
@@ -47,32 +47,45 @@ def main() -> None:
         res = sweep.run(exp, out, console=Console(stderr=True, quiet=True))
         built = build(out)
     rows = reproduce.rows(built["analysis"])
-    print(f"sweep efficiency: {res['runs']} runs, sum of PLTs {res['plt_sum_ms'] / 1000:.1f} s / wall "
-          f"{res['wall_s']:.1f} s = {res['efficiency']:.3f} (target >= 0.7); {res['failed']} failed, "
-          f"{res['invalid']} invalid")
+    print(
+        f"sweep efficiency: {res['runs']} runs, sum of PLTs {res['plt_sum_ms'] / 1000:.1f} s / wall "
+        f"{res['wall_s']:.1f} s = {res['efficiency']:.3f} (target >= 0.7); {res['failed']} failed, "
+        f"{res['invalid']} invalid"
+    )
     pages = {e.label: e.page for e in exp.pages}
     ok_range = ok_grow = ok_ci = ok_bound = True
     for r in rows:
         lo, hi = r["improvement_ci"]
         half = (hi - lo) / 2 * 100
         bound = analytic_ms(pages[r["page"]], r["rtt_ms"])
-        worst = max(x["plt_ms"] for g in built["analysis"]["rows"] if g["page"] == r["page"]
-                    and g["rtt_ms"] == r["rtt_ms"] for side in (False, True) for x in g["runs"][side])
+        worst = max(
+            x["plt_ms"]
+            for g in built["analysis"]["rows"]
+            if g["page"] == r["page"] and g["rtt_ms"] == r["rtt_ms"]
+            for side in (False, True)
+            for x in g["runs"][side]
+        )
         ok_range &= 0 <= r["improvement"] <= 0.6
         ok_ci &= half <= 3
         ok_bound &= worst <= 3 * bound
-        print(f"tfo table: {r['page']:9s} RTT {r['rtt_ms']:>3g} ms: no TFO {r['plt_notfo_ms']:8.1f} ms, "
-              f"TFO {r['plt_tfo_ms']:8.1f} ms, improvement {r['improvement']:+.2%} "
-              f"(CI half-width {half:.2f} pp, n={r['n']}); worst PLT {worst:.0f} ms = "
-              f"{worst / bound:.2f}x analytic {bound:.0f} ms")
+        print(
+            f"tfo table: {r['page']:9s} RTT {r['rtt_ms']:>3g} ms: no TFO {r['plt_notfo_ms']:8.1f} ms, "
+            f"TFO {r['plt_tfo_ms']:8.1f} ms, improvement {r['improvement']:+.2%} "
+            f"(CI half-width {half:.2f} pp, n={r['n']}); worst PLT {worst:.0f} ms = "
+            f"{worst / bound:.2f}x analytic {bound:.0f} ms"
+        )
     for page in pages:
         imps = [r["improvement"] for r in sorted(rows, key=lambda r: r["rtt_ms"]) if r["page"] == page]
         grows = all(b >= a for a, b in zip(imps, imps[1:]))
         ok_grow &= grows
-        print(f"tfo table: {page}: improvement {' -> '.join(f'{x:.1%}' for x in imps)} "
-              f"({'grows' if grows else 'does NOT grow'} with RTT)")
-    print(f"tfo table checks: improvements in [0, 60 %]: {ok_range}; growing with RTT: {ok_grow}; "
-          f"CI half-width <= 3 pp: {ok_ci}; no PLT > 3x analytic: {ok_bound}")
+        print(
+            f"tfo table: {page}: improvement {' -> '.join(f'{x:.1%}' for x in imps)} "
+            f"({'grows' if grows else 'does NOT grow'} with RTT)"
+        )
+    print(
+        f"tfo table checks: improvements in [0, 60 %]: {ok_range}; growing with RTT: {ok_grow}; "
+        f"CI half-width <= 3 pp: {ok_ci}; no PLT > 3x analytic: {ok_bound}"
+    )
 
 
 if __name__ == "__main__":

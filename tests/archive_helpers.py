@@ -1,6 +1,7 @@
 """Shared paths for the archive tests (the real corpus lives next to the repository)."""
 
 import os
+import shutil
 
 import pytest
 
@@ -11,3 +12,14 @@ HARS = os.path.join(SHARED, "har")
 
 needs_cs244 = pytest.mark.skipif(not os.path.isdir(CS244), reason=f"{CS244} absent")
 needs_hars = pytest.mark.skipif(not os.path.isdir(HARS), reason=f"{HARS} absent")
+
+
+def copy_writable(src: str, dst) -> None:
+    """Copy a file or folder of the corpus (read-only) so that a test may change the copy, as any
+    user: copies do not keep the corpus's modes (as root the modes would not matter)."""
+    if not os.path.isdir(src):
+        shutil.copyfile(src, dst)
+        return
+    shutil.copytree(src, dst, copy_function=shutil.copyfile)
+    for folder, _, _ in os.walk(dst):
+        os.chmod(folder, 0o755)

@@ -13,29 +13,38 @@ def test_html_references():
     <picture><source srcset="p.webp"></picture><img src="data:image/png;base64,AA">
     <div style="background-image:url(&quot;x.gif&quot;)"></div></body></html>"""
     assert html_refs(html, "http://a.test/") == [
-        "http://a.test/d/s.css", "http://cdn.test/j.js", "http://a.test/d/bg.png",
-        "http://a.test/d/i.png", "http://a.test/d/i2.png", "http://b.test/i3.png",
-        "http://a.test/d/f.html", "http://a.test/d/p.webp", "http://a.test/d/x.gif"]
+        "http://a.test/d/s.css",
+        "http://cdn.test/j.js",
+        "http://a.test/d/bg.png",
+        "http://a.test/d/i.png",
+        "http://a.test/d/i2.png",
+        "http://b.test/i3.png",
+        "http://a.test/d/f.html",
+        "http://a.test/d/p.webp",
+        "http://a.test/d/x.gif",
+    ]
 
 
 def test_css_references():
     css = """@import "a.css"; @import url('b.css'); .x{background:url(img/c.png)}
     @font-face{src:url("../f.woff2") format("woff2")} .y{background:url(data:image/gif;base64,R0)}"""
     assert css_refs(css, "http://a.test/s/main.css") == [
-        "http://a.test/s/a.css", "http://a.test/s/b.css", "http://a.test/s/img/c.png",
-        "http://a.test/f.woff2"]
+        "http://a.test/s/a.css",
+        "http://a.test/s/b.css",
+        "http://a.test/s/img/c.png",
+        "http://a.test/f.woff2",
+    ]
 
 
 def _page():
-    main = Obj(url="http://a.test/", mime="text/html", body=b'<link rel=stylesheet href="s.css">',
-               start_ms=0, end_ms=100)
-    css = Obj(url="http://a.test/s.css", mime="text/css", body=b"x{background:url(i.png)}",
-              start_ms=110, end_ms=150)
+    main = Obj(
+        url="http://a.test/", mime="text/html", body=b'<link rel=stylesheet href="s.css">', start_ms=0, end_ms=100
+    )
+    css = Obj(url="http://a.test/s.css", mime="text/css", body=b"x{background:url(i.png)}", start_ms=110, end_ms=150)
     img = Obj(url="http://a.test/i.png", mime="image/png", size=10, start_ms=160, end_ms=170)
     js = Obj(url="http://a.test/j.js", mime="application/javascript", size=10, start_ms=120, end_ms=200)
     late = Obj(url="http://b.test/beacon", mime="image/gif", size=43, start_ms=210, end_ms=220)
-    rec = Obj(url="http://b.test/r", mime="image/gif", size=43, initiator="http://a.test/j.js",
-              initiator_type="script")
+    rec = Obj(url="http://b.test/r", mime="image/gif", size=43, initiator="http://a.test/j.js", initiator_type="script")
     return Page(url=main.url, objects=[main, css, img, js, late, rec])
 
 

@@ -6,20 +6,44 @@ import os
 import pytest
 
 from pltlab.archive import bundled, deps, synth
-from pltlab.archive.generate import generate
+from pltlab.archive.generate import from_objects, generate
 from pltlab.archive.kinds import kind
 from pltlab.archive.refs import refs_of
 from tests.archive_helpers import CS244, needs_cs244
 
 
-@pytest.mark.parametrize("n,total,origins,depth", [(70, 2_300_000, 6, 3), (10, 50_000, 2, 1),
-                                                   (120, 4_000_000, 20, 6), (1, 1000, 1, 0)])
+@pytest.mark.parametrize(
+    "n,total,origins,depth", [(70, 2_300_000, 6, 3), (10, 50_000, 2, 1), (120, 4_000_000, 20, 6), (1, 1000, 1, 0)]
+)
 def test_generator_meets_its_parameters(n, total, origins, depth):
     p = generate(objects=n, total_bytes=total, origins=origins, depth=depth, seed=7)
     assert len(p.objects) == n and p.total_bytes == total
     assert len(p.origins) == origins and deps.depth(p) == depth
     assert generate(objects=n, total_bytes=total, origins=origins, depth=depth, seed=7) == p
     assert generate(objects=n, total_bytes=total, origins=origins, depth=depth, seed=8) != p or n == 1
+
+
+def test_page_from_a_fixed_object_list():
+    """from_objects: exactly the objects given, every one a child of the document, on its host."""
+    objs = [("html", 0, 5000, "index"), ("js", 1, 20_000, "app"), ("image", 0, 43, "pixel"), ("css", 1, 3000, "site")]
+    p = from_objects(
+        objs, domain="fixed", hosts=("www", "cdn"), title="t", name="test", headers=(("Cache-Control", "no-store"),)
+    )
+    assert p.url == "http://www.fixed.test/" and p.title == "t"
+    assert [(o.url, o.size) for o in p.objects] == [
+        ("http://www.fixed.test/", 5000),
+        ("http://cdn.fixed.test/js/app.js", 20_000),
+        ("http://www.fixed.test/image/pixel.png", 43),
+        ("http://cdn.fixed.test/css/site.css", 3000),
+    ]
+    assert all(o.initiator == p.url for o in p.objects[1:]) and deps.depth(p) == 1
+    assert p.objects[1].headers == [("Content-Type", p.objects[1].mime), ("Cache-Control", "no-store")]
+    assert p.extras["generator"] == {"name": "test", "objects": 4, "origins": 2, "depth": 1, "scale": 1.0}
+    assert [o.size for o in from_objects(objs, hosts=("a", "b"), scale=0.5).objects] == [2500, 10_000, 22, 1500]
+    assert _loaded_by_synthesized_bodies(p) == {o.url for o in p.objects}  # it replays like any page
+    for bad in ([("js", 0, 1, "x")], [("html", 0, 1, "i"), ("video", 0, 1, "v")], [("html", 2, 1, "i")]):
+        with pytest.raises(ValueError):
+            from_objects(bad, hosts=("www", "cdn"))
 
 
 def _loaded_by_synthesized_bodies(page):
@@ -62,6 +86,7 @@ def test_synthesized_page_references_every_object_with_exact_sizes(seed):
 
 def test_synthesized_image_formats():
     from pltlab.archive.model import Obj, Page
+
     p = Page(url="http://a.test/", objects=[Obj(url="http://a.test/", mime="text/html", size=500)])
     for mime, magic in (("image/gif", b"GIF89a"), ("image/jpeg", b"\xff\xd8"), ("image/png", b"\x89PNG")):
         for size in (100, 1000, 70_000):
@@ -80,8 +105,12 @@ def test_bundled_pages_are_structure_only():
     wiki = bundled.load("wikipedia")
     assert (len(wiki.objects), len(wiki.hosts)) == (29, 4)
     assert wiki.extras["log_stats"]["URLRequestCount"] == 29
-    assert {n: bundled.load(n).extras["log_stats"]["URLRequestCount"] for n in bundled.PAPER} == \
-        {"amazon": 67, "nytimes": 191, "wsj": 125, "wikipedia": 29}
+    assert {n: bundled.load(n).extras["log_stats"]["URLRequestCount"] for n in bundled.PAPER} == {
+        "amazon": 67,
+        "nytimes": 191,
+        "wsj": 125,
+        "wikipedia": 29,
+    }
 
 
 @needs_cs244

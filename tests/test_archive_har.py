@@ -21,16 +21,17 @@ def _entry_facts(doc):
             continue
         c = e["response"]["content"]
         text = c.get("text")
-        body = None if text is None else (base64.b64decode(text) if c.get("encoding") == "base64"
-                                          else text.encode())
+        body = None if text is None else (base64.b64decode(text) if c.get("encoding") == "base64" else text.encode())
         status = 200 if e["response"]["status"] == 304 else e["response"]["status"]  # cold load
         out.append((e["request"]["url"], status, c.get("mimeType"), body))
     return sorted(out, key=repr)
 
 
 @needs_hars
-@pytest.mark.parametrize("name", ["safari-with-bodies.har", "chrome-small.har", "github.com-home.har",
-                                  "http1.1-chrome.har", "aftonbladet.se.har"])
+@pytest.mark.parametrize(
+    "name",
+    ["safari-with-bodies.har", "chrome-small.har", "github.com-home.har", "http1.1-chrome.har", "aftonbladet.se.har"],
+)
 def test_round_trip_preserves_url_status_mime_body(tmp_path, name):
     src = os.path.join(HARS, name)
     importer.import_paths([src], str(tmp_path / "arc"))
@@ -40,18 +41,45 @@ def test_round_trip_preserves_url_status_mime_body(tmp_path, name):
 
 
 def test_own_format_round_trip_is_stable(tmp_path):
-    p = Page(url="https://a.test/", title="t", id=str(tmp_path / "p.har#page_1"), objects=[
-        Obj(url="https://a.test/", mime="text/html", body="<img src=x.png>é".encode(),
-            protocol="h2", server_ip="2001:db8::1", encoding="gzip", transfer_size=9),
-        Obj(url="https://a.test/x.png", mime="image/png", body=bytes(range(256)), start_ms=5.5,
-            end_ms=9.0, initiator="https://a.test/", initiator_type="parser", from_cache=True),
-        Obj(url="https://a.test/l.txt", mime="text/plain; charset=iso-8859-1", body="café".encode("latin-1")),
-        Obj(url="https://b.test/y.js", mime="application/javascript", size=1234, status=200,
-            encoding="br", transfer_size=1500, protocol="http/1.1"),
-        Obj(url="https://b.test/z.js", mime="application/javascript", size=99, encoding="gzip",
-            transfer_size=99),
-        Obj(url="https://b.test/post", method="POST", size=2, request_body=b"\xff\x00binary"),
-        Obj(url="https://b.test/form", method="POST", size=0, request_body=b"a=1&b=2")])
+    p = Page(
+        url="https://a.test/",
+        title="t",
+        id=str(tmp_path / "p.har#page_1"),
+        objects=[
+            Obj(
+                url="https://a.test/",
+                mime="text/html",
+                body="<img src=x.png>é".encode(),
+                protocol="h2",
+                server_ip="2001:db8::1",
+                encoding="gzip",
+                transfer_size=9,
+            ),
+            Obj(
+                url="https://a.test/x.png",
+                mime="image/png",
+                body=bytes(range(256)),
+                start_ms=5.5,
+                end_ms=9.0,
+                initiator="https://a.test/",
+                initiator_type="parser",
+                from_cache=True,
+            ),
+            Obj(url="https://a.test/l.txt", mime="text/plain; charset=iso-8859-1", body="café".encode("latin-1")),
+            Obj(
+                url="https://b.test/y.js",
+                mime="application/javascript",
+                size=1234,
+                status=200,
+                encoding="br",
+                transfer_size=1500,
+                protocol="http/1.1",
+            ),
+            Obj(url="https://b.test/z.js", mime="application/javascript", size=99, encoding="gzip", transfer_size=99),
+            Obj(url="https://b.test/post", method="POST", size=2, request_body=b"\xff\x00binary"),
+            Obj(url="https://b.test/form", method="POST", size=0, request_body=b"a=1&b=2"),
+        ],
+    )
     har.write_page(p, tmp_path / "p.har")
     q = har.read_page(str(tmp_path / "p.har"))
     assert q == p
@@ -115,8 +143,7 @@ def test_corrupt_har_is_one_clear_error_and_writes_nothing(tmp_path):
     src = os.path.join(HARS, "broken.har")
     with pytest.raises(PltError, match="not valid HAR"):
         importer.import_paths([src], str(tmp_path / "arc"))
-    cp = pltlab_cmd("import", os.path.join(HARS, "safari-with-bodies.har"), src, "-o",
-                    str(tmp_path / "arc"))
+    cp = pltlab_cmd("import", os.path.join(HARS, "safari-with-bodies.har"), src, "-o", str(tmp_path / "arc"))
     lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
     assert cp.returncode != 0 and len(lines) == 1, cp.stderr
     assert lines[0].startswith("pltlab: error:") and "broken.har" in lines[0] and "not valid HAR" in lines[0]
@@ -127,8 +154,13 @@ def test_corrupt_har_is_one_clear_error_and_writes_nothing(tmp_path):
 def test_missing_page_record_and_request_nested_in_post_data():
     (page,) = har.har_to_pages(har.load(os.path.join(HARS, "missing-page.har")), "m.har")
     (o,) = page.objects
-    assert (o.url, o.method, o.size, o.server_ip, o.protocol) == ("https://test.com/stuff", "POST", 44,
-                                                                  "1.1.1.1", "http/1.1")
+    assert (o.url, o.method, o.size, o.server_ip, o.protocol) == (
+        "https://test.com/stuff",
+        "POST",
+        44,
+        "1.1.1.1",
+        "http/1.1",
+    )
     assert page.id == "m.har#1"
     assert page.extras["repairs"] == {"request fields recorded inside postData: read from there": 1}
 
@@ -137,8 +169,9 @@ def test_not_a_har(tmp_path):
     (tmp_path / "c.har").write_text(json.dumps({"log": {}}))
     with pytest.raises(PltError, match=r"c\.har: not valid HAR"):
         importer.load_inputs([str(tmp_path / "c.har")])
-    (tmp_path / "d.har").write_text(json.dumps({"log": {"entries": [{"request": {"url": "/rel"},
-                                                                      "response": {"status": 200}}]}}))
+    (tmp_path / "d.har").write_text(
+        json.dumps({"log": {"entries": [{"request": {"url": "/rel"}, "response": {"status": 200}}]}})
+    )
     with pytest.raises(PltError, match=r"d\.har: entry 0: request URL '/rel' is not absolute"):
         importer.load_inputs([str(tmp_path / "d.har")])
 
@@ -146,8 +179,13 @@ def test_not_a_har(tmp_path):
 @needs_hars
 def test_cli_import_and_pages(tmp_path):
     out = tmp_path / "arc"
-    cp = pltlab_cmd("import", os.path.join(HARS, "safari-with-bodies.har"),
-                    os.path.join(HARS, "github.com-home.har"), "-o", str(out))
+    cp = pltlab_cmd(
+        "import",
+        os.path.join(HARS, "safari-with-bodies.har"),
+        os.path.join(HARS, "github.com-home.har"),
+        "-o",
+        str(out),
+    )
     assert cp.returncode == 0, cp.stderr
     cp = pltlab_cmd("pages", str(out), "--json")
     rows = sorted(json.loads(cp.stdout), key=lambda r: r["page"])

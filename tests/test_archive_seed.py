@@ -3,7 +3,6 @@ stored bodies byte-identical, orphans attached or reported, broken input rejecte
 
 import json
 import os
-import shutil
 from urllib.parse import urlsplit
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from pltlab.archive import fetchlog, importer, seed
 from pltlab.archive.corpus import read_corpus
 from pltlab.errors import PltError
-from tests.archive_helpers import CS244, needs_cs244
+from tests.archive_helpers import CS244, copy_writable, needs_cs244
 from tests.conftest import pltlab_cmd
 
 pytestmark = needs_cs244
@@ -71,8 +70,9 @@ def test_stored_bodies_are_byte_identical_incl_renamed(paper):
             if "seed_file" in o.extras:
                 with open(os.path.join(CS244, o.extras["seed_file"]), "rb") as f:
                     assert f.read() == o.body, o.url
-    css = pages[WIKI].find("http://bits.wikimedia.org/en.wikipedia.org/load.php?debug=false&lang=en"
-                           "&modules=site&only=styles&skin=vector&*")
+    css = pages[WIKI].find(
+        "http://bits.wikimedia.org/en.wikipedia.org/load.php?debug=false&lang=en&modules=site&only=styles&skin=vector&*"
+    )
     assert css.extras["seed_file"] == "Paper/bits.wikimedia.org/6277ee2d4800bd7803de6085348ef0ff"
     assert css.mime == "text/css" and css.initiator == WIKI and css.initiator_type == "parser"
 
@@ -80,15 +80,16 @@ def test_stored_bodies_are_byte_identical_incl_renamed(paper):
 def test_statuses_redirects_and_estimates(paper):
     pages, _ = paper
     ny = pages["http://www.nytimes.com/"]
-    r = ny.find("http://view.atdmt.com/AVE/view/430366737/direct;at.HDA_US_BellybandHomepage_"
-                "Awareness_Pixel;ct.1/01/608711048495024400")
+    r = ny.find(
+        "http://view.atdmt.com/AVE/view/430366737/direct;at.HDA_US_BellybandHomepage_"
+        "Awareness_Pixel;ct.1/01/608711048495024400"
+    )
     assert r.status == 302 and r.redirect_url == "http://cdn.atdmt.com/images/pixel.gif"
     assert ny.find(r.redirect_url).initiator == r.url
     nm = ny.find("http://typeface.nytimes.com/miq8eej.js")
     assert nm.status == 200 and nm.extras["recorded_status"] == 304
     est = [o for o in ny.objects if o.body is None]
-    assert est and all(o.extras["size_source"] == "estimate" and (o.size > 0) == (o.status != 204)
-                      for o in est)
+    assert est and all(o.extras["size_source"] == "estimate" and (o.size > 0) == (o.status != 204) for o in est)
 
 
 def test_unlogged_files_attached_or_reported(paper):
@@ -105,13 +106,12 @@ def test_unlogged_files_attached_or_reported(paper):
 
 def test_cli_import_all_five_and_pages_json(tmp_path):
     out = tmp_path / "arc"
-    cp = pltlab_cmd("import", os.path.join(CS244, "Paper.pages"), os.path.join(CS244, "Google.pages"),
-                    "-o", str(out))
+    cp = pltlab_cmd("import", os.path.join(CS244, "Paper.pages"), os.path.join(CS244, "Google.pages"), "-o", str(out))
     assert cp.returncode == 0, cp.stderr
     rows = {r["page"]: r for r in json.loads(pltlab_cmd("pages", str(out), "--json").stdout)}
     assert len(rows) == 5 and rows[WIKI]["with_body"] == 29 and rows[WIKI]["size_only"] == 0
     assert rows[WIKI]["origins"] == 4 and rows["http://www.amazon.com/"]["origins"] == 11
-    for url, page in read_corpus(str(out)):
+    for _url, page in read_corpus(str(out)):
         assert rows[page.url]["objects"] == len(page.objects)
         assert rows[page.url]["bytes"] == sum(o.size for o in page.objects)
 
@@ -122,9 +122,9 @@ def _mini_copy(tmp_path):
     (root / "W.fetchlog").mkdir(parents=True)
     (root / "W.pages").write_text(WIKI + "\n")
     name = seed.log_name(WIKI)
-    shutil.copy(os.path.join(CS244, "Paper.fetchlog", name), root / "W.fetchlog" / name)
+    copy_writable(os.path.join(CS244, "Paper.fetchlog", name), root / "W.fetchlog" / name)
     for host in ("en.wikipedia.org", "bits.wikimedia.org", "upload.wikimedia.org", "meta.wikimedia.org"):
-        shutil.copytree(os.path.join(CS244, "Paper", host), root / "W" / host)
+        copy_writable(os.path.join(CS244, "Paper", host), root / "W" / host)
     return root, root / "W.fetchlog" / name
 
 
@@ -134,12 +134,15 @@ def test_mini_copy_imports(tmp_path):
     assert len(page.objects) == 29 and all(o.body is not None for o in page.objects)
 
 
-@pytest.mark.parametrize("breakage,needle", [
-    ("truncate", "truncated fetchlog: <transactions> section is not closed"),
-    ("badline", "malformed transaction line"),
-    ("escape", "escapes the folder"),
-    ("nolog", "no fetchlog for"),
-])
+@pytest.mark.parametrize(
+    "breakage,needle",
+    [
+        ("truncate", "truncated fetchlog: <transactions> section is not closed"),
+        ("badline", "malformed transaction line"),
+        ("escape", "escapes the folder"),
+        ("nolog", "no fetchlog for"),
+    ],
+)
 def test_broken_seed_input_is_rejected_without_output(tmp_path, breakage, needle):
     root, log = _mini_copy(tmp_path)
     text = log.read_text(errors="replace")
@@ -148,8 +151,12 @@ def test_broken_seed_input_is_rejected_without_output(tmp_path, breakage, needle
     elif breakage == "badline":
         log.write_text(text.replace(" 754.198 |", " 754.198 ", 1))
     elif breakage == "escape":
-        log.write_text(text.replace("http://en.wikipedia.org/w/index.php?title=MediaWiki",
-                                    "http://en.wikipedia.org/../../../etc/passwd?title=MediaWiki"))
+        log.write_text(
+            text.replace(
+                "http://en.wikipedia.org/w/index.php?title=MediaWiki",
+                "http://en.wikipedia.org/../../../etc/passwd?title=MediaWiki",
+            )
+        )
     else:
         log.unlink()
     out = tmp_path / "out"
@@ -158,7 +165,7 @@ def test_broken_seed_input_is_rejected_without_output(tmp_path, breakage, needle
     cp = pltlab_cmd("import", str(root / "W.pages"), "-o", str(out))
     lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
     assert cp.returncode == 2 and len(lines) == 1 and needle in lines[0], cp.stderr
-    assert ("W.fetchlog" in lines[0] or "W.pages" in lines[0])
+    assert "W.fetchlog" in lines[0] or "W.pages" in lines[0]
     assert sorted(os.listdir(tmp_path)) == ["corpus"]  # no archive, no temporary directory
 
 

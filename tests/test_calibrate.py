@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from pltlab.archive import har
+from pltlab.archive import calibration, har
 from pltlab.archive.model import Obj, Page
 from pltlab.errors import PltError
-from pltlab.archive import calibration
-from pltlab.loaders import calibrate as cal, plan as plans
+from pltlab.loaders import calibrate as cal
+from pltlab.loaders import plan as plans
 
 H = "http://a.test"
 IPS = {"a.test": "198.19.0.1"}
@@ -21,30 +21,36 @@ def _plan() -> dict:
     """0 document; 1 script at the document's first byte; 2 image at the document's first byte;
     3 image requested by script 1 after stylesheet 4 arrived; 4 stylesheet at the document's
     first byte; 5 never requested by Chromium."""
-    o = [{"url": f"{H}/", "parent": None},
-         {"url": f"{H}/s.js", "parent": 0, "at_first_byte": True, "after": []},
-         {"url": f"{H}/i.png", "parent": 0, "at_first_byte": True, "after": []},
-         {"url": f"{H}/x.png", "parent": 1, "at_first_byte": False, "after": [4]},
-         {"url": f"{H}/c.css", "parent": 0, "at_first_byte": True, "after": []},
-         {"url": f"{H}/gone.png", "parent": 0, "at_first_byte": True, "after": []}]
+    o = [
+        {"url": f"{H}/", "parent": None},
+        {"url": f"{H}/s.js", "parent": 0, "at_first_byte": True, "after": []},
+        {"url": f"{H}/i.png", "parent": 0, "at_first_byte": True, "after": []},
+        {"url": f"{H}/x.png", "parent": 1, "at_first_byte": False, "after": [4]},
+        {"url": f"{H}/c.css", "parent": 0, "at_first_byte": True, "after": []},
+        {"url": f"{H}/gone.png", "parent": 0, "at_first_byte": True, "after": []},
+    ]
     return {"objects": o}
 
 
 def _req(url, start, fb, lb, **kw):
-    return {"url": url, "start_ms": start, "first_byte_ms": fb, "last_byte_ms": lb, "status": 200,
-            "error": None, **kw}
+    return {"url": url, "start_ms": start, "first_byte_ms": fb, "last_byte_ms": lb, "status": 200, "error": None, **kw}
 
 
 def _load(shift=0.0, plt=200.0) -> dict:
     """navigationStart is 3 ms before the first request (responseStart 13 = document first byte
     10 + 3)."""
-    return {"plt_ms": plt, "nav_timing": {"responseStart": 13.0},
-            "requests": [_req(f"{H}/", 0.0, 10.0, 40.0),
-                         _req(f"{H}/s.js#frag", 25.0 + shift, 50.0, 60.0),
-                         _req(f"{H}/i.png", 8.0, 30.0, 35.0),  # before the first byte: 0
-                         _req(f"{H}/c.css", 26.0, 70.0, 90.0),
-                         _req(f"{H}/x.png", 120.0, 130.0, 150.0),
-                         _req("http://elsewhere.test/", 1.0, 2.0, 180.0)]}  # not in the plan
+    return {
+        "plt_ms": plt,
+        "nav_timing": {"responseStart": 13.0},
+        "requests": [
+            _req(f"{H}/", 0.0, 10.0, 40.0),
+            _req(f"{H}/s.js#frag", 25.0 + shift, 50.0, 60.0),
+            _req(f"{H}/i.png", 8.0, 30.0, 35.0),  # before the first byte: 0
+            _req(f"{H}/c.css", 26.0, 70.0, 90.0),
+            _req(f"{H}/x.png", 120.0, 130.0, 150.0),
+            _req("http://elsewhere.test/", 1.0, 2.0, 180.0),
+        ],
+    }  # not in the plan
 
 
 def test_derivation_known_answer():
@@ -105,10 +111,17 @@ def _tight_plan() -> dict:
     o = [{"url": f"{H}/", "parent": None}, {"url": f"{H}/s.js", "parent": 0}]
     o += [{"url": f"{H}/i{k}.png", "parent": 0, "delayable": True} for k in range(2, 6)]
     o += [{"url": f"{H}/f{k}.png", "parent": 8, "delayable": True, "tight_phase": 0} for k in (6, 7)]
-    o += [{"url": f"{H}/f.html", "parent": 0}, {"url": f"{H}/fs.js", "parent": 8},
-          {"url": f"{H}/f10.png", "parent": 8, "delayable": True, "tight_phase": 0}]
-    return {"objects": o, "tight_limit": 2, "tight_until": [1],
-            "tight_phases": [{"until": [9], "delay_ms": 0.0, "doc": 8}]}
+    o += [
+        {"url": f"{H}/f.html", "parent": 0},
+        {"url": f"{H}/fs.js", "parent": 8},
+        {"url": f"{H}/f10.png", "parent": 8, "delayable": True, "tight_phase": 0},
+    ]
+    return {
+        "objects": o,
+        "tight_limit": 2,
+        "tight_until": [1],
+        "tight_phases": [{"until": [9], "delay_ms": 0.0, "doc": 8}],
+    }
 
 
 def _tight_load(released: dict[int, float]) -> dict:
@@ -158,24 +171,34 @@ def test_navigation_offset_uses_the_final_document():
     """A main URL that redirects: Navigation Timing's responseStart is the final document's;
     the main request's delay must not include the redirect chain."""
     plan = {"objects": [{"url": f"{H}/", "parent": None}, {"url": f"{H}/home", "parent": 0}]}
-    ld = {"plt_ms": 500.0, "nav_timing": {"responseStart": 305.0},
-          "requests": [_req(f"{H}/", 0.0, 100.0, 101.0), _req(f"{H}/home", 102.0, 300.0, 310.0)]}
+    ld = {
+        "plt_ms": 500.0,
+        "nav_timing": {"responseStart": 305.0},
+        "requests": [_req(f"{H}/", 0.0, 100.0, 101.0), _req(f"{H}/home", 102.0, 300.0, 310.0)],
+    }
     assert cal.derive_one(plan, ld, doc=1)["compute_ms"][0] == 5.0  # navigationStart at -5
     assert cal.derive_one(plan, ld, doc=0)["compute_ms"][0] == 205.0  # the old error
 
 
 def _page() -> Page:
-    return Page(url=f"{H}/", objects=[
-        Obj(f"{H}/", mime="text/html", size=5000),
-        Obj(f"{H}/s.js", mime="application/javascript", size=2000, initiator=f"{H}/", initiator_type="parser"),
-        Obj(f"{H}/i.png", mime="image/png", size=3000, initiator=f"{H}/", initiator_type="parser")])
+    return Page(
+        url=f"{H}/",
+        objects=[
+            Obj(f"{H}/", mime="text/html", size=5000),
+            Obj(f"{H}/s.js", mime="application/javascript", size=2000, initiator=f"{H}/", initiator_type="parser"),
+            Obj(f"{H}/i.png", mime="image/png", size=3000, initiator=f"{H}/", initiator_type="parser"),
+        ],
+    )
 
 
 def _calibrated() -> Page:
     page = _page()
-    calibration.attach(page, plans.plan_objects(page, IPS),
-               {"compute_ms": [2.5, 17.25, None], "tail_ms": 40.0, "matched": 3, "loads": 3},
-               {"browser": "chromium 156", "machine": "test", "rtt_ms": 0.0})
+    calibration.attach(
+        page,
+        plans.plan_objects(page, IPS),
+        {"compute_ms": [2.5, 17.25, None], "tail_ms": 40.0, "matched": 3, "loads": 3},
+        {"browser": "chromium 156", "machine": "test", "rtt_ms": 0.0},
+    )
     return page
 
 
@@ -262,12 +285,12 @@ def test_har_refuses_bad_tail(tmp_path, tail):
 def test_cli_run_refuses_bad_stored_delay(tmp_path):
     from conftest import pltlab_cmd
 
-    cp = pltlab_cmd("run", _write_bad(tmp_path, entry_value=-3), "--model", "chromium", "--tfo", "off",
-                    "--reps", "1")
+    cp = pltlab_cmd("run", _write_bad(tmp_path, entry_value=-3), "--model", "chromium", "--tfo", "off", "--reps", "1")
     assert cp.returncode != 0
     assert "invalid compute delay -3" in cp.stderr and "Traceback" not in cp.stderr
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("calibrated", [False, True])
 def test_run_notes_a_missing_or_foreign_calibration(tmp_path, calibrated):
     """`pltlab run --model chromium` says when Chromium's compute is not modelled, or was
@@ -284,15 +307,16 @@ def test_run_notes_a_missing_or_foreign_calibration(tmp_path, calibrated):
     assert "note:" not in cp.stdout + cp.stderr
 
 
-needs_chromium = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK) or os.geteuid() != 0,
-                                    reason="needs root and Debian's chromium")
+needs_chromium = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="needs Debian's chromium")
 
 
 @needs_chromium
 def test_calibrating_a_page_that_fails_to_load(tmp_path):
     """A main document redirecting to itself: refused before any load, in one line."""
-    page = Page(url=f"{H}/", objects=[Obj(f"{H}/", status=302, headers=[("Location", f"{H}/")],
-                                          redirect_url=f"{H}/", mime="text/html")])
+    page = Page(
+        url=f"{H}/",
+        objects=[Obj(f"{H}/", status=302, headers=[("Location", f"{H}/")], redirect_url=f"{H}/", mime="text/html")],
+    )
     path = str(tmp_path / "loop.har")
     har.write_page(page, path)
     from conftest import pltlab_cmd
@@ -304,11 +328,13 @@ def test_calibrating_a_page_that_fails_to_load(tmp_path):
     assert not os.path.exists(tmp_path / "out" / "loop.har")
 
 
+@pytest.mark.root
 @needs_chromium
 def test_calibrate_and_run_a_small_page(tmp_path):
     """End to end: `pltlab calibrate` writes the archive with the calibration; `pltlab run --model
     chromium` on it reports tail_ms and network_plt_ms."""
     from conftest import pltlab_cmd
+
     from pltlab.archive.generate import generate
 
     src = str(tmp_path / "g.har")
@@ -321,8 +347,22 @@ def test_calibrate_and_run_a_small_page(tmp_path):
     page = har.read_page(res["file"])
     assert page.extras["calibration"]["tail_ms"] >= 0
     assert page.objects[1].extras["compute_ms"] >= 0
-    cp = pltlab_cmd("run", res["file"], "--rtt", "20ms", "--model", "chromium", "--schemes", "chromium",
-                    "--tfo", "off", "--reps", "1", "--json", timeout=300)
+    cp = pltlab_cmd(
+        "run",
+        res["file"],
+        "--rtt",
+        "20ms",
+        "--model",
+        "chromium",
+        "--schemes",
+        "chromium",
+        "--tfo",
+        "off",
+        "--reps",
+        "1",
+        "--json",
+        timeout=300,
+    )
     assert cp.returncode == 0, cp.stderr
     r = json.loads(cp.stdout)["runs"][0]
     assert "note:" not in cp.stderr  # calibrated here

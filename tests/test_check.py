@@ -2,7 +2,11 @@
 
 import json
 
+import pytest
+
 from tests.conftest import pltlab_cmd
+
+pytestmark = pytest.mark.root
 
 
 def test_check_json_reports_environment_and_fidelity():

@@ -3,18 +3,19 @@
 import os
 
 import pytest
-
-from pltlab.loaders.browser import Chromium, load
-from pltlab.loaders.browser import driver as driver_mod
-from pltlab.loaders.browser import procs
-from pltlab.errors import PltError
-from pltlab.net import names, nsutil
 from test_record import EXPECTED, PROFILE_PREFIX, leftover_browsers, site  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK),
-                                reason="needs Debian's chromium (apt-get install chromium)")
+from pltlab.errors import PltError
+from pltlab.loaders.browser import Chromium, load, procs
+from pltlab.loaders.browser import driver as driver_mod
+from pltlab.net import names, nsutil
+
+pytestmark = pytest.mark.skipif(
+    not os.access("/usr/bin/chromium", os.X_OK), reason="needs Debian's chromium (apt-get install chromium)"
+)
 
 
+@pytest.mark.root
 def test_load_in_namespace(site, monkeypatch):
     before = leftover_browsers()
     seen = {}
@@ -35,7 +36,9 @@ def test_load_in_namespace(site, monkeypatch):
         r1 = c.load("http://a.test/index.html")
         r2 = c.load("http://a.test/index.html")
         driver = c._driver_pid
-    assert driver and not procs._alive(driver)  # node stopped with the driver    assert seen["ns"] == {client}  # ... and so does every chromium process
+    assert driver and not procs._alive(
+        driver
+    )  # node stopped with the driver    assert seen["ns"] == {client}  # ... and so does every chromium process
     assert len(seen["env"]) == 1 and b"\0PLTLAB_TEST_MARK=42\0" in b"\0" + seen["env"][0]
     assert leftover_browsers() == before
 
@@ -60,6 +63,7 @@ def test_load_in_namespace(site, monkeypatch):
     assert len(seen_paths) == 2 * len(EXPECTED)
 
 
+@pytest.mark.root
 def test_without_spki_https_origin_fails(site):
     opts = dict(site.chromium_opts(), spki=[])
     r = load("http://a.test/index.html", quiet_ms=200, **opts)
@@ -68,6 +72,7 @@ def test_without_spki_https_origin_fails(site):
     assert not any(u.startswith("/app.js") for _, _, u in site.requests_seen())
 
 
+@pytest.mark.root
 def test_timeout_is_a_clear_error(site):
     before = leftover_browsers()
     with pytest.raises(PltError, match=r"http://a.test/hang.html: .*Timeout"):
@@ -75,6 +80,7 @@ def test_timeout_is_a_clear_error(site):
     assert leftover_browsers() == before
 
 
+@pytest.mark.root
 def test_unresolvable_host(site):
     with pytest.raises(PltError, match="ERR_NAME_NOT_RESOLVED"):
         load("http://elsewhere.example/", **site.chromium_opts())

@@ -9,11 +9,15 @@ import pytest
 
 from pltlab.archive import bundled
 from pltlab.archive.generate import generate
-from pltlab.run.runner import PageRunner, RunConfig, run_page
 from pltlab.loaders import plan as plans
+from pltlab.run.runner import PageRunner, RunConfig, run_page
 
-pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK),
-                                reason="needs Debian's chromium (apt-get install chromium)")
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(
+        not os.access("/usr/bin/chromium", os.X_OK), reason="needs Debian's chromium (apt-get install chromium)"
+    ),
+]
 
 
 def _key(url: str):
@@ -65,8 +69,7 @@ def test_chromium_tfo_per_counters(scheme):
     TFO saves the handshake's round trip; over https it cannot with this Chromium: its TLS 1.3
     ClientHello (X25519MLKEM768 key share, ~2 KB) does not fit in the SYN, so the server waits for
     the rest until the handshake completes (docs/loaders.md)."""
-    page = generate(objects=4, total_bytes=4 * 2000, origins=1, depth=3, seed=3,
-                    scheme=scheme, domain="tfo")
+    page = generate(objects=4, total_bytes=4 * 2000, origins=1, depth=3, seed=3, scheme=scheme, domain="tfo")
     rtt = 100
     runs = run_page(page, RunConfig(rtt=f"{rtt}ms", reps=3, client="chromium"))
     assert all(r["valid"] for r in runs), [r["invalid_reason"] for r in runs]
@@ -86,8 +89,10 @@ def test_chromium_tfo_per_counters(scheme):
         assert 0.5 * rtt <= saved <= 1.5 * rtt, med
     elif all(split):
         # the replay server saw the ClientHello overflow the SYN: no saving, and each run says so
-        assert all(r["tfo_note"] and r["server_tfo"]["tfo_tls_hello_max"] > r["server_tfo"]["tfo_syn_bytes_max"]
-                   for r in tfo_runs)
+        assert all(
+            r["tfo_note"] and r["server_tfo"]["tfo_tls_hello_max"] > r["server_tfo"]["tfo_syn_bytes_max"]
+            for r in tfo_runs
+        )
         assert abs(saved) <= 0.5 * rtt, med
     else:  # a Chromium whose ClientHello fits in the SYN saves the round trip
         assert not any(split), split
@@ -96,8 +101,7 @@ def test_chromium_tfo_per_counters(scheme):
 
 def test_https_origin_loads_in_chromium():
     """An origin recorded over https loads with the per-corpus CA (no certificate error)."""
-    page = generate(objects=6, total_bytes=6 * 3000, origins=2, depth=2, seed=4, scheme="https",
-                    domain="secure")
+    page = generate(objects=6, total_bytes=6 * 3000, origins=2, depth=2, seed=4, scheme="https", domain="secure")
     runs = run_page(page, RunConfig(rtt="10ms", reps=1, tfo_modes=(False,), client="chromium"))
     r = runs[0]
     assert r["valid"] and not [q for q in r["requests"] if q.get("error")]

@@ -17,6 +17,7 @@ def _gone(run_id: str) -> bool:
     return _ours(run_id)["namespaces"] == [] and not os.path.exists(names.workdir(run_id))
 
 
+@pytest.mark.root
 def test_live_run_survives_clean_and_is_cleaned_once_its_owner_is_killed():
     p = _start_runner("--rtt", "10ms")
     try:
@@ -51,6 +52,7 @@ def test_live_run_survives_clean_and_is_cleaned_once_its_owner_is_killed():
         pltlab_cmd("clean")
 
 
+@pytest.mark.root
 def test_force_removes_a_live_run():
     p = _start_runner("--rtt", "10ms")
     try:

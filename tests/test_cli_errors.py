@@ -5,19 +5,22 @@ import pytest
 from tests.conftest import leaked, pltlab_cmd, project_state
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--rtt=-5ms"], "must not be negative"),
-    (["--loss", "150%"], "between 0 and 100%"),
-    (["--rate", "0"], "must be positive"),
-    (["--cc", "vegas"], "unknown congestion control"),
-    (["--icw", "0"], "1 to 1024"),
-    (["--icw", "1000000"], "1 to 1024"),
-    (["--queue", "0"], "must be positive"),
-    (["--origins", "0"], "origins"),
-    (["--origin-rtt", "5=10ms"], "override for origin 5"),
-    (["--backend", "mininet"], "unknown backend"),
-    (["--pcap", "/nonexistent/dir/x.pcap"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--rtt=-5ms"], "must not be negative"),
+        (["--loss", "150%"], "between 0 and 100%"),
+        (["--rate", "0"], "must be positive"),
+        (["--cc", "vegas"], "unknown congestion control"),
+        (["--icw", "0"], "1 to 1024"),
+        (["--icw", "1000000"], "1 to 1024"),
+        (["--queue", "0"], "must be positive"),
+        (["--origins", "0"], "origins"),
+        (["--origin-rtt", "5=10ms"], "override for origin 5"),
+        (["--backend", "mininet"], "unknown backend"),
+        (["--pcap", "/nonexistent/dir/x.pcap"], "does not exist"),
+    ],
+)
 def test_bad_parameters(args, needle):
     before = project_state()
     cp = pltlab_cmd("shell", *args, "--", "true")

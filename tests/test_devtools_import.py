@@ -22,50 +22,105 @@ def ev(method, **params):
 
 
 def sent(rid, url, t, rtype, **kw):
-    return ev("Network.requestWillBeSent", requestId=rid, loaderId=kw.pop("loader", LOADER),
-              frameId=FRAME, documentURL="https://a.test/", type=rtype, timestamp=T0 + t,
-              wallTime=WALL + t, initiator=kw.pop("initiator", {"type": "other"}),
-              request={"url": url, "method": "GET", "headers": {"User-Agent": "t"}}, **kw)
+    return ev(
+        "Network.requestWillBeSent",
+        requestId=rid,
+        loaderId=kw.pop("loader", LOADER),
+        frameId=FRAME,
+        documentURL="https://a.test/",
+        type=rtype,
+        timestamp=T0 + t,
+        wallTime=WALL + t,
+        initiator=kw.pop("initiator", {"type": "other"}),
+        request={"url": url, "method": "GET", "headers": {"User-Agent": "t"}},
+        **kw,
+    )
 
 
 def response(url, status, protocol, head, **kw):
-    return {"url": url, "status": status, "statusText": kw.pop("text", ""), "protocol": protocol,
-            "headers": kw.pop("headers", {}), "mimeType": kw.pop("mime", "text/html"),
-            "remoteIPAddress": "192.0.2.1", "connectionId": 7, "encodedDataLength": head,
-            "fromDiskCache": False, "fromServiceWorker": False, **kw}
+    return {
+        "url": url,
+        "status": status,
+        "statusText": kw.pop("text", ""),
+        "protocol": protocol,
+        "headers": kw.pop("headers", {}),
+        "mimeType": kw.pop("mime", "text/html"),
+        "remoteIPAddress": "192.0.2.1",
+        "connectionId": 7,
+        "encodedDataLength": head,
+        "fromDiskCache": False,
+        "fromServiceWorker": False,
+        **kw,
+    }
 
 
 def page_log() -> list:
     """http://a.test/ -301-> https://a.test/ (gzip, h2), a script, an image from the disk cache,
     a failed stylesheet; plus one malformed event and one item that is no event."""
-    r301 = response("http://a.test/", 301, "http/1.1", 120, text="Moved Permanently",
-                    headers={"Location": "https://a.test/", "Content-Length": "0"})
-    doc = response("https://a.test/", 200, "h2", 150,
-                   headers={"content-type": "text/html", "content-encoding": "gzip",
-                            "content-length": "1200", "set-cookie": "a=1\nb=2"})
+    r301 = response(
+        "http://a.test/",
+        301,
+        "http/1.1",
+        120,
+        text="Moved Permanently",
+        headers={"Location": "https://a.test/", "Content-Length": "0"},
+    )
+    doc = response(
+        "https://a.test/",
+        200,
+        "h2",
+        150,
+        headers={
+            "content-type": "text/html",
+            "content-encoding": "gzip",
+            "content-length": "1200",
+            "set-cookie": "a=1\nb=2",
+        },
+    )
     js = response("https://a.test/app.js", 200, "h2", 100, mime="application/javascript")
     img = response("https://cdn.test/i.png", 200, "h2", 0, mime="image/png", fromDiskCache=True)
     return [
         ev("Page.frameStartedLoading", frameId=FRAME),
         sent("L1", "http://a.test/", 0.0, "Document"),
-        ev("Network.responseReceivedExtraInfo", requestId="L1", statusCode=301,
-           headers={"Location": "https://a.test/", "Content-Length": "0"},
-           headersText="HTTP/1.1 301 Moved Permanently\r\nLocation: https://a.test/\r\n"
-                       "Content-Length: 0\r\n\r\n"),
+        ev(
+            "Network.responseReceivedExtraInfo",
+            requestId="L1",
+            statusCode=301,
+            headers={"Location": "https://a.test/", "Content-Length": "0"},
+            headersText="HTTP/1.1 301 Moved Permanently\r\nLocation: https://a.test/\r\nContent-Length: 0\r\n\r\n",
+        ),
         sent("L1", "https://a.test/", 0.05, "Document", redirectResponse=r301, redirectHasExtraInfo=True),
-        ev("Network.responseReceived", requestId="L1", loaderId=LOADER, timestamp=T0 + 0.15,
-           type="Document", response=doc, frameId=FRAME),
+        ev(
+            "Network.responseReceived",
+            requestId="L1",
+            loaderId=LOADER,
+            timestamp=T0 + 0.15,
+            type="Document",
+            response=doc,
+            frameId=FRAME,
+        ),
         ev("Page.frameNavigated", frame={"id": FRAME, "loaderId": LOADER, "url": "https://a.test/"}),
         ev("Network.dataReceived", requestId="L1", timestamp=T0 + 0.16, dataLength=3000, encodedDataLength=700),
         ev("Network.dataReceived", requestId="L1", timestamp=T0 + 0.17, dataLength=2000, encodedDataLength=500),
         ev("Network.loadingFinished", requestId="L1", timestamp=T0 + 0.18, encodedDataLength=1350),
-        sent("2.1", "https://a.test/app.js", 0.2, "Script",
-             initiator={"type": "parser", "url": "https://a.test/"}),
-        sent("2.2", "https://cdn.test/i.png", 0.21, "Image",
-             initiator={"type": "script", "stack": {"callFrames": [
-                 {"url": "", "functionName": "f"}, {"url": "https://a.test/app.js"}]}}),
-        sent("2.3", "https://a.test/missing.css", 0.22, "Stylesheet",
-             initiator={"type": "parser", "url": "https://a.test/"}),
+        sent("2.1", "https://a.test/app.js", 0.2, "Script", initiator={"type": "parser", "url": "https://a.test/"}),
+        sent(
+            "2.2",
+            "https://cdn.test/i.png",
+            0.21,
+            "Image",
+            initiator={
+                "type": "script",
+                "stack": {"callFrames": [{"url": "", "functionName": "f"}, {"url": "https://a.test/app.js"}]},
+            },
+        ),
+        sent(
+            "2.3",
+            "https://a.test/missing.css",
+            0.22,
+            "Stylesheet",
+            initiator={"type": "parser", "url": "https://a.test/"},
+        ),
         ev("Network.responseReceived", requestId="2.1", timestamp=T0 + 0.3, type="Script", response=js),
         ev("Network.dataReceived", requestId="2.1", timestamp=T0 + 0.31, dataLength=3000, encodedDataLength=3040),
         ev("Network.loadingFinished", requestId="2.1", timestamp=T0 + 0.32, encodedDataLength=3140),
@@ -73,8 +128,14 @@ def page_log() -> list:
         ev("Network.responseReceived", requestId="2.2", timestamp=T0 + 0.33, type="Image", response=img),
         ev("Network.dataReceived", requestId="2.2", timestamp=T0 + 0.33, dataLength=800, encodedDataLength=0),
         ev("Network.loadingFinished", requestId="2.2", timestamp=T0 + 0.34, encodedDataLength=0),
-        ev("Network.loadingFailed", requestId="2.3", timestamp=T0 + 0.35, type="Stylesheet",
-           errorText="net::ERR_CONNECTION_REFUSED", canceled=False),
+        ev(
+            "Network.loadingFailed",
+            requestId="2.3",
+            timestamp=T0 + 0.35,
+            type="Stylesheet",
+            errorText="net::ERR_CONNECTION_REFUSED",
+            canceled=False,
+        ),
         ev("Network.dataReceived", requestId="2.1", timestamp=T0 + 0.36),  # no dataLength
         {"startTime": 12},  # no event at all
         ev("Page.loadEventFired", timestamp=T0 + 0.5),
@@ -125,8 +186,7 @@ def test_har_entries_sizes_protocol_cache_and_redirect_hop():
     assert pm["_pltlab"]["repairs"] == {devtools.SKIPPED: 2}
 
 
-@pytest.mark.parametrize("name,gz", [("site.devtoolslog.json", False), ("site.json.gz", True),
-                                     ("plain.json", False)])
+@pytest.mark.parametrize("name,gz", [("site.devtoolslog.json", False), ("site.json.gz", True), ("plain.json", False)])
 def test_log_imports_as_a_page(tmp_path, name, gz):
     path = write_log(tmp_path / name, page_log(), gz=gz)
     assert devtools.claims(path)
@@ -135,8 +195,9 @@ def test_log_imports_as_a_page(tmp_path, name, gz):
     assert page.url == "http://a.test/"
     urls = [o.url for o in page.objects]
     assert urls[0] == "http://a.test/" and "https://a.test/missing.css" not in urls
-    assert sorted(urls) == sorted(["http://a.test/", "https://a.test/", "https://a.test/app.js",
-                                   "https://cdn.test/i.png"])
+    assert sorted(urls) == sorted(
+        ["http://a.test/", "https://a.test/", "https://a.test/app.js", "https://cdn.test/i.png"]
+    )
     first, doc = page.find("http://a.test/"), page.find("https://a.test/")
     assert first.status == 301 and first.redirect_url == "https://a.test/"
     assert doc.status == 200 and (doc.initiator, doc.initiator_type) == ("http://a.test/", "redirect")
@@ -152,10 +213,19 @@ def test_log_imports_as_a_page(tmp_path, name, gz):
 
 
 def test_har_named_json_stays_a_har(tmp_path):
-    har = {"log": {"version": "1.2", "entries": [{
-        "startedDateTime": "2024-01-01T00:00:00.000Z", "time": 5,
-        "request": {"method": "GET", "url": "https://h.test/"},
-        "response": {"status": 200, "headers": [], "content": {"size": 10, "mimeType": "text/html"}}}]}}
+    har = {
+        "log": {
+            "version": "1.2",
+            "entries": [
+                {
+                    "startedDateTime": "2024-01-01T00:00:00.000Z",
+                    "time": 5,
+                    "request": {"method": "GET", "url": "https://h.test/"},
+                    "response": {"status": 200, "headers": [], "content": {"size": 10, "mimeType": "text/html"}},
+                }
+            ],
+        }
+    }
     path = tmp_path / "capture.json"
     path.write_text(json.dumps(har))
     assert not devtools.claims(str(path))
@@ -173,15 +243,37 @@ def test_wrapped_log_and_directory_listing(tmp_path):
 
 def test_reload_is_a_second_page(tmp_path):
     events = page_log() + [
-        sent("L2", "https://a.test/", 1.0, "Document", loader="L2",
-             initiator={"type": "script", "url": "https://a.test/app.js"}),
-        ev("Network.responseReceived", requestId="L2", timestamp=T0 + 1.1, type="Document",
-           response=response("https://a.test/", 200, "h2", 90)),
+        sent(
+            "L2",
+            "https://a.test/",
+            1.0,
+            "Document",
+            loader="L2",
+            initiator={"type": "script", "url": "https://a.test/app.js"},
+        ),
+        ev(
+            "Network.responseReceived",
+            requestId="L2",
+            timestamp=T0 + 1.1,
+            type="Document",
+            response=response("https://a.test/", 200, "h2", 90),
+        ),
         ev("Network.loadingFinished", requestId="L2", timestamp=T0 + 1.2, encodedDataLength=900),
-        sent("3.1", "https://a.test/late.js", 1.3, "Script", loader="L2",
-             initiator={"type": "parser", "url": "https://a.test/"}),
-        ev("Network.responseReceived", requestId="3.1", timestamp=T0 + 1.4, type="Script",
-           response=response("https://a.test/late.js", 200, "h2", 80)),
+        sent(
+            "3.1",
+            "https://a.test/late.js",
+            1.3,
+            "Script",
+            loader="L2",
+            initiator={"type": "parser", "url": "https://a.test/"},
+        ),
+        ev(
+            "Network.responseReceived",
+            requestId="3.1",
+            timestamp=T0 + 1.4,
+            type="Script",
+            response=response("https://a.test/late.js", 200, "h2", 80),
+        ),
         ev("Network.loadingFinished", requestId="3.1", timestamp=T0 + 1.5, encodedDataLength=400),
         ev("Page.loadEventFired", timestamp=T0 + 1.6),
     ]
@@ -202,13 +294,16 @@ def test_run_resolves_a_log(tmp_path):
     assert page.url == "http://a.test/" and len(page.objects) == 4
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b"\x1f\x8b\x08\x00garbage-not-deflate", "corrupt gzip data"),
-    (gzip.compress(b"{not json"), "not valid JSON"),
-    (gzip.compress(b'{"log": {"entries": []}}'), "not a DevTools log"),
-    (gzip.compress(b"[]"), "not a DevTools log"),
-    (gzip.compress(json.dumps([ev("Page.loadEventFired", timestamp=1)]).encode()), "no Network.requestWillBeSent"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"\x1f\x8b\x08\x00garbage-not-deflate", "corrupt gzip data"),
+        (gzip.compress(b"{not json"), "not valid JSON"),
+        (gzip.compress(b'{"log": {"entries": []}}'), "not a DevTools log"),
+        (gzip.compress(b"[]"), "not a DevTools log"),
+        (gzip.compress(json.dumps([ev("Page.loadEventFired", timestamp=1)]).encode()), "no Network.requestWillBeSent"),
+    ],
+)
 def test_bad_logs_are_one_error(tmp_path, content, needle):
     path = tmp_path / "bad.json.gz"
     path.write_bytes(content)
@@ -252,10 +347,12 @@ def test_corpus_logs_import(name):
     assert sum(e["response"]["content"]["size"] for e in entries) == decoded
     lightrider = any(devtools.LIGHTRIDER in p["_pltlab"].get("repairs", {}) for p in doc["log"]["pages"])
     if not lightrider:  # Lightrider's own sizes replace the proxy's
-        wire = sum(e["params"].get("encodedDataLength", 0) for e in events
-                   if e["method"] == "Network.loadingFinished")
-        wire += sum(e["params"]["redirectResponse"]["encodedDataLength"] for e in events
-                    if e["method"] == "Network.requestWillBeSent" and "redirectResponse" in e["params"])
+        wire = sum(e["params"].get("encodedDataLength", 0) for e in events if e["method"] == "Network.loadingFinished")
+        wire += sum(
+            e["params"]["redirectResponse"]["encodedDataLength"]
+            for e in events
+            if e["method"] == "Network.requestWillBeSent" and "redirectResponse" in e["params"]
+        )
         assert sum(e["response"]["_transferSize"] for e in entries if "_error" not in e["response"]) == wire
     pages, _ = importer.load_inputs([path])
     assert pages and all(p.objects and p.objects[0].url == p.url for p in pages)
@@ -266,9 +363,11 @@ def test_corpus_logs_import(name):
 def test_corpus_redirect_chain():
     first, reload = devtools.load_pages(os.path.join(DEVTOOLS, "redirect.devtoolslog.json"))
     chain = [(o.status, o.url, o.redirect_url) for o in first.objects if o.redirect_url]
-    assert chain == [(307, "http://www.vkontakte.ru/", "https://www.vkontakte.ru/"),
-                     (301, "https://www.vkontakte.ru/", "https://vk.com/"),
-                     (302, "https://vk.com/", "https://m.vk.com/")]
+    assert chain == [
+        (307, "http://www.vkontakte.ru/", "https://www.vkontakte.ru/"),
+        (301, "https://www.vkontakte.ru/", "https://vk.com/"),
+        (302, "https://vk.com/", "https://m.vk.com/"),
+    ]
     assert first.find("https://m.vk.com/").initiator == "https://vk.com/"
     assert reload.url == "https://m.vk.com/" and len(reload.objects) > 100
     assert reload.on_load_ms is not None and first.on_load_ms is None

@@ -3,6 +3,7 @@ while it runs is reported at the end (one line each, exit code 2); the others ke
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from pltlab.archive.generate import generate
@@ -22,6 +23,7 @@ def _error_lines(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("pltlab: error:")]
 
 
+@pytest.mark.root
 def test_broken_pages_do_not_discard_the_good_one(tmp_path):
     d = tmp_path / "corpus"
     d.mkdir()
@@ -45,6 +47,7 @@ def test_broken_pages_do_not_discard_the_good_one(tmp_path):
     assert "Traceback" not in cp.stderr
 
 
+@pytest.mark.root
 def test_a_page_failing_while_it_runs_is_one_line_and_the_next_still_runs(tmp_path, monkeypatch):
     d = tmp_path / "corpus"
     d.mkdir()
@@ -71,11 +74,26 @@ def test_runs_table_has_page_ids(tmp_path):
     from pltlab.experiments.results import Results
 
     res = Results(str(tmp_path))
-    rid = res.add_run({"run_key": "k", "attempt": 1, "status": "ok", "page_id": "x.har#page_1"},
-                      [{"index": 0, "url": "http://a/", "transfer_bytes": 120, "body_bytes": 300,
-                        "encoding": "gzip", "protocol": "http/1.1"}])
+    rid = res.add_run(
+        {"run_key": "k", "attempt": 1, "status": "ok", "page_id": "x.har#page_1"},
+        [
+            {
+                "index": 0,
+                "url": "http://a/",
+                "transfer_bytes": 120,
+                "body_bytes": 300,
+                "encoding": "gzip",
+                "protocol": "http/1.1",
+            }
+        ],
+    )
     (row,) = res.rows("runs")
     (req,) = res.rows("requests")
     assert row["page_id"] == "x.har#page_1" and req["run_id"] == rid
-    assert (req["transfer_bytes"], req["body_bytes"], req["encoding"], req["protocol"]) == (120, 300, "gzip", "http/1.1")
+    assert (req["transfer_bytes"], req["body_bytes"], req["encoding"], req["protocol"]) == (
+        120,
+        300,
+        "gzip",
+        "http/1.1",
+    )
     res.close()

@@ -1,7 +1,6 @@
 """ICW-study experiment files (`pltlab reproduce icw --config FILE`): parsing, precedence
 (defaults < file < CLI), one-line errors, and file-driven runs."""
 
-import inspect
 import json
 import os
 
@@ -9,9 +8,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from pltlab.errors import PltError
-from pltlab.studies.icw import config, study
+from pltlab.archive import bundled
 from pltlab.cli.studies import icw_command
+from pltlab.errors import PltError
+from pltlab.run import kinds
+from pltlab.studies.icw import config
+from pltlab.studies.icw import parts as study
+from tests.fakes import FakeRunner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "icw-study.toml")
@@ -49,7 +52,45 @@ def test_example_file_is_the_default_study():
     assert (p.fairness_icws, p.fairness_seconds, p.fairness_rtt_ms, p.fairness_rate) == ((32, 3), 300, 100, "4mbit")
     assert (p.fairness_loss, p.fairness_loss_up, p.fairness_download_bytes) == (0.25, 0.0, 49152)
     assert (p.cc, p.reps, p.seed, p.rate, p.max_conns_per_host, p.fairness_long_flow) == (
-        "cubic", 5, 1, None, 6, "iperf3")
+        "cubic",
+        5,
+        1,
+        None,
+        6,
+        "iperf3",
+    )
+
+
+def test_knob_names_and_the_older_names_are_the_same_study():
+    """rtt/loss/initcwnd/repetitions with units, as in experiment files; rtts_ms/losses (percent)/
+    icws/reps/rtt_ms, the study's older names, give the same parameters."""
+    knobs = config.from_dict(
+        {
+            "icw": {
+                "repetitions": 3,
+                "initcwnd": [3, 10],
+                "rtt": {"rtt": ["20ms", "1.5s", 60]},
+                "loss": {"loss": ["0%", "2.5%", "0.1"], "rtt": "60ms"},
+                "transfer": {"initcwnd": 3, "rtt": "200ms", "repetitions": 2},
+                "fairness": {"initcwnd": 32, "rtt": "100ms", "loss": "25%", "loss_up": 1},
+            }
+        }
+    )
+    old = config.from_dict(
+        {
+            "icw": {
+                "reps": 3,
+                "icws": [3, 10],
+                "rtt": {"rtts_ms": [20, 1500, 60]},
+                "loss": {"losses": [0, 2.5, 10], "rtt_ms": 60},
+                "transfer": {"icws": 3, "rtts_ms": 200, "reps": 2},
+                "fairness": {"icws": 32, "rtt_ms": 100, "loss": 25, "loss_up": 1},
+            }
+        }
+    )
+    assert knobs == old
+    assert knobs["rtts"] == (20, 1500, 60) and knobs["losses"] == (0.0, 0.025, 0.1)
+    assert knobs["fairness_loss"] == 0.25 and knobs["fairness_loss_up"] == 0.01
 
 
 def test_variant_file():
@@ -76,28 +117,57 @@ def test_quick_and_precedence():
 
 # ---- errors: one line naming the file and the key, exit 2, nothing written ------------------
 BAD = [
-    ('[icw]\ncolor = "red"\n', "key 'icw.color': unknown key (known here: quick, cc, reps, seed, parts, "
-     "rate, max_conns_per_host, load_timeout_s, icws, [icw.rtt], [icw.loss], [icw.transfer], [icw.fairness])"),
-    ("[icw.fairness]\nsecs = 3\n", "key 'icw.fairness.secs': unknown key (known here: icws, seconds, "
-     "rtt_ms, rate, loss, loss_up, download_bytes, long_flow)"),
+    (
+        '[icw]\ncolor = "red"\n',
+        "key 'icw.color': unknown key (known here: quick, cc, repetitions, seed, "
+        "parts, rate, max_conns_per_host, load_timeout_s, initcwnd, [icw.rtt], [icw.loss], [icw.transfer], "
+        "[icw.fairness])",
+    ),
+    (
+        "[icw.fairness]\nsecs = 3\n",
+        "key 'icw.fairness.secs': unknown key (known here: initcwnd, seconds, "
+        "rtt, rate, loss, loss_up, download_bytes, long_flow)",
+    ),
+    (
+        '[icw.rtt]\nrtt = ["50 parsecs"]\n',
+        "key 'icw.rtt.rtt': invalid RTT '50 parsecs': unknown unit 'parsecs' (use us, ms or s)",
+    ),
+    ('[icw.rtt]\nrtt = ["0ms"]\n', "key 'icw.rtt.rtt': invalid RTT 0 ms: must be in (0, 10000]"),
+    ('[icw.loss]\nloss = ["100%"]\n', "key 'icw.loss.loss': invalid loss '100%': must be below 100%"),
+    ("[icw]\nreps = 2\nrepetitions = 3\n", "key 'icw.repetitions': set twice (also as icw.reps)"),
     ("pages = ['amazon']\n", "key 'pages': unknown key (an ICW-study file holds one table, [icw])"),
-    ('[icw]\nreps = "5"\n', "key 'icw.reps': invalid number of loads per point '5': must be an integer from 1 to 10000"),
+    (
+        '[icw]\nreps = "5"\n',
+        "key 'icw.reps': invalid number of loads per point '5': must be an integer from 1 to 10000",
+    ),
     ('[icw]\nicws = ["8"]\n', "key 'icw.icws': invalid ICW '8': must be an integer from 1 to 256 segments"),
     ("[icw]\nquick = 1\n", "key 'icw.quick': invalid value 1: must be true or false"),
     ("[icw]\nrtt = 100\n", "key 'icw.rtt': must be a table ([icw.rtt])"),
     ("[icw.fairness]\nrate = 4\n", "key 'icw.fairness.rate': invalid rate 4: a string such as \"4mbit\""),
     ('[icw]\ncc = "vegas"\n', "key 'icw.cc': unknown congestion control 'vegas' (choose from cubic, reno, bbr)"),
     ("[icw]\nicws = [1, 0]\n", "key 'icw.icws': invalid ICW 0: must be an integer from 1 to 256 segments"),
-    ("[icw.transfer]\nicws = [1000]\n", "key 'icw.transfer.icws': invalid ICW 1000: must be an integer from 1 to 256 segments"),
-    ("[icw.fairness]\nicws = [0]\n", "key 'icw.fairness.icws': invalid ICW 0: must be an integer from 1 to 256 segments"),
+    (
+        "[icw.transfer]\nicws = [1000]\n",
+        "key 'icw.transfer.icws': invalid ICW 1000: must be an integer from 1 to 256 segments",
+    ),
+    (
+        "[icw.fairness]\nicws = [0]\n",
+        "key 'icw.fairness.icws': invalid ICW 0: must be an integer from 1 to 256 segments",
+    ),
     ("[icw.rtt]\nrtts_ms = [50, -20]\n", "key 'icw.rtt.rtts_ms': invalid RTT -20 ms: must be in (0, 10000]"),
     ("[icw.loss]\nrtt_ms = -1\n", "key 'icw.loss.rtt_ms': invalid RTT -1 ms: must be in (0, 10000]"),
     ("[icw.loss]\nlosses = [0, 150]\n", "key 'icw.loss.losses': invalid loss 150 %: must be in [0, 100)"),
     ("[icw.fairness]\nloss = 100.5\n", "key 'icw.fairness.loss': invalid loss 100.5 %: must be in [0, 100)"),
     ("[icw.rtt]\nrtts_ms = []\n", "key 'icw.rtt.rtts_ms': empty list"),
     ("[icw]\nicws = [3, 3]\n", "key 'icw.icws': duplicate values in [3, 3]"),
-    ('[icw.transfer]\npages = ["nope"]\n', "key 'icw.transfer.pages': unknown bundled page 'nope': one of amazon, nytimes, wsj, wikipedia, google"),
-    ('[icw.fairness]\nlong_flow = "netperf"\n', "key 'icw.fairness.long_flow': unknown long-flow tool 'netperf' (choose from iperf3, probe)"),
+    (
+        '[icw.transfer]\npages = ["nope"]\n',
+        "key 'icw.transfer.pages': unknown bundled page 'nope': one of amazon, nytimes, wsj, wikipedia, google",
+    ),
+    (
+        '[icw.fairness]\nlong_flow = "netperf"\n',
+        "key 'icw.fairness.long_flow': unknown long-flow tool 'netperf' (choose from iperf3, probe)",
+    ),
 ]
 
 
@@ -117,7 +187,9 @@ def test_bad_file_is_one_clear_error(tmp_path, text, msg):
 def test_unreadable_and_invalid_toml(tmp_path):
     r = CliRunner().invoke(_app(), ["icw", "--config", str(tmp_path / "none.toml"), "--out", str(tmp_path / "o")])
     assert r.exit_code == 2
-    assert r.stderr.strip().splitlines() == [f"pltlab: error: {tmp_path / 'none.toml'}: cannot read: No such file or directory"]
+    assert r.stderr.strip().splitlines() == [
+        f"pltlab: error: {tmp_path / 'none.toml'}: cannot read: No such file or directory"
+    ]
     path = _write(tmp_path, "[icw\n")
     r = CliRunner().invoke(_app(), ["icw", "--config", path, "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
@@ -127,9 +199,11 @@ def test_unreadable_and_invalid_toml(tmp_path):
 
 def test_bad_cli_value_over_a_good_file(tmp_path):
     """A flag's own bad value names the value (flags have no file key)."""
-    for flag, val, msg in (("--icw", "0", "invalid ICW 0: must be an integer from 1 to 256 segments"),
-                           ("--loss", "101", "invalid loss 101.0 %: must be in [0, 100)"),
-                           ("--rtt", "-5", "invalid RTT -5.0 ms: must be in (0, 10000]")):
+    for flag, val, msg in (
+        ("--icw", "0", "invalid ICW 0: must be an integer from 1 to 256 segments"),
+        ("--loss", "101", "invalid loss 101.0 %: must be in [0, 100)"),
+        ("--rtt", "-5", "invalid RTT -5.0 ms: must be in (0, 10000]"),
+    ):
         r = CliRunner().invoke(_app(), ["icw", "--config", EXAMPLE, flag, val, "--out", str(tmp_path / "o")])
         assert r.exit_code == 2
         assert r.stderr.strip().splitlines() == [f"pltlab: error: {msg}"]
@@ -143,58 +217,143 @@ def test_sweep_refuses_an_icw_file():
         spec.load(EXAMPLE)
 
 
-# ---- the CLI passes every file value (or its override) to the study -------------------------
-def test_cli_overrides_file_and_reaches_every_runner(tmp_path, monkeypatch):
-    calls = {}
+# ---- the CLI passes every file value (or its override) to the runs -------------------------
+class Recorder(FakeRunner):
+    """A fake runner of every measurement kind: records (kind, page, RunConfig, rep) per load and
+    answers with a plausible record (no network)."""
 
-    def fake(name, ret):
-        real = getattr(study, name)
+    loads: list = []
+    kind = "?"
 
-        def f(*a, **kw):
-            args = inspect.signature(real).bind(*a, **kw).arguments
-            calls.setdefault(name, []).append({k: v for k, v in args.items() if k not in ("page", "on_event")})
-            return ret(args)
-        monkeypatch.setattr(study, name, f)
+    def load(self, tfo, rep):
+        Recorder.loads.append((self.kind, self.page.url, self.cfg, rep))
+        rec = {
+            "plt_ms": 100.0 + rep,
+            "valid": True,
+            "invalid_reason": None,
+            "not_found": 0,
+            "tfo_counters": {"client": {}, "server": {}},
+            "requests": [],
+        }
+        if self.kind == "traced_load":
+            rec["metrics"] = {"loader_plt_ms": 100.0 + rep, "connections": 4}
+        elif self.kind == "page_load":
+            rtt = self.cfg.columns()["rtt_ms"]
+            rec["requests"] = [
+                {"index": i, "request_ms": 0.0, "last_byte_ms": rtt * (i + 1), "status": 200} for i in range(3)
+            ] + [{"index": 3, "request_ms": 0.0, "last_byte_ms": 1.0, "status": 404}]
+        else:
+            rec["plt_ms"] = None
+            rec["metrics"] = {
+                **self.cfg.extra,
+                "downloads": [[1000.0, 20000, 0], [500.0, 20000, 1]],
+                "long_bytes": 10_000,
+                "long_seconds": 1.0,
+                "long_intervals_kbyte_s": [10.0, 10.0],
+                "long_retransmits": 0,
+                "downlink_dropped": 0,
+            }
+        return rec
 
-    fake("plt_vs_rtt", lambda a: [])
-    fake("plt_vs_loss", lambda a: [])
-    fake("transfer_times", lambda a: {i: [1.0, 2.0] for i in a["icws"]})
-    fake("fairness", lambda a: {"icw": a["icw"], "seconds": a["seconds"], "rtt_ms": a["rtt_ms"],
-                                "loss": a["loss"], "download_bytes": a["download_bytes"],
-                                "long_kbyte_s": 10.0, "short_kbyte_s": 20.0, "ratio": 2.0,
-                                "ratio_ci": [1.5, 2.5], "short_downloads": 3, "short_median_kbyte_s": 21.0})
+
+def _fake_kinds(monkeypatch):
+    Recorder.loads = []
+    for k in kinds.KINDS:
+        monkeypatch.setitem(kinds.KINDS, k, type(f"Fake_{k}", (Recorder,), {"kind": k}))
+
+
+def test_cli_overrides_file_and_reaches_every_run(tmp_path, monkeypatch):
+    _fake_kinds(monkeypatch)
     out = tmp_path / "o"
-    r = CliRunner().invoke(_app(), ["icw", "--config", VARIANT, "--out", str(out), "--json",
-                                    "--cc", "reno", "--reps", "2", "--icw", "10", "--icw", "16",
-                                    "--rtt", "40", "--loss", "0", "--loss", "4",
-                                    "--fairness-seconds", "7"])
+    r = CliRunner().invoke(
+        _app(),
+        [
+            "icw",
+            "--config",
+            VARIANT,
+            "--out",
+            str(out),
+            "--json",
+            "--cc",
+            "reno",
+            "--reps",
+            "2",
+            "--icw",
+            "10",
+            "--icw",
+            "16",
+            "--rtt",
+            "40",
+            "--loss",
+            "0",
+            "--loss",
+            "4",
+            "--fairness-seconds",
+            "7",
+        ],
+    )
     assert r.exit_code == 0, r.stderr
-    load_kw = {"cc": "reno", "seed": 1, "rate": "8mbit", "max_conns_per_host": 6,
-               "load_timeout_s": 900}  # rate: the file
-    assert calls["plt_vs_rtt"] == [{"rtts": (40.0,), "icws": (10, 16), "reps": 2, **load_kw}]
-    assert calls["plt_vs_loss"] == [{"losses": (0.0, 0.04), "icws": (10, 16), "rtt_ms": 60, "reps": 2, **load_kw}]
-    assert calls["transfer_times"] == [{"pages": ("amazon", "wikipedia"), "icws": (3, 10, 32), "rtts": (60,),
-                                        "reps": 1, **load_kw}]
-    fair = {"seconds": 7.0, "rtt_ms": 60, "loss": 0.02, "loss_up": 0.0, "rate": "8mbit", "cc": "reno",
-            "seed": 1, "download_bytes": 100000, "long_flow": "probe"}
-    assert calls["fairness"] == [{"icw": 32, **fair}, {"icw": 10, **fair}]
+    by = {}
+    for kind, url, cfg, rep in Recorder.loads:
+        by.setdefault(kind, []).append((url, cfg, rep))
+    assert set(by) == {"traced_load", "page_load", "flows"}
+    for _, _, cfg, _ in Recorder.loads:  # the file's and the flags' common settings reach every run
+        assert cfg.cc == "reno" and cfg.client_rmem is None and cfg.max_conns_per_host == 6
+        assert cfg.load_timeout_s == 900 or cfg.extra
+    traced = {
+        (c.columns()["rtt_ms"], c.icw, c.columns()["loss"], c.columns()["rate_down_bps"], rep)
+        for _, c, rep in by["traced_load"]
+    }
+    rtt_part = {(40.0, i, 0.0, 8_000_000, rep) for i in (10, 16) for rep in (1, 2)}  # rate: the file
+    loss_part = {(60.0, i, lo, 8_000_000, rep) for i in (10, 16) for lo in (0.0, 0.04) for rep in (1, 2)}
+    assert traced == rtt_part | loss_part and len(by["traced_load"]) == 4 + 8
+    urls = [bundled.load(n).url for n in ("amazon", "wikipedia")]  # the file's pages, RTT, ICWs
+    assert sorted((url, c.columns()["rtt_ms"], c.icw) for url, c, _ in by["page_load"]) == sorted(
+        (u, 60.0, i) for u in urls for i in (3, 10, 32)
+    )
+    assert all(c.backend == "userspace" for _, c, _ in by["page_load"])
+    fair = sorted(
+        (
+            c.icw,
+            c.columns()["rtt_ms"],
+            c.columns()["loss"],
+            c.columns()["rate_down_bps"],
+            tuple(sorted(c.extra.items())),
+        )
+        for _, c, _ in by["flows"]
+    )
+    extra = (("download_bytes", 100000), ("long_flow", "probe"), ("loss_up", 0.0), ("seconds", 7.0))
+    assert fair == [(10, 60.0, 0.02, 8_000_000, extra), (32, 60.0, 0.02, 8_000_000, extra)]
     full = json.loads((out / "results.json").read_text())
     assert full["config_file"] == VARIANT and full["cc"] == "reno" and full["reps"] == 2
     assert full["params"]["icws"] == [10, 16] and full["params"]["fairness_long_flow"] == "probe"
+    tr = {t["icw"]: t for t in full["transfer_rtts"]}
+    assert set(tr) == {3, 10, 32} and tr[3]["n"] == 2 * 3 and tr[3]["p50"] == 2.0  # 404s left out
+    f10 = next(f for f in full["fairness"] if f["icw"] == 10)
+    assert f10["short_kbyte_s"] == round(40000 / 1500, 3) and f10["long_kbyte_s"] == 10.0
+    assert f10["ratio"] == pytest.approx(40 / 15, abs=1e-3) and f10["short_downloads"] == 2
     assert "back-to-back 100000 B downloads" in (out / "tables.md").read_text()
-    # --only restricts the file's parts
-    calls.clear()
-    r = CliRunner().invoke(_app(), ["icw", "--config", VARIANT, "--out", str(out), "--json", "--only", "transfer"])
+    # --only restricts the file's parts (a new folder: a used one needs --resume)
+    Recorder.loads = []
+    r = CliRunner().invoke(
+        _app(), ["icw", "--config", VARIANT, "--out", str(tmp_path / "o2"), "--json", "--only", "transfer"]
+    )
     assert r.exit_code == 0, r.stderr
-    assert set(calls) == {"transfer_times"} and calls["transfer_times"][0]["cc"] == "bbr"
+    assert {k for k, *_ in Recorder.loads} == {"page_load"} and Recorder.loads[0][2].cc == "bbr"
+    assert (tmp_path / "o2" / "transfer" / "results.sqlite").is_file()
+    assert not (tmp_path / "o2" / "rtt").exists()
 
 
 # ---- real runs driven by a file ----------------------------------------------------------
+@pytest.mark.root
 @pytest.mark.slow
 def test_mini_study_from_file(tmp_path):
     """Two ICWs x two RTTs, 1 load per point, only the rtt part, every setting from the file."""
-    path = _write(tmp_path, "[icw]\nparts = ['rtt']\nreps = 1\nicws = [1, 16]\ncc = 'reno'\nseed = 7\n"
-                            "max_conns_per_host = 2\n[icw.rtt]\nrtts_ms = [20, 60]\n")
+    path = _write(
+        tmp_path,
+        "[icw]\nparts = ['rtt']\nreps = 1\nicws = [1, 16]\ncc = 'reno'\nseed = 7\n"
+        "max_conns_per_host = 2\n[icw.rtt]\nrtts_ms = [20, 60]\n",
+    )
     out = tmp_path / "icw"
     r = CliRunner().invoke(_app(), ["icw", "--config", path, "--json", "--out", str(out)])
     assert r.exit_code == 0, r.stderr
@@ -214,12 +373,16 @@ def test_mini_study_from_file(tmp_path):
         assert pts[(1, rtt)]["plt_ms"] > 3 * rtt  # handshake + request + several windows
 
 
+@pytest.mark.root
 @pytest.mark.slow
 def test_fairness_from_file_with_probe_long_flow(tmp_path):
     """The fairness part with the file's bottleneck, download size and long-flow tool."""
-    path = _write(tmp_path, "[icw]\nparts = ['fairness']\n[icw.fairness]\nicws = [10]\nseconds = 4\n"
-                            "rtt_ms = 40\nrate = '8mbit'\nloss = 0\ndownload_bytes = 20000\n"
-                            "long_flow = 'probe'\n")
+    path = _write(
+        tmp_path,
+        "[icw]\nparts = ['fairness']\n[icw.fairness]\nicws = [10]\nseconds = 4\n"
+        "rtt_ms = 40\nrate = '8mbit'\nloss = 0\ndownload_bytes = 20000\n"
+        "long_flow = 'probe'\n",
+    )
     out = tmp_path / "icw"
     r = CliRunner().invoke(_app(), ["icw", "--config", path, "--json", "--out", str(out)])
     assert r.exit_code == 0, r.stderr

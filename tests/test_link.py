@@ -6,18 +6,29 @@ import subprocess
 import pytest
 
 from pltlab.net import probes
-from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, Topology, TopologySpec
+from pltlab.net.spec import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
+from pltlab.net.topology import Topology
 from tests.conftest import pltlab_cmd
+
+pytestmark = pytest.mark.root
 
 
 def _topo(origins=1, knobs=None, overrides=(), pcap=None, **link) -> Topology:
-    return Topology(TopologySpec(origins=origins, link=LinkSpec.build(**link), knobs=knobs or TcpKnobs(),
-                                 overrides=tuple(overrides), pcap=pcap))
+    return Topology(
+        TopologySpec(
+            origins=origins,
+            link=LinkSpec.build(**link),
+            knobs=knobs or TcpKnobs(),
+            overrides=tuple(overrides),
+            pcap=pcap,
+        )
+    )
 
 
 def _ping_ms(topo, origin=0, count=30) -> list[float]:
-    res = probes.client(topo, ["ping", "--connect", probes.target(topo, origin), "--count", str(count),
-                               "--warmup", "3"])
+    res = probes.client(
+        topo, ["ping", "--connect", probes.target(topo, origin), "--count", str(count), "--warmup", "3"]
+    )
     assert res["unstamped"] == 0  # every round trip timed by kernel timestamps
     assert all(a + 5 >= s for s, a in zip(res["samples_us"], res["app_samples_us"]))
     return [s / 1000 for s in res["samples_us"]]
@@ -119,8 +130,25 @@ def test_pcap_written_by_emulator_is_readable(tmp_path):
     with _topo(rtt="10ms", pcap=str(pcap)) as topo:
         probes.start_server(topo)
         _fetches(topo, 1, nbytes=20000, tfo=False)
-    out = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "ip.src", "-e", "ip.dst",
-                          "-e", "tcp.flags.syn", "-e", "tcp.len"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(pcap),
+            "-T",
+            "fields",
+            "-e",
+            "ip.src",
+            "-e",
+            "ip.dst",
+            "-e",
+            "tcp.flags.syn",
+            "-e",
+            "tcp.len",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     rows = [r.split("\t") for r in out.stdout.strip().splitlines()]
     assert any(r[0] == "198.18.0.1" and r[1] == topo.origin_ips[0] and r[2] in ("1", "True") for r in rows)
@@ -159,11 +187,20 @@ def test_sched_fifo_is_applied_and_runs_use_it_by_default():
         stats = topo.down()
     assert stats["sched_fifo_requested"] and stats["sched_fifo_applied"], stats.get("sched_fifo_error")
     page = generate(objects=2, total_bytes=4000, origins=1, depth=1, seed=1)
-    fifo = {(c, f): PageRunner(page, RunConfig(client=c, sched_fifo=f)).topo.spec.sched_fifo
-            for c in ("builtin", "chromium") for f in (None, False, True)}
+    fifo = {
+        (c, f): PageRunner(page, RunConfig(client=c, sched_fifo=f)).topo.spec.sched_fifo
+        for c in ("builtin", "chromium")
+        for f in (None, False, True)
+    }
     # on by default for every client (docs/performance.md: "Precision under load")
-    assert fifo == {("builtin", None): True, ("chromium", None): True, ("builtin", False): False,
-                    ("chromium", False): False, ("builtin", True): True, ("chromium", True): True}
+    assert fifo == {
+        ("builtin", None): True,
+        ("chromium", None): True,
+        ("builtin", False): False,
+        ("chromium", False): False,
+        ("builtin", True): True,
+        ("chromium", True): True,
+    }
 
 
 def test_client_receive_buffer_knob():

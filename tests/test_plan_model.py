@@ -7,8 +7,8 @@ import pytest
 
 from pltlab.archive import synth
 from pltlab.archive.model import Obj, Page
-from pltlab.run.runner import RunConfig, run_page
 from pltlab.loaders import plan as plans
+from pltlab.run.runner import RunConfig, run_page
 
 H = "http://a.test"
 
@@ -18,19 +18,22 @@ def _page() -> Page:
     script: does not hold <body>); body: images i0..i5; i6 recorded as initiated by image i0 (a
     timing guess: no image loads anything); s2 loads image x; c1 styles an element with image ci;
     an iframe f."""
-    o = [Obj(f"{H}/", mime="text/html", size=20000),
-         Obj(f"{H}/c1.css", mime="text/css", size=30000, initiator=f"{H}/", initiator_type="parser"),
-         Obj(f"{H}/s1.js", mime="application/javascript", size=40000, initiator=f"{H}/",
-             initiator_type="parser"),
-         Obj(f"{H}/s2.js", mime="application/javascript", size=2000, initiator=f"{H}/",
-             initiator_type="parser"),
-         Obj(f"{H}/c2.css", mime="text/css", size=1000, initiator=f"{H}/", initiator_type="parser")]
-    o += [Obj(f"{H}/i{k}.png", mime="image/png", size=3000, initiator=f"{H}/", initiator_type="parser")
-          for k in range(6)]
-    o += [Obj(f"{H}/i6.png", mime="image/png", size=500, initiator=f"{H}/i0.png", initiator_type="timing"),
-          Obj(f"{H}/x.png", mime="image/png", size=500, initiator=f"{H}/s2.js", initiator_type="script"),
-          Obj(f"{H}/ci.png", mime="image/png", size=500, initiator=f"{H}/c1.css", initiator_type="css"),
-          Obj(f"{H}/f.html", mime="text/html", size=800, initiator=f"{H}/", initiator_type="parser")]
+    o = [
+        Obj(f"{H}/", mime="text/html", size=20000),
+        Obj(f"{H}/c1.css", mime="text/css", size=30000, initiator=f"{H}/", initiator_type="parser"),
+        Obj(f"{H}/s1.js", mime="application/javascript", size=40000, initiator=f"{H}/", initiator_type="parser"),
+        Obj(f"{H}/s2.js", mime="application/javascript", size=2000, initiator=f"{H}/", initiator_type="parser"),
+        Obj(f"{H}/c2.css", mime="text/css", size=1000, initiator=f"{H}/", initiator_type="parser"),
+    ]
+    o += [
+        Obj(f"{H}/i{k}.png", mime="image/png", size=3000, initiator=f"{H}/", initiator_type="parser") for k in range(6)
+    ]
+    o += [
+        Obj(f"{H}/i6.png", mime="image/png", size=500, initiator=f"{H}/i0.png", initiator_type="timing"),
+        Obj(f"{H}/x.png", mime="image/png", size=500, initiator=f"{H}/s2.js", initiator_type="script"),
+        Obj(f"{H}/ci.png", mime="image/png", size=500, initiator=f"{H}/c1.css", initiator_type="css"),
+        Obj(f"{H}/f.html", mime="text/html", size=800, initiator=f"{H}/", initiator_type="parser"),
+    ]
     return Page(url=f"{H}/", objects=o)
 
 
@@ -80,19 +83,20 @@ def test_archive_model_unchanged():
         plans.build(page, {"a.test": "198.19.0.1"}, tfo=False, model="firefox")
 
 
+@pytest.mark.root
 def test_chromium_model_load_over_the_link():
     """Over the emulated link (50 ms): images wait in tight mode (at most 2 in flight until the
     head scripts arrived), sub-resources start at the document's first byte, s2's image only
     after s1 and c1 arrived."""
     page = _page()
     i = _idx(page)
-    r = run_page(page, RunConfig(rtt="50ms", reps=1, tfo_modes=(False,), model="chromium",
-                                 max_conns_per_host=6))[0]
+    r = run_page(page, RunConfig(rtt="50ms", reps=1, tfo_modes=(False,), model="chromium", max_conns_per_host=6))[0]
     rq = r["requests"]
     assert all(q["status"] == 200 for q in rq)
     main = rq[0]
-    assert rq[i["c1.css"]]["ready_ms"] < main["last_byte_ms"] or \
-        rq[i["c1.css"]]["ready_ms"] == pytest.approx(main["first_byte_ms"], abs=2)
+    assert rq[i["c1.css"]]["ready_ms"] < main["last_byte_ms"] or rq[i["c1.css"]]["ready_ms"] == pytest.approx(
+        main["first_byte_ms"], abs=2
+    )
     body = max(rq[i[n]]["last_byte_ms"] for n in ("c1.css", "s1.js", "s2.js"))
     imgs = [rq[i[f"i{k}.png"]] for k in range(7)]
     for t in sorted({q["released_ms"] for q in imgs}):
@@ -107,14 +111,18 @@ def test_chromium_model_load_over_the_link():
 def _frames_page() -> Page:
     """main document (head script s1) with an iframe f.html (head script fs.js, images fi0..fi2)
     and a script y.js inserted by s1 (async: low priority)."""
-    o = [Obj(f"{H}/", mime="text/html", size=5000),
-         Obj(f"{H}/s1.js", mime="application/javascript", size=4000, initiator=f"{H}/", initiator_type="parser"),
-         Obj(f"{H}/y.js", mime="application/javascript", size=1000, initiator=f"{H}/s1.js", initiator_type="script"),
-         Obj(f"{H}/i0.png", mime="image/png", size=900, initiator=f"{H}/", initiator_type="parser"),
-         Obj(f"{H}/f.html", mime="text/html", size=2000, initiator=f"{H}/", initiator_type="parser"),
-         Obj(f"{H}/fs.js", mime="application/javascript", size=3000, initiator=f"{H}/f.html", initiator_type="parser")]
-    o += [Obj(f"{H}/fi{k}.png", mime="image/png", size=700, initiator=f"{H}/f.html", initiator_type="parser")
-          for k in range(3)]
+    o = [
+        Obj(f"{H}/", mime="text/html", size=5000),
+        Obj(f"{H}/s1.js", mime="application/javascript", size=4000, initiator=f"{H}/", initiator_type="parser"),
+        Obj(f"{H}/y.js", mime="application/javascript", size=1000, initiator=f"{H}/s1.js", initiator_type="script"),
+        Obj(f"{H}/i0.png", mime="image/png", size=900, initiator=f"{H}/", initiator_type="parser"),
+        Obj(f"{H}/f.html", mime="text/html", size=2000, initiator=f"{H}/", initiator_type="parser"),
+        Obj(f"{H}/fs.js", mime="application/javascript", size=3000, initiator=f"{H}/f.html", initiator_type="parser"),
+    ]
+    o += [
+        Obj(f"{H}/fi{k}.png", mime="image/png", size=700, initiator=f"{H}/f.html", initiator_type="parser")
+        for k in range(3)
+    ]
     return Page(url=f"{H}/", objects=o)
 
 
@@ -133,7 +141,6 @@ def test_chromium_model_async_scripts_and_frames():
     assert plans.frame_of(page, page.objects[i["fi1.png"]]) is page.objects[i["f.html"]]
     assert plans.frame_of(page, page.objects[i["y.js"]]) is page.objects[0]
     # a calibrated frame delay goes to its phase
-    page.extras["calibration"] = {"tail_ms": 0.0, "tight_delay_ms": 5.0,
-                                  "frame_tight_delay_ms": {f"{H}/f.html": 33.0}}
+    page.extras["calibration"] = {"tail_ms": 0.0, "tight_delay_ms": 5.0, "frame_tight_delay_ms": {f"{H}/f.html": 33.0}}
     cal = plans.build(page, {"a.test": "198.19.0.1"}, tfo=False, model="chromium")
     assert cal["tight_delay_ms"] == 5.0 and cal["tight_phases"][0]["delay_ms"] == 33.0

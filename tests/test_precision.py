@@ -8,23 +8,25 @@ import time
 
 import pytest
 
-from pltlab.net import check, probes
 from pltlab.archive.generate import generate
 from pltlab.experiments import results
+from pltlab.net import check, lateness, probes
+from pltlab.net.topology import Topology
 from pltlab.report import late_rerun_notes
 from pltlab.run.runner import PageRunner, RunConfig
-from pltlab.net import Topology, lateness
 
 STOP_S = 0.03  # how long a test freezes the emulator: far beyond lateness.LATE_MAX_US
 
 
 def _freeze(pid: int, after: float, seconds: float = STOP_S) -> threading.Thread:
     """SIGSTOP process ``pid`` ``after`` s from now for ``seconds``: a stall of the emulator."""
+
     def run():
         time.sleep(after)
         os.kill(pid, signal.SIGSTOP)
         time.sleep(seconds)
         os.kill(pid, signal.SIGCONT)
+
     t = threading.Thread(target=run)
     t.start()
     return t
@@ -36,11 +38,19 @@ def _chain(n: int):
 
 # ---- per-load lateness and re-runs --------------------------------------------------------------
 def test_summary_takes_the_worst_direction_and_part():
-    snap = {"event": "snapshot",
-            "uplink": {"packets_out": 10, "lateness_us": {"count": 10, "p50": 1.0, "p99": 20.0, "max": 40.0},
-                       "ingress_us": {"count": 10, "p50": 0.0, "p99": 1350.0, "max": 1400.0}},
-            "downlink": {"packets_out": 12, "lateness_us": {"count": 12, "p50": 2.0, "p99": 30.0, "max": 2500.0},
-                         "ingress_us": {"count": 12, "p50": 0.0, "p99": 5.0, "max": 6.0}}}
+    snap = {
+        "event": "snapshot",
+        "uplink": {
+            "packets_out": 10,
+            "lateness_us": {"count": 10, "p50": 1.0, "p99": 20.0, "max": 40.0},
+            "ingress_us": {"count": 10, "p50": 0.0, "p99": 1350.0, "max": 1400.0},
+        },
+        "downlink": {
+            "packets_out": 12,
+            "lateness_us": {"count": 12, "p50": 2.0, "p99": 30.0, "max": 2500.0},
+            "ingress_us": {"count": 12, "p50": 0.0, "p99": 5.0, "max": 6.0},
+        },
+    }
     s = lateness.summary(snap)
     assert (s["count"], s["p50"], s["p99"], s["max"]) == (22, 2.0, 1350.0, 2500.0)
     assert s["parts"]["downlink_lateness"]["max"] == 2500.0
@@ -52,6 +62,7 @@ def test_summary_takes_the_worst_direction_and_part():
     assert lateness.summary(None) is None and lateness.late_reason(None) is None
 
 
+@pytest.mark.root
 def test_a_load_the_emulator_was_late_for_is_rerun_and_counted():
     with PageRunner(_chain(10), RunConfig(rtt="50ms", tfo_modes=(False,))) as pr:
         t = _freeze(pr.topo.link.proc.pid, after=0.25)
@@ -79,12 +90,21 @@ def test_late_reruns_are_stored_and_reported(tmp_path):
     base = {"status": "ok", "valid": True, "plt_ms": 100.0}
     db.add_run(dict(base, run_key="a", attempt=1, late_reruns=0), [])
     db.add_run(dict(base, run_key="b", attempt=1, late_reruns=2), [])
-    db.add_run(dict(base, run_key="c", attempt=1, late_reruns=2, valid=False,
-                    invalid_reason="link emulator late: max 5.00 ms > 2 ms (still, after 2 re-run(s))"), [])
+    db.add_run(
+        dict(
+            base,
+            run_key="c",
+            attempt=1,
+            late_reruns=2,
+            valid=False,
+            invalid_reason="link emulator late: max 5.00 ms > 2 ms (still, after 2 re-run(s))",
+        ),
+        [],
+    )
     rows = db.rows()
     db.close()
     assert [r["late_reruns"] for r in rows] == [0, 2, 2]
-    (note, bad), = late_rerun_notes(rows)
+    ((note, bad),) = late_rerun_notes(rows)
     assert bad and note.startswith("2 load(s) re-run because the link emulator was late")
     assert "4 re-run(s) in all, 1 still late after them" in note
     assert late_rerun_notes(rows[:1]) == []
@@ -105,14 +125,22 @@ def test_stall_rule_takes_off_only_what_the_emulator_logged_during_the_sample():
 
 def test_rtt_figures_report_p99_with_and_without_stalls():
     n = 200
-    res = {"samples_us": [20_050.0] * n, "app_samples_us": [20_200.0] * n,
-           "at_ns": [i * 30_000_000 for i in range(n)], "flows": 2}
+    res = {
+        "samples_us": [20_050.0] * n,
+        "app_samples_us": [20_200.0] * n,
+        "at_ns": [i * 30_000_000 for i in range(n)],
+        "flows": 2,
+    }
     for i in (10, 50, 90):  # three samples 8 ms late, the emulator saw an 8 ms stall in each
         res["samples_us"][i] = res["app_samples_us"][i] = 28_050.0
     res["samples_us"][120] = 28_050.0  # one it did not see
-    stats = {"late_events": {"threshold_us": 50, "count": 3,
-                             "events": [[i * 30_000_000 + 15_000_000, 8_000_000, "release", "down"]
-                                        for i in (10, 50, 90)]}}
+    stats = {
+        "late_events": {
+            "threshold_us": 50,
+            "count": 3,
+            "events": [[i * 30_000_000 + 15_000_000, 8_000_000, "release", "down"] for i in (10, 50, 90)],
+        }
+    }
     r = check.rtt_figures(20, res, stats)
     assert r["samples"] == n and r["flows"] == 2 and r["stalls"] == 3
     assert r["p99_err_ms"] == pytest.approx(8.05) and r["max_err_ms"] == pytest.approx(8.05)
@@ -120,13 +148,29 @@ def test_rtt_figures_report_p99_with_and_without_stalls():
     assert r["max_err_without_stalls_ms"] == pytest.approx(8.05)  # the unexplained one stays
 
 
+@pytest.mark.root
 def test_a_frozen_emulator_shows_as_stalled_samples_on_the_wall_clock():
     """End to end: the ping's sample times and the emulator's logged delays share one clock."""
     with Topology(check._spec("userspace", False, rtt="20ms")) as topo:
         probes.start_server(topo)
         t = _freeze(topo.link.proc.pid, after=1.0)
-        res = probes.client(topo, ["ping", "--connect", probes.target(topo), "--count", "300",
-                                   "--warmup", "2", "--flows", "3", "--timeout-s", "60"], timeout=70)
+        res = probes.client(
+            topo,
+            [
+                "ping",
+                "--connect",
+                probes.target(topo),
+                "--count",
+                "300",
+                "--warmup",
+                "2",
+                "--flows",
+                "3",
+                "--timeout-s",
+                "60",
+            ],
+            timeout=70,
+        )
         t.join()
         stats = topo.down()
     r = check.rtt_figures(20, res, stats)

@@ -15,20 +15,25 @@ import sys
 import time
 
 import pytest
-
 from conftest import pltlab_cmd
+
 from pltlab.archive.corpus import read_corpus
 from pltlab.loaders.browser import spki_hash
 from pltlab.loaders.browser.driver import PROFILE_PREFIX
 from pltlab.loaders.browser.procs import pids_with_arg
-from pltlab.net import LinkSpec, Topology, TopologySpec, names
+from pltlab.net import names
+from pltlab.net.spec import LinkSpec, TopologySpec
+from pltlab.net.topology import Topology
 
-pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK),
-                                reason="needs Debian's chromium (apt-get install chromium)")
+pytestmark = pytest.mark.skipif(
+    not os.access("/usr/bin/chromium", os.X_OK), reason="needs Debian's chromium (apt-get install chromium)"
+)
 
 HOSTS = ["a.test", "b.test", "c.test"]  # origin i serves HOSTS[i]
 SCHEME = {"a.test": "http", "b.test": "http", "c.test": "https"}
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 
 SITE = {
     "a.test": {
@@ -72,7 +77,7 @@ EXPECTED = [
     ("http://a.test/late.js", "https://c.test/app.js", "script"),
 ]
 
-SERVER = r'''
+SERVER = r"""
 import http.server, os, ssl, sys, time
 ip, port, root, log = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 class H(http.server.SimpleHTTPRequestHandler):
@@ -103,7 +108,7 @@ if len(sys.argv) > 5:
     srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 print("ready", flush=True)
 srv.serve_forever()
-'''
+"""
 
 
 def make_cert(d, host: str) -> tuple[str, str, str]:
@@ -113,14 +118,19 @@ def make_cert(d, host: str) -> tuple[str, str, str]:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
 
     def cert(subject, issuer, key, sign_key, ca):
-        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
-             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(days=1))
-             .not_valid_after(now + datetime.timedelta(days=30))
-             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        b = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(issuer)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
         if not ca:
             b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
         return b.sign(sign_key, hashes.SHA256())
@@ -134,8 +144,11 @@ def make_cert(d, host: str) -> tuple[str, str, str]:
     with open(chain, "wb") as f:
         f.write(leaf_pem + ca.public_bytes(serialization.Encoding.PEM))
     with open(keyf, "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
+        f.write(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
     return chain, keyf, spki_hash(leaf_pem)
 
 
@@ -202,6 +215,7 @@ def leftover_browsers() -> list:
     return dirs + pids_with_arg(os.path.join(tmp, PROFILE_PREFIX))
 
 
+@pytest.mark.root
 def test_record_multi_origin_site(site, tmp_path):
     before = leftover_browsers()
     pages = tmp_path / "site.pages"
@@ -244,10 +258,20 @@ def test_record_multi_origin_site(site, tmp_path):
     assert [o.url for o in other.objects] == ["http://b.test/other.html", "http://b.test/photo.png"]
 
 
+@pytest.mark.root
 def test_record_json_report_har_fields_and_redirect(site, tmp_path):
     out = tmp_path / "a"
-    cp = pltlab_cmd("record", "http://a.test/index.html", "http://b.test/sub", "-o", str(out), "--json",
-                    "--quiet-ms", "200", *site.cli_args())
+    cp = pltlab_cmd(
+        "record",
+        "http://a.test/index.html",
+        "http://b.test/sub",
+        "-o",
+        str(out),
+        "--json",
+        "--quiet-ms",
+        "200",
+        *site.cli_args(),
+    )
     assert cp.returncode == 0, cp.stderr
     rep = json.loads(cp.stdout)
     assert rep["pages"][0]["objects"] == len(EXPECTED) and rep["pages"][0]["failed"] == 0
@@ -267,36 +291,41 @@ def test_record_json_report_har_fields_and_redirect(site, tmp_path):
     assert har["log"]["pages"][0]["pageTimings"]["onLoad"] > 0
 
 
+@pytest.mark.root
 def test_record_request_that_never_ends(site, tmp_path):
     out = tmp_path / "a"
     t0 = time.monotonic()
-    cp = pltlab_cmd("record", "http://a.test/poll.html", "-o", str(out), "--quiet-ms", "200",
-                    *site.cli_args())
+    cp = pltlab_cmd("record", "http://a.test/poll.html", "-o", str(out), "--quiet-ms", "200", *site.cli_args())
     assert cp.returncode == 0, cp.stderr
     assert time.monotonic() - t0 < 20  # 10 quiet periods of silence end the wait, not --timeout
-    (_, page), = read_corpus(str(out))
+    ((_, page),) = read_corpus(str(out))
     assert [o.url for o in page.objects] == ["http://a.test/poll.html", "http://a.test/logo.png"]
     assert page.extras["unfinished"] == ["http://a.test/hang-poll"]
 
 
+@pytest.mark.root
 def test_record_failure_writes_nothing(site, tmp_path):
     out = tmp_path / "archive"
     # d.test: no rule -> unresolvable, even though b.test's page loaded first.
-    cp = pltlab_cmd("record", "http://b.test/other.html", "http://d.test/", "-o", str(out),
-                    *site.cli_args())
+    cp = pltlab_cmd("record", "http://b.test/other.html", "http://d.test/", "-o", str(out), *site.cli_args())
     assert cp.returncode != 0
     assert "http://d.test/" in cp.stderr and "ERR_NAME_NOT_RESOLVED" in cp.stderr
     assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".pltlab")]
     assert "Traceback" not in cp.stderr
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_record_interrupted_kills_browser(site, tmp_path, sig):
     before = leftover_browsers()
     out = tmp_path / "archive"
-    p = subprocess.Popen([sys.executable, "-m", "pltlab", "record", "http://a.test/hang.html", "-o",
-                          str(out), *site.cli_args()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pltlab", "record", "http://a.test/hang.html", "-o", str(out), *site.cli_args()],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while not any("/hang.html" in r[2] for r in site.requests_seen()):
@@ -325,7 +354,6 @@ def test_record_rejects_bad_input(tmp_path):
     cp = pltlab_cmd("record", "ftp://x/", "-o", str(tmp_path / "o"))
     assert cp.returncode != 0 and "not an http(s) URL" in cp.stderr
     # Safety: the emulated network's addresses are only reachable from its namespaces.
-    cp = pltlab_cmd("record", "http://a.test/", "-o", str(tmp_path / "o"), "--host-rule",
-                    "a.test=198.19.0.1")
+    cp = pltlab_cmd("record", "http://a.test/", "-o", str(tmp_path / "o"), "--host-rule", "a.test=198.19.0.1")
     assert cp.returncode != 0 and "namespace" in cp.stderr
     assert not (tmp_path / "o").exists()

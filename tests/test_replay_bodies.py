@@ -6,9 +6,13 @@ import os
 import sys
 from urllib.parse import urlsplit
 
+import pytest
+
 from pltlab.archive import seed
 from pltlab.run.runner import PageRunner, RunConfig
 from tests.archive_helpers import CS244, needs_cs244
+
+pytestmark = pytest.mark.root
 
 FETCH = r"""
 import hashlib, json, socket, sys
@@ -50,8 +54,7 @@ def test_real_bodies_are_served_byte_identical():
                 continue
             seen.add((o.host, target))
             wanted.append(((pr.host_ips[o.host], o.port, o.host, target), hashlib.sha256(o.body).hexdigest()))
-        cp = pr.topo.run("client", [sys.executable, "-c", FETCH],
-                         input=json.dumps([w for w, _ in wanted]))
+        cp = pr.topo.run("client", [sys.executable, "-c", FETCH], input=json.dumps([w for w, _ in wanted]))
     got = json.loads(cp.stdout)
     assert len(wanted) >= 20
     assert [g[0] for g in got] == [200] * len(wanted)

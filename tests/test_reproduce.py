@@ -2,13 +2,15 @@
 
 import json
 
+import pytest
+
 from tests.conftest import pltlab_cmd
 
 
+@pytest.mark.root
 def test_reproduce_tfo_json_one_page(tmp_path):
     out = tmp_path / "o"
-    cp = pltlab_cmd("reproduce", "tfo", "--pages", "wikipedia", "--reps", "1", "--json", "-o", str(out),
-                    timeout=300)
+    cp = pltlab_cmd("reproduce", "tfo", "--pages", "wikipedia", "--reps", "1", "--json", "-o", str(out), timeout=300)
     assert cp.returncode == 0, cp.stderr
     res = json.loads(cp.stdout)
     assert set(res) == {"rows", "invalid_runs", "output_dir"} and res["invalid_runs"] == 0
@@ -16,12 +18,35 @@ def test_reproduce_tfo_json_one_page(tmp_path):
     for r in res["rows"]:
         assert set(r) == {"page", "rtt_ms", "plt_notfo_ms", "plt_tfo_ms", "improvement", "improvement_ci", "n"}
         assert r["page"] == "wikipedia" and r["n"] == 1
-        assert r["improvement"] == round(1 - r["plt_tfo_ms"] / r["plt_notfo_ms"], 4) or \
-            abs(r["improvement"] - (1 - r["plt_tfo_ms"] / r["plt_notfo_ms"])) < 1e-3
+        assert (
+            r["improvement"] == round(1 - r["plt_tfo_ms"] / r["plt_notfo_ms"], 4)
+            or abs(r["improvement"] - (1 - r["plt_tfo_ms"] / r["plt_notfo_ms"])) < 1e-3
+        )
         assert 0 < r["improvement"] < 0.6  # TFO saves handshakes; transfer time dominates at 4 Mbit/s
     imps = [r["improvement"] for r in res["rows"]]
     assert imps[0] < imps[2]  # grows with RTT
     assert (out / "report.html").is_file() and (out / "table.md").is_file()
+    html = (out / "report.html").read_text()  # the study's comparison with the paper is in the report
+    assert "TFO improvement with its 95 % bootstrap CI" in html and "Published: " in html
+    assert json.loads((out / "study.json").read_text())["study"] == "tfo"
+    # run through the experiment engine: resumable; a finished run resumed runs nothing more
+    cp = pltlab_cmd(
+        "reproduce", "tfo", "--pages", "wikipedia", "--reps", "1", "--json", "-o", str(out), "--resume", timeout=300
+    )
+    assert cp.returncode == 0, cp.stderr
+    assert json.loads(cp.stdout)["rows"] == res["rows"]
+    cp = pltlab_cmd("report", str(out))  # the report of the study's folder keeps the comparison
+    assert cp.returncode == 0, cp.stderr
+    assert "Published: " in (out / "report.html").read_text()
+
+
+def test_the_commands_are_the_registered_studies():
+    from pltlab.cli.studies import COMMANDS
+    from pltlab.studies import STUDIES
+
+    assert set(COMMANDS) == set(STUDIES) == {"tfo", "icw"}
+    for s in STUDIES.values():
+        assert callable(s.experiments) and callable(s.sections)
 
 
 def test_reproduce_bad_page_is_one_line(tmp_path):

@@ -18,6 +18,7 @@ def chain(n: int, scheme: str = "http"):
     return generate(objects=n, total_bytes=n * 2000, origins=1, depth=n - 1, seed=3, scheme=scheme)
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("scheme", ["http", "https"])
 def test_sequential_page_matches_analytic_plt_and_tfo_saves_one_rtt(scheme):
     runs = run_page(chain(4, scheme), RunConfig(rtt="50ms", reps=1))
@@ -39,6 +40,7 @@ def test_sequential_page_matches_analytic_plt_and_tfo_saves_one_rtt(scheme):
     assert by[False]["server_tfo"]["tfo_connections"] == 0
 
 
+@pytest.mark.root
 def test_emulator_lateness_is_recorded_per_load():
     runs = run_page(chain(3), RunConfig(rtt="20ms", reps=2, tfo_modes=(False,)))
     counts = [r["emulator_lateness_us"]["parts"]["downlink_lateness"]["count"] for r in runs]
@@ -47,6 +49,7 @@ def test_emulator_lateness_is_recorded_per_load():
     assert all(0 <= r["emulator_lateness_us"]["p50"] <= r["emulator_lateness_us"]["max"] for r in runs)
 
 
+@pytest.mark.root
 def test_connection_limit_keepalive_and_dependency_order():
     page = generate(objects=31, total_bytes=31 * 3000, origins=1, depth=1, seed=5)
     runs = run_page(page, RunConfig(rtt="20ms", reps=1, tfo_modes=(False,)))
@@ -58,11 +61,16 @@ def test_connection_limit_keepalive_and_dependency_order():
     assert all(r["request_ms"] >= main_done for r in reqs[1:])  # children after their parent
 
 
+@pytest.mark.root
 def test_unknown_url_is_a_counted_404():
     page = chain(2)
     with PageRunner(page, RunConfig(rtt="10ms")) as pr:
-        extra = Obj(url=page.objects[0].url + "missing.js", mime="application/javascript", size=10,
-                    initiator=page.objects[0].url)
+        extra = Obj(
+            url=page.objects[0].url + "missing.js",
+            mime="application/javascript",
+            size=10,
+            initiator=page.objects[0].url,
+        )
         pr.page.objects.append(extra)  # requested by the loader, absent from the replay
         r = pr.load(False, 1)
         stats = pr.replay.stop()
@@ -70,6 +78,7 @@ def test_unknown_url_is_a_counted_404():
     assert stats["not_found"]["count"] == 1 if isinstance(stats.get("not_found"), dict) else stats
 
 
+@pytest.mark.root
 def test_server_killed_mid_load_fails_clearly_and_tears_down():
     before = project_state()
     page = chain(8)
@@ -80,6 +89,7 @@ def test_server_killed_mid_load_fails_clearly_and_tears_down():
     assert not leaked(before)
 
 
+@pytest.mark.root
 def test_cli_run_json(tmp_path):
     har = tmp_path / "chain.har"
     write_page(chain(3), str(har))
@@ -88,8 +98,22 @@ def test_cli_run_json(tmp_path):
     res = json.loads(cp.stdout)
     assert len(res["runs"]) == 4 and res["invalid_runs"] == 0
     for r in res["runs"]:
-        for key in ("page", "rtt_ms", "rate_mbit", "loss", "tfo", "icw", "cc", "client", "rep", "plt_ms",
-                    "valid", "invalid_reason", "tfo_counters", "requests"):
+        for key in (
+            "page",
+            "rtt_ms",
+            "rate_mbit",
+            "loss",
+            "tfo",
+            "icw",
+            "cc",
+            "client",
+            "rep",
+            "plt_ms",
+            "valid",
+            "invalid_reason",
+            "tfo_counters",
+            "requests",
+        ):
             assert key in r
     s = {x["tfo"]: x for x in res["summary"]}
     assert s[False]["n"] == 2 and s[True]["n"] == 2

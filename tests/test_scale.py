@@ -63,15 +63,17 @@ def _ips(page: Page) -> dict[str, str]:
 def test_bundled_plans_and_bodies_unchanged(name):
     page = bundled.load(name)
     ips = _ips(page)
-    got = {"archive": _digest(plans.build(page, ips, tfo=False)),
-           "chromium": _digest(plans.build(page, ips, tfo=False, model="chromium")),
-           "chromium_https": _digest(plans.build(page, ips, tfo=False, model="chromium",
-                                                 https_hosts=sorted(ips)[::2])),
-           "bodies": _digest("".join(_digest(synth.body(page, o)) for o in page.objects).encode())}
+    got = {
+        "archive": _digest(plans.build(page, ips, tfo=False)),
+        "chromium": _digest(plans.build(page, ips, tfo=False, model="chromium")),
+        "chromium_https": _digest(plans.build(page, ips, tfo=False, model="chromium", https_hosts=sorted(ips)[::2])),
+        "bodies": _digest("".join(_digest(synth.body(page, o)) for o in page.objects).encode()),
+    }
     assert got == BUNDLED[name]
 
 
 # ---- work grows linearly -----------------------------------------------------------------------
+
 
 class _Lines:
     """Python lines executed while active (every module: a scan hidden in a helper counts)."""
@@ -132,6 +134,7 @@ def test_import_and_plan_work_is_linear(tmp_path):
 
 # ---- what the speed-up must keep -----------------------------------------------------------------
 
+
 def test_browser_har_imports_as_generated(tmp_path):
     page = generate(objects=400, total_bytes=400 * 1500, origins=5, depth=5, seed=2, redirects=10)
     assert len(page.objects) == 400 and sum(o.status == 302 for o in page.objects) == 10
@@ -157,8 +160,7 @@ def test_timing_parent_skips_a_later_descendant():
     main = Obj(f"{H}/", mime="text/html", size=100, start_ms=0, end_ms=10)
     c = Obj(f"{H}/c.png", mime="image/png", size=10, start_ms=11, end_ms=12)
     o = Obj(f"{H}/o.js", mime="application/javascript", size=10, start_ms=20, end_ms=30)
-    kid = Obj(f"{H}/k.png", mime="image/png", size=10, start_ms=13, end_ms=18,
-              initiator=o.url, initiator_type="script")
+    kid = Obj(f"{H}/k.png", mime="image/png", size=10, start_ms=13, end_ms=18, initiator=o.url, initiator_type="script")
     late = Obj(f"{H}/late.png", mime="image/png", size=10, start_ms=40, end_ms=41)
     page = Page(url=main.url, objects=[main, c, o, kid, late])
     assert deps.complete(page) == {"recorded": 1, "parsed": 0, "timing": 3}
@@ -168,11 +170,14 @@ def test_timing_parent_skips_a_later_descendant():
 def test_structure_follows_a_changed_page_when_made_anew():
     """A Structure is for an unchanged page; the module functions see every change."""
     H = "http://a.test"
-    page = Page(url=f"{H}/", objects=[Obj(f"{H}/", mime="text/html", size=500),
-                                      Obj(f"{H}/s.js", mime="application/javascript", size=300,
-                                          initiator=f"{H}/", initiator_type="parser"),
-                                      Obj(f"{H}/i.png", mime="image/png", size=100,
-                                          initiator=f"{H}/", initiator_type="parser")])
+    page = Page(
+        url=f"{H}/",
+        objects=[
+            Obj(f"{H}/", mime="text/html", size=500),
+            Obj(f"{H}/s.js", mime="application/javascript", size=300, initiator=f"{H}/", initiator_type="parser"),
+            Obj(f"{H}/i.png", mime="image/png", size=100, initiator=f"{H}/", initiator_type="parser"),
+        ],
+    )
     img = page.objects[2]
     assert synth.loader(page, img) is page.objects[0]
     img.initiator = f"{H}/s.js"
@@ -191,8 +196,7 @@ def test_deep_chains_plan_without_recursion():
     plan = plans.build(page, ips, tfo=False, https_hosts=[page.objects[0].host])
     assert [o["parent"] for o in plan["objects"][1:4]] == [0, 1, 2]
     assert all(o["tls"] for o in plan["objects"])  # all follow the upgraded main document
-    chain = [{"url": f"u{i}", "parent": i - 1 if i else None, "after": [i - 2] if i > 1 else []}
-             for i in range(3000)]
+    chain = [{"url": f"u{i}", "parent": i - 1 if i else None, "after": [i - 2] if i > 1 else []} for i in range(3000)]
     plans._check_acyclic(chain)
     chain[5]["after"] = [2999]
     with pytest.raises(ValueError, match="dependency cycle through u"):

@@ -11,7 +11,9 @@ from tests.archive_helpers import CS244, needs_cs244
 from tests.conftest import pltlab_cmd
 
 HTML = b"<!DOCTYPE html><html><head><title>a</title></head><body>" + b"<p>x</p>" * 200 + b"</body></html>"
-GIF = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
+GIF = (
+    b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
+)
 
 
 def _mini_seed(tmp_path, transactions, responses, files):
@@ -19,8 +21,13 @@ def _mini_seed(tmp_path, transactions, responses, files):
     root = tmp_path / "seed"
     (root / "S.fetchlog").mkdir(parents=True)
     (root / "S.pages").write_text("http://a.test\n")
-    lines = ["<stats>", "c:URLRequestCount:\t%d" % len(transactions), "</stats>", "<transactions>",
-             "strt (ms) | end (ms)  | len (ms)  | url"]
+    lines = [
+        "<stats>",
+        f"c:URLRequestCount:\t{len(transactions)}",
+        "</stats>",
+        "<transactions>",
+        "strt (ms) | end (ms)  | len (ms)  | url",
+    ]
     lines += [f"{s:9.3f} | {e:9.3f} | {e - s:9.3f} | {u}" for s, e, u in transactions]
     lines += ["</transactions>", "<responses>", "status       | mime_type       | charset | url -> redirect_url"]
     lines += [f"{st} | {mime} | {cs} | {u} -> {to}" for st, mime, cs, u, to in responses]
@@ -37,9 +44,12 @@ def test_301_is_empty_and_the_200_gets_the_stored_document(tmp_path):
     pages_file = _mini_seed(
         tmp_path,
         [(1.0, 40.0, "http://a.test/"), (41.0, 90.0, "http://www.a.test/")],
-        [("Moved Permanently", "text/html", "iso-8859-1", "http://a.test/", "http://www.a.test/"),
-         ("OK", "text/html", "utf-8", "http://www.a.test/", "nil")],
-        {"a.test/index.html": HTML})  # stored under the URL asked for, as the recorder did
+        [
+            ("Moved Permanently", "text/html", "iso-8859-1", "http://a.test/", "http://www.a.test/"),
+            ("OK", "text/html", "utf-8", "http://www.a.test/", "nil"),
+        ],
+        {"a.test/index.html": HTML},
+    )  # stored under the URL asked for, as the recorder did
     (page,), report = seed.import_pages_file(str(pages_file))
     hop, doc = page.objects[0], page.find("http://www.a.test/")
     assert (hop.url, hop.status, hop.redirect_url) == ("http://a.test/", 301, "http://www.a.test/")
@@ -63,9 +73,9 @@ def test_redirect_to_an_unlogged_url_gives_that_url_the_file(tmp_path):
     pages_file = _mini_seed(
         tmp_path,
         [(1.0, 40.0, "http://a.test/"), (41.0, 60.0, "http://ads.test/click?id=1")],
-        [("Moved Temporarily", "text/html", "utf-8", "http://ads.test/click?id=1",
-          "http://cdn.test/pixel.gif")],
-        {"a.test/index.html": HTML, "ads.test/click?id=1": GIF})
+        [("Moved Temporarily", "text/html", "utf-8", "http://ads.test/click?id=1", "http://cdn.test/pixel.gif")],
+        {"a.test/index.html": HTML, "ads.test/click?id=1": GIF},
+    )
     (page,), _ = seed.import_pages_file(str(pages_file))
     hop, target = page.find("http://ads.test/click?id=1"), page.find("http://cdn.test/pixel.gif")
     assert hop.status == 302 and hop.body == b"" and "seed_file" not in hop.extras
@@ -79,9 +89,12 @@ def test_a_redirect_loop_keeps_no_body(tmp_path):
     pages_file = _mini_seed(
         tmp_path,
         [(1.0, 40.0, "http://a.test/"), (41.0, 50.0, "http://b.test/x"), (51.0, 60.0, "http://b.test/y")],
-        [("Found", "text/html", "", "http://b.test/x", "http://b.test/y"),
-         ("Found", "text/html", "", "http://b.test/y", "http://b.test/x")],
-        {"a.test/index.html": HTML, "b.test/x": b"loop body"})
+        [
+            ("Found", "text/html", "", "http://b.test/x", "http://b.test/y"),
+            ("Found", "text/html", "", "http://b.test/y", "http://b.test/x"),
+        ],
+        {"a.test/index.html": HTML, "b.test/x": b"loop body"},
+    )
     (page,), _ = seed.import_pages_file(str(pages_file))
     for u in ("http://b.test/x", "http://b.test/y"):
         assert page.find(u).body == b"" and "seed_file" not in page.find(u).extras
@@ -93,8 +106,11 @@ def test_cs244_redirect_bodies_move_to_their_targets():
     pages = {p.url: p for p in seed.import_pages_file(os.path.join(CS244, "Paper.pages"))[0]}
     # object counts as before the fix, except nytimes' two redirect targets the log does not name
     assert {u: len(p.objects) for u, p in pages.items()} == {
-        "http://www.amazon.com/": 71, "http://www.nytimes.com/": 166, "http://www.wsj.com/": 133,
-        "http://en.wikipedia.org/wiki/Transmission_Control_Protocol": 29}
+        "http://www.amazon.com/": 71,
+        "http://www.nytimes.com/": 166,
+        "http://www.wsj.com/": 133,
+        "http://en.wikipedia.org/wiki/Transmission_Control_Protocol": 29,
+    }
     for p in pages.values():
         for o in p.objects:
             if o.redirect_url and 300 <= o.status < 400:
@@ -107,8 +123,10 @@ def test_cs244_redirect_bodies_move_to_their_targets():
         assert f.read() == home.body
     ny = pages["http://www.nytimes.com/"]
     added = [o for o in ny.objects if o.extras.get("attached") == "redirect target"]
-    assert sorted(o.url for o in added) == ["http://s0.2mdn.net/viewad/690333/55-1x1pixelfinal.gif",
-                                            "http://s0.2mdn.net/viewad/807725/360logo_final_88x31.gif"]
+    assert sorted(o.url for o in added) == [
+        "http://s0.2mdn.net/viewad/690333/55-1x1pixelfinal.gif",
+        "http://s0.2mdn.net/viewad/807725/360logo_final_88x31.gif",
+    ]
     assert all(o.mime == "image/gif" and o.body.startswith(b"GIF89a") for o in added)
 
 
@@ -118,7 +136,8 @@ def test_redirect_without_file_stays_as_it_was(tmp_path, status, code):
         tmp_path,
         [(1.0, 40.0, "http://a.test/"), (41.0, 50.0, "http://b.test/x"), (51.0, 60.0, "http://b.test/y")],
         [(status, "text/html", "", "http://b.test/x", "http://b.test/y")],
-        {"a.test/index.html": HTML})
+        {"a.test/index.html": HTML},
+    )
     (page,), _ = seed.import_pages_file(str(pages_file))
     hop, target = page.find("http://b.test/x"), page.find("http://b.test/y")
     assert hop.status == code and hop.body == b""

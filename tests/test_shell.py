@@ -2,7 +2,11 @@
 
 import json
 
+import pytest
+
 from tests.conftest import leaked, pltlab_cmd, project_state
+
+pytestmark = pytest.mark.root
 
 FETCH = r"""
 import json, os, socket, time

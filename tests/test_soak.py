@@ -7,6 +7,7 @@ import math
 import os
 import tracemalloc
 
+import pytest
 from rich.console import Console
 
 from pltlab.archive.generate import generate
@@ -14,13 +15,17 @@ from pltlab.archive.har import write_page
 from pltlab.experiments import spec, sweep
 from pltlab.experiments.results import Results
 
+pytestmark = pytest.mark.root
+
 LOADS, WARMUP = 240, 80
 MAX_BYTES_PER_LOAD = 200
 
 # rich's progress bar keeps the samples of its speed estimate (the last 30 s, at most 1000):
 # bounded by time, not by loads, so left out of the comparison
-NOT_LOAD_MEMORY = [tracemalloc.Filter(False, "*/rich/progress.py", all_frames=True),
-                   tracemalloc.Filter(False, tracemalloc.__file__)]
+NOT_LOAD_MEMORY = [
+    tracemalloc.Filter(False, "*/rich/progress.py", all_frames=True),
+    tracemalloc.Filter(False, tracemalloc.__file__),
+]
 
 
 def traced_bytes() -> int:
@@ -63,18 +68,31 @@ class MeasuredSweep(sweep.Sweep):
             (pr,) = self.live.values()  # one page, one configuration: one runner throughout
             servers = {"replay": pr.replay.proc.pid, "link": pr.topo.link.proc.pid}
             self.at[self.loads] = {
-                "traced": traced_bytes(), "fds": fds(),
-                "server_fds": {k: fds(pid) for k, pid in servers.items()}, "servers": servers,
+                "traced": traced_bytes(),
+                "fds": fds(),
+                "server_fds": {k: fds(pid) for k, pid in servers.items()},
+                "servers": servers,
                 "stray": children_besides(set(servers.values())),
             }
         return row
 
 
 def test_sweep_of_many_loads_keeps_memory_and_fds_flat(tmp_path):
-    write_page(generate(objects=4, total_bytes=12_000, origins=2, depth=2, seed=12, domain="soak"),
-               str(tmp_path / "soak.har"))
-    exp = spec.from_dict({"name": "soak", "pages": ["soak.har"], "rtt": "1ms", "tfo": ["off", "on"],
-                          "repetitions": math.ceil(LOADS / 2), "seed": 1}, "soak", str(tmp_path))
+    write_page(
+        generate(objects=4, total_bytes=12_000, origins=2, depth=2, seed=12, domain="soak"), str(tmp_path / "soak.har")
+    )
+    exp = spec.from_dict(
+        {
+            "name": "soak",
+            "pages": ["soak.har"],
+            "rtt": "1ms",
+            "tfo": ["off", "on"],
+            "repetitions": math.ceil(LOADS / 2),
+            "seed": 1,
+        },
+        "soak",
+        str(tmp_path),
+    )
     out = str(tmp_path / "out")
     sweep.prepare(exp, out, False)
     tracemalloc.start(10)
@@ -94,8 +112,10 @@ def test_sweep_of_many_loads_keeps_memory_and_fds_flat(tmp_path):
     assert b["server_fds"] == a["server_fds"], (a["server_fds"], b["server_fds"])
     # the control process's memory: records go to the database, not into lists or caches
     per_load = (b["traced"] - a["traced"]) / (LOADS - WARMUP)
-    print(f"control process: {per_load:+.1f} B per load after {WARMUP} loads; fds {a['fds']}, "
-          f"servers' fds {a['server_fds']}")
+    print(
+        f"control process: {per_load:+.1f} B per load after {WARMUP} loads; fds {a['fds']}, "
+        f"servers' fds {a['server_fds']}"
+    )
     assert per_load < MAX_BYTES_PER_LOAD, f"control process grows {per_load:.0f} B per load"
     res = Results(out)
     try:

@@ -49,9 +49,26 @@ def _children(pid: int) -> dict[str, int]:
 def _kill_mid_load(tmp_path, victim: str, *extra: str) -> tuple[str, float, int]:
     """Start `pltlab run` on the slow page, SIGKILL its ``victim`` (a pltlab-dp subcommand)
     once the page is loading; returns (stderr, seconds from the kill to the CLI's exit, pid)."""
-    p = subprocess.Popen([sys.executable, "-m", "pltlab", "run", _slow_page(tmp_path), "--rtt", SLOW_RTT,
-                          "--tfo", "off", "--reps", "1", *extra],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pltlab",
+            "run",
+            _slow_page(tmp_path),
+            "--rtt",
+            SLOW_RTT,
+            "--tfo",
+            "off",
+            "--reps",
+            "1",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         deadline = time.monotonic() + 60
         loading = {}
@@ -73,8 +90,8 @@ def _kill_mid_load(tmp_path, victim: str, *extra: str) -> tuple[str, float, int]
             p.wait()
 
 
-@pytest.mark.parametrize("victim,name", [("link", "link emulator"), ("replay", "replay server"),
-                                         ("load", "loader")])
+@pytest.mark.root
+@pytest.mark.parametrize("victim,name", [("link", "link emulator"), ("replay", "replay server"), ("load", "loader")])
 def test_a_dead_process_ends_the_load_at_once_and_is_named(tmp_path, victim, name):
     err, seconds, pid = _kill_mid_load(tmp_path, victim)
     line = f"{name} (pltlab-dp {victim}, pid {pid}) died: killed by SIGKILL"
@@ -83,6 +100,7 @@ def test_a_dead_process_ends_the_load_at_once_and_is_named(tmp_path, victim, nam
     assert seconds < 2.0, f"{seconds:.2f} s from the kill to the error"
 
 
+@pytest.mark.root
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed")
 def test_chromium_load_ends_when_the_emulator_dies(tmp_path):
     err, seconds, pid = _kill_mid_load(tmp_path, "link", "--client", "chromium")
@@ -100,11 +118,16 @@ def test_supervised_run_returns_output_like_subprocess_run():
     server = subprocess.Popen(["sleep", "30"])
     try:
         sup.watch("test server", server)
-        cp = sup.run([sys.executable, "-c", "import sys; print('x' * 200000); print('e', file=sys.stderr)"],
-                     _popen, timeout=30)
+        cp = sup.run(
+            [sys.executable, "-c", "import sys; print('x' * 200000); print('e', file=sys.stderr)"], _popen, timeout=30
+        )
         assert cp.returncode == 0 and cp.stdout == "x" * 200000 + "\n" and cp.stderr == "e\n"
-        cp = sup.run([sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read()[::-1]); sys.exit(3)"],
-                     _popen, timeout=30, input="abc")
+        cp = sup.run(
+            [sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read()[::-1]); sys.exit(3)"],
+            _popen,
+            timeout=30,
+            input="abc",
+        )
         assert (cp.returncode, cp.stdout) == (3, "cba")
         with pytest.raises(subprocess.TimeoutExpired):
             sup.run(["sleep", "30"], _popen, timeout=0.3)
@@ -133,8 +156,10 @@ def test_a_watched_death_kills_the_child_within_milliseconds():
 def test_an_exit_status_and_the_last_stderr_line_are_reported():
     p = subprocess.Popen(["sh", "-c", "exit 3"])
     p.wait()
-    assert describe(p, "replay server", lambda: "bind: address in use") == \
-        f"replay server (sh, pid {p.pid}) died: exited with status 3 (bind: address in use)"
+    assert (
+        describe(p, "replay server", lambda: "bind: address in use")
+        == f"replay server (sh, pid {p.pid}) died: exited with status 3 (bind: address in use)"
+    )
     assert command_name(["/x/pltlab-dp", "probe", "serve", "--listen", "a"]) == "pltlab-dp probe serve"
     assert role(["/x/pltlab-dp", "load", "--plan", "p"]) == "loader"
     assert role(["/x/pltlab-dp", "link", "--config", "c"]) == "link emulator"

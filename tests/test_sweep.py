@@ -21,8 +21,7 @@ def _pages(d) -> list[str]:
     out = []
     for name, n, origins in (("alpha", 5, 2), ("beta", 4, 1)):
         p = os.path.join(d, f"{name}.har")
-        write_page(generate(objects=n, total_bytes=n * 3000, origins=origins, depth=2, seed=len(name),
-                            domain=name), p)
+        write_page(generate(objects=n, total_bytes=n * 3000, origins=origins, depth=2, seed=len(name), domain=name), p)
         out.append(p)
     return out
 
@@ -31,8 +30,10 @@ def _exp(d, reps=2, extra="") -> str:
     _pages(d)
     path = os.path.join(d, "exp.toml")
     with open(path, "w") as f:
-        f.write(f'name = "two"\npages = ["alpha.har", "beta.har"]\nrtt = ["10ms", "30ms"]\n'
-                f'tfo = ["off", "on"]\nrepetitions = {reps}\nseed = 7\n{extra}')
+        f.write(
+            f'name = "two"\npages = ["alpha.har", "beta.har"]\nrtt = ["10ms", "30ms"]\n'
+            f'tfo = ["off", "on"]\nrepetitions = {reps}\nseed = 7\n{extra}'
+        )
     return path
 
 
@@ -45,6 +46,7 @@ def _runs(out) -> list[dict]:
     return rows
 
 
+@pytest.mark.root
 def test_two_page_two_rtt_sweep_end_to_end(tmp_path):
     path = _exp(tmp_path)
     out = tmp_path / "out"
@@ -67,8 +69,7 @@ def test_two_page_two_rtt_sweep_end_to_end(tmp_path):
     # interleaved: on/off adjacent per block, both orders used, repetitions not run in blocks
     seqs = sorted(runs, key=lambda r: r["seq"])
     pairs = [(a, b) for a, b in zip(seqs[::2], seqs[1::2])]
-    assert all(a["config_key"] == b["config_key"] and a["page"] == b["page"] and a["tfo"] != b["tfo"]
-               for a, b in pairs)
+    assert all(a["config_key"] == b["config_key"] and a["page"] == b["page"] and a["tfo"] != b["tfo"] for a, b in pairs)
     assert {a["tfo"] for a, _ in pairs} == {0, 1}
     db = sqlite3.connect(out / "results.sqlite")
     n_req = db.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
@@ -89,11 +90,15 @@ def test_two_page_two_rtt_sweep_end_to_end(tmp_path):
     assert len(_runs(out)) == 16
 
 
+@pytest.mark.root
 def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     path = _exp(tmp_path, reps=3)
     out = tmp_path / "out"
-    p = subprocess.Popen([sys.executable, "-m", "pltlab", "sweep", str(path), "-o", str(out), "--no-report"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pltlab", "sweep", str(path), "-o", str(out), "--no-report"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     while time.time() < deadline:  # kill once a few runs are in, mid-sweep
         if (out / "results.sqlite").exists() and len(_runs(out)) >= 5:
@@ -115,6 +120,7 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     assert db.execute("SELECT COUNT(*) FROM runners WHERE closed IS NULL").fetchone()[0] == 0
 
 
+@pytest.mark.root
 def test_failed_run_is_recorded_and_retried_once(tmp_path, monkeypatch):
     from pltlab.run import runner
 
@@ -152,26 +158,29 @@ def test_order_is_seeded_balanced_and_stable(tmp_path):
     assert [i.key for i in sweep.schedule(exp)] != [i.key for i in a]
 
 
-@pytest.mark.parametrize("body,key", [
-    ('pages = ["amazon"]\nrtt = ["10 parsecs"]\n', "rtt"),
-    ('pages = ["amazon"]\nrate = "fast"\n', "rate"),
-    ('pages = ["amazon"]\ntfo = ["maybe"]\n', "tfo"),
-    ('pages = ["amazon"]\ninitcwnd = [0]\n', "initcwnd"),
-    ('pages = ["amazon"]\ncc = ["vegas"]\n', "cc"),
-    ('pages = ["amazon"]\nclient = ["lynx"]\n', "client"),
-    ('pages = ["amazon"]\nwarmup = ["tepid"]\n', "warmup"),
-    ('pages = ["amazon"]\nrepetitions = 0\n', "repetitions"),
-    ('pages = ["amazon"]\nloss = ["200%"]\n', "loss"),
-    ('pages = ["amazon"]\norigin_rtt = [{"nohost.example" = "5ms"}]\n', "origin_rtt"),
-    ('pages = ["nosuchpage"]\n', "pages"),
-    ('rtt = ["10ms"]\n', "pages"),
-    ('pages = ["amazon"]\nrtts = ["10ms"]\n', "rtts"),
-    ('pages = ["amazon"]\nclient_rmem = "1 lightyear"\n', "client_rmem"),
-    ('pages = ["amazon"]\nclient_rmem = "1GiB"\n', "client_rmem"),
-    ('pages = ["amazon"]\nmodel = "firefox"\n', "model"),
-    ('pages = ["amazon"]\nschemes = "https"\n', "schemes"),
-    ('pages = ["amazon"]\ncalibrated = "yes"\n', "calibrated"),
-])
+@pytest.mark.parametrize(
+    "body,key",
+    [
+        ('pages = ["amazon"]\nrtt = ["10 parsecs"]\n', "rtt"),
+        ('pages = ["amazon"]\nrate = "fast"\n', "rate"),
+        ('pages = ["amazon"]\ntfo = ["maybe"]\n', "tfo"),
+        ('pages = ["amazon"]\ninitcwnd = [0]\n', "initcwnd"),
+        ('pages = ["amazon"]\ncc = ["vegas"]\n', "cc"),
+        ('pages = ["amazon"]\nclient = ["lynx"]\n', "client"),
+        ('pages = ["amazon"]\nwarmup = ["tepid"]\n', "warmup"),
+        ('pages = ["amazon"]\nrepetitions = 0\n', "repetitions"),
+        ('pages = ["amazon"]\nloss = ["200%"]\n', "loss"),
+        ('pages = ["amazon"]\norigin_rtt = [{"nohost.example" = "5ms"}]\n', "origin_rtt"),
+        ('pages = ["nosuchpage"]\n', "pages"),
+        ('rtt = ["10ms"]\n', "pages"),
+        ('pages = ["amazon"]\nrtts = ["10ms"]\n', "rtts"),
+        ('pages = ["amazon"]\nclient_rmem = "1 lightyear"\n', "client_rmem"),
+        ('pages = ["amazon"]\nclient_rmem = "1GiB"\n', "client_rmem"),
+        ('pages = ["amazon"]\nmodel = "firefox"\n', "model"),
+        ('pages = ["amazon"]\nschemes = "https"\n', "schemes"),
+        ('pages = ["amazon"]\ncalibrated = "yes"\n', "calibrated"),
+    ],
+)
 def test_malformed_experiment_file_is_one_error_naming_the_key(tmp_path, body, key):
     path = tmp_path / "exp.toml"
     path.write_text(body)
@@ -192,8 +201,14 @@ def test_invalid_toml_is_one_line(tmp_path):
 
 def test_spec_cross_product_and_overrides(tmp_path):
     _pages(tmp_path)
-    doc = {"pages": ["alpha.har"], "rtt": ["10ms", "20ms"], "rate": ["4mbit", "unlimited"],
-           "initcwnd": ["default", 10], "origin_rtt": [{}, {"o1.alpha.test": "5ms/1%"}], "tfo": "on"}
+    doc = {
+        "pages": ["alpha.har"],
+        "rtt": ["10ms", "20ms"],
+        "rate": ["4mbit", "unlimited"],
+        "initcwnd": ["default", 10],
+        "origin_rtt": [{}, {"o1.alpha.test": "5ms/1%"}],
+        "tfo": "on",
+    }
     exp = spec.from_dict(doc, "x.toml", str(tmp_path))
     assert len(exp.configs) == 16 and exp.tfo_modes == (True,) and exp.n_runs == 16 * 3
     assert {c.overrides for c in exp.configs} == {(), (("o1.alpha.test", 5000, 0.01),)}
@@ -205,11 +220,17 @@ def test_spec_cross_product_and_overrides(tmp_path):
     assert kern.client_rmem is None and kern.digest() not in (exp.digest(), rm.digest())
     assert spec.from_dict({**doc, "client_rmem": "default"}, "x.toml", str(tmp_path)).digest() == exp.digest()
     # the built-in loader's model and schemes: passed to every run; defaults keep the digest
-    assert exp.loader == {} and spec.from_dict({**doc, "model": "archive"}, "x.toml", str(tmp_path)).digest() == exp.digest()
-    ch = spec.from_dict({**doc, "model": "chromium", "schemes": "chromium", "calibrated": False}, "x.toml", str(tmp_path))
-    assert ch.loader == {"model": "chromium", "schemes": "chromium", "calibrated": False}
+    assert (
+        exp.settings == {}
+        and spec.from_dict({**doc, "model": "archive"}, "x.toml", str(tmp_path)).digest() == exp.digest()
+    )
+    ch = spec.from_dict(
+        {**doc, "model": "chromium", "schemes": "chromium", "calibrated": False}, "x.toml", str(tmp_path)
+    )
+    assert ch.settings == {"model": "chromium", "schemes": "chromium", "calibrated": False}
     assert ch.digest() != exp.digest()
     from pltlab.experiments.sweep import Sweep
+
     cfg = Sweep(ch, str(tmp_path / "o"))._cfg(0)
     assert (cfg.model, cfg.schemes, cfg.calibrated) == ("chromium", "chromium", False)
 
@@ -221,13 +242,16 @@ def test_results_database_of_an_earlier_version_gains_the_new_columns(tmp_path):
     from pltlab.experiments.results import Results
 
     db = sqlite3.connect(tmp_path / "results.sqlite")
-    db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, run_key TEXT NOT NULL, attempt INTEGER NOT NULL, "
-               "status TEXT NOT NULL, plt_ms REAL, UNIQUE(run_key, attempt))")
+    db.execute(
+        "CREATE TABLE runs (id INTEGER PRIMARY KEY, run_key TEXT NOT NULL, attempt INTEGER NOT NULL, "
+        "status TEXT NOT NULL, plt_ms REAL, UNIQUE(run_key, attempt))"
+    )
     db.execute("INSERT INTO runs (run_key, attempt, status, plt_ms) VALUES ('k', 1, 'ok', 12.5)")
     db.commit()
     db.close()
     res = Results(str(tmp_path))
-    res.add_run({"run_key": "k2", "attempt": 1, "status": "ok", "plt_ms": 20.0, "tail_ms": 3.0,
-                 "network_plt_ms": 17.0}, [])
+    res.add_run(
+        {"run_key": "k2", "attempt": 1, "status": "ok", "plt_ms": 20.0, "tail_ms": 3.0, "network_plt_ms": 17.0}, []
+    )
     rows = res.rows()
     assert [(r["run_key"], r["plt_ms"], r["tail_ms"]) for r in rows] == [("k", 12.5, None), ("k2", 20.0, 3.0)]

@@ -8,13 +8,19 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.conftest import pltlab_cmd, project_state
 
 
 def _start_runner(*shell_args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pltlab", "shell", *shell_args, "--", "sleep", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pltlab", "shell", *shell_args, "--", "sleep", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _wait_for_run(p: subprocess.Popen, timeout: float = 20.0) -> str:
@@ -61,6 +67,7 @@ def _wait_until(cond, timeout: float = 10.0) -> bool:
     return False
 
 
+@pytest.mark.root
 def test_ctrl_c_tears_down():
     p = _start_runner("--rtt", "10ms")
     run_id = _wait_for_run(p)
@@ -71,6 +78,7 @@ def test_ctrl_c_tears_down():
     assert _ours(run_id) == {"namespaces": [], "processes": []}
 
 
+@pytest.mark.root
 def test_sigterm_tears_down():
     p = _start_runner("--rtt", "10ms", "--origins", "4")
     run_id = _wait_for_run(p)
@@ -81,6 +89,7 @@ def test_sigterm_tears_down():
     assert _ours(run_id) == {"namespaces": [], "processes": []}
 
 
+@pytest.mark.root
 def test_sigkill_then_clean_removes_leftovers_and_only_ours():
     foreign = f"pltx-foreign-{os.getpid()}"
     subprocess.run(["ip", "netns", "add", foreign], check=True)

@@ -8,8 +8,12 @@ import time
 import pytest
 
 from pltlab.errors import PltError
-from pltlab.net import TcpKnobs, Topology, TopologySpec, names, nsutil
+from pltlab.net import names, nsutil
+from pltlab.net.spec import TcpKnobs, TopologySpec
+from pltlab.net.topology import Topology
 from tests.conftest import leaked, project_state
+
+pytestmark = pytest.mark.root
 
 CONNECT = """
 import socket, sys, time
@@ -31,16 +35,18 @@ def test_up_down_creates_and_removes_everything():
         ip = subprocess.run(["ip", "-n", topo.server_ns, "-o", "addr"], capture_output=True, text=True).stdout
         for o in topo.origin_ips:
             assert f"inet {o}/32" in ip
-        tun = subprocess.run(["ip", "-n", topo.client_ns, "-d", "link", "show", topo.tun],
-                             capture_output=True, text=True).stdout
+        tun = subprocess.run(
+            ["ip", "-n", topo.client_ns, "-d", "link", "show", topo.tun], capture_output=True, text=True
+        ).stdout
         assert "tun type tun" in tun and "mtu 1500" in tun
     assert not leaked(before)
 
 
 def test_client_namespace_reaches_nothing_outside():
     with Topology(TopologySpec(origins=1)) as topo:
-        routes = subprocess.run(["ip", "-n", topo.client_ns, "route", "show", "table", "all"],
-                                capture_output=True, text=True).stdout
+        routes = subprocess.run(
+            ["ip", "-n", topo.client_ns, "route", "show", "table", "all"], capture_output=True, text=True
+        ).stdout
         assert "default" not in routes
         for outside in ("192.0.2.1", "10.0.0.1", "8.8.8.8"):
             out = topo.run("client", [sys.executable, "-c", CONNECT, outside]).stdout.split()
@@ -61,15 +67,18 @@ def test_per_namespace_tcp_knobs():
         assert "initcwnd 16" in sroute and "congctl cubic" in sroute
         croute = subprocess.run(["ip", "-n", topo.client_ns, "route"], capture_output=True, text=True).stdout
         assert "initrwnd 20" in croute and "congctl cubic" in croute
-        link = subprocess.run(["ip", "-n", topo.client_ns, "link", "show", topo.tun],
-                              capture_output=True, text=True).stdout
+        link = subprocess.run(
+            ["ip", "-n", topo.client_ns, "link", "show", topo.tun], capture_output=True, text=True
+        ).stdout
         assert "mtu 1400" in link
         key1 = nsutil.sysctl_get(topo.server_ns, "net.ipv4.tcp_fastopen_key")
         topo.reset_tfo()
         assert nsutil.sysctl_get(topo.server_ns, "net.ipv4.tcp_fastopen_key") != key1
     # The host's own settings are untouched.
-    assert nsutil.sysctl_get(None, "net.ipv4.tcp_congestion_control") == open(
-        "/proc/sys/net/ipv4/tcp_congestion_control").read().strip()
+    assert (
+        nsutil.sysctl_get(None, "net.ipv4.tcp_congestion_control")
+        == open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip()
+    )
 
 
 def test_two_runs_coexist():
@@ -110,8 +119,7 @@ def test_origin_namespaces_mode():
     with Topology(TopologySpec(origins=3, origin_namespaces=True)) as topo:
         for i in range(3):
             assert topo.origin_ns(i) == names.origin_ns(topo.run_id, i)
-            addr = subprocess.run(["ip", "-n", topo.origin_ns(i), "-o", "addr"],
-                                  capture_output=True, text=True).stdout
+            addr = subprocess.run(["ip", "-n", topo.origin_ns(i), "-o", "addr"], capture_output=True, text=True).stdout
             assert f"inet {topo.origin_ips[i]}/32" in addr
         out = topo.run("client", [sys.executable, "-c", CONNECT, topo.origin_ips[2]]).stdout.split()
         assert out[0] == "ConnectionRefusedError", out  # routed through router ns to origin 2

@@ -2,17 +2,20 @@ import pytest
 
 from pltlab import units
 from pltlab.errors import PltError
-from pltlab.net import LinkSpec, TcpKnobs, TopologySpec, names
+from pltlab.net import names
+from pltlab.net.spec import LinkSpec, TcpKnobs, TopologySpec
 
 
-@pytest.mark.parametrize("text,us", [("100ms", 100_000), ("250us", 250), ("1.5s", 1_500_000),
-                                     ("20", 20_000), (0, 0), ("0ms", 0)])
+@pytest.mark.parametrize(
+    "text,us", [("100ms", 100_000), ("250us", 250), ("1.5s", 1_500_000), ("20", 20_000), (0, 0), ("0ms", 0)]
+)
 def test_durations(text, us):
     assert units.duration_us(text) == us
 
 
-@pytest.mark.parametrize("text,bps", [("4mbit", 4_000_000), ("256kbit", 256_000), ("1gbit", 10**9),
-                                      ("4Mbps", 4_000_000), ("2.5", 2_500_000)])
+@pytest.mark.parametrize(
+    "text,bps", [("4mbit", 4_000_000), ("256kbit", 256_000), ("1gbit", 10**9), ("4Mbps", 4_000_000), ("2.5", 2_500_000)]
+)
 def test_rates(text, bps):
     assert units.rate_bps(text) == bps
 
@@ -26,19 +29,22 @@ def test_loss(text, frac):
     assert units.loss_fraction(text) == pytest.approx(frac)
 
 
-@pytest.mark.parametrize("call,msg", [
-    (lambda: units.duration_us("-5ms", "rtt"), "must not be negative"),
-    (lambda: units.duration_us("5 parsecs", "rtt"), "unknown unit"),
-    (lambda: units.loss_fraction("101%"), "between 0 and 100%"),
-    (lambda: units.loss_fraction("1.5"), "between 0 and 100%"),
-    (lambda: units.rate_bps("0mbit"), "must be positive"),
-    (lambda: units.rate_bps("fast"), "invalid rate"),
-    (lambda: TcpKnobs(cc="vegas"), "unknown congestion control"),
-    (lambda: TcpKnobs(initcwnd=0), "1 to 1024"),
-    (lambda: TcpKnobs(mtu=100), "mtu"),
-    (lambda: TopologySpec(origins=0), "origins"),
-    (lambda: TopologySpec(backend="mininet"), "unknown backend"),
-])
+@pytest.mark.parametrize(
+    "call,msg",
+    [
+        (lambda: units.duration_us("-5ms", "rtt"), "must not be negative"),
+        (lambda: units.duration_us("5 parsecs", "rtt"), "unknown unit"),
+        (lambda: units.loss_fraction("101%"), "between 0 and 100%"),
+        (lambda: units.loss_fraction("1.5"), "between 0 and 100%"),
+        (lambda: units.rate_bps("0mbit"), "must be positive"),
+        (lambda: units.rate_bps("fast"), "invalid rate"),
+        (lambda: TcpKnobs(cc="vegas"), "unknown congestion control"),
+        (lambda: TcpKnobs(initcwnd=0), "1 to 1024"),
+        (lambda: TcpKnobs(mtu=100), "mtu"),
+        (lambda: TopologySpec(origins=0), "origins"),
+        (lambda: TopologySpec(backend="mininet"), "unknown backend"),
+    ],
+)
 def test_bad_values_raise_clear_errors(call, msg):
     with pytest.raises(PltError, match=msg):
         call()

@@ -9,12 +9,12 @@ import pytest
 
 from pltlab.archive.har import har_to_pages
 from pltlab.errors import PltError
+from pltlab.replay import server as replay_server
 from pltlab.run import runner
 from pltlab.run.runner import PageRunner, RunConfig, document_chain, document_problem, judge
-from pltlab.replay import server as replay_server
 from tests.conftest import pltlab_cmd
 
-HTML = "<!DOCTYPE html><html><head><title>v</title></head><body><img src=\"/i.png\"></body></html>"
+HTML = '<!DOCTYPE html><html><head><title>v</title></head><body><img src="/i.png"></body></html>'
 
 
 def entry(url, status, *, location=None, mime="text/html", text=None, size=0):
@@ -24,20 +24,52 @@ def entry(url, status, *, location=None, mime="text/html", text=None, size=0):
     content = {"size": len(text) if text is not None else size, "mimeType": mime}
     if text is not None:
         content["text"] = text
-    return {"pageref": "page_1", "startedDateTime": "2024-01-01T00:00:00.000Z", "time": 10,
-            "request": {"method": "GET", "url": url, "httpVersion": "HTTP/1.1", "headers": [],
-                        "queryString": [], "cookies": [], "headersSize": -1, "bodySize": 0},
-            "response": {"status": status, "statusText": "", "httpVersion": "HTTP/1.1",
-                         "headers": headers, "cookies": [], "content": content,
-                         "redirectURL": location or "", "headersSize": -1, "bodySize": -1},
-            "cache": {}, "timings": {"send": 0, "wait": 5, "receive": 1}}
+    return {
+        "pageref": "page_1",
+        "startedDateTime": "2024-01-01T00:00:00.000Z",
+        "time": 10,
+        "request": {
+            "method": "GET",
+            "url": url,
+            "httpVersion": "HTTP/1.1",
+            "headers": [],
+            "queryString": [],
+            "cookies": [],
+            "headersSize": -1,
+            "bodySize": 0,
+        },
+        "response": {
+            "status": status,
+            "statusText": "",
+            "httpVersion": "HTTP/1.1",
+            "headers": headers,
+            "cookies": [],
+            "content": content,
+            "redirectURL": location or "",
+            "headersSize": -1,
+            "bodySize": -1,
+        },
+        "cache": {},
+        "timings": {"send": 0, "wait": 5, "receive": 1},
+    }
 
 
 def har(*entries):
-    return {"log": {"version": "1.2", "creator": {"name": "test", "version": "1"},
-                    "pages": [{"id": "page_1", "startedDateTime": "2024-01-01T00:00:00.000Z",
-                               "title": "v", "pageTimings": {"onLoad": 50}}],
-                    "entries": list(entries)}}
+    return {
+        "log": {
+            "version": "1.2",
+            "creator": {"name": "test", "version": "1"},
+            "pages": [
+                {
+                    "id": "page_1",
+                    "startedDateTime": "2024-01-01T00:00:00.000Z",
+                    "title": "v",
+                    "pageTimings": {"onLoad": 50},
+                }
+            ],
+            "entries": list(entries),
+        }
+    }
 
 
 def img(base):
@@ -46,8 +78,11 @@ def img(base):
 
 def to_https():
     """http://x.test/ 301 -> https://x.test/ 200 (the same host and path on the other scheme)."""
-    return har(entry("http://x.test/", 301, location="https://x.test/"),
-               entry("https://x.test/", 200, text=HTML), img("https://x.test/"))
+    return har(
+        entry("http://x.test/", 301, location="https://x.test/"),
+        entry("https://x.test/", 200, text=HTML),
+        img("https://x.test/"),
+    )
 
 
 def page_of(doc, tmp_path, name="p.har"):
@@ -57,12 +92,12 @@ def page_of(doc, tmp_path, name="p.har"):
 
 
 def run_json(path, *extra):
-    cp = pltlab_cmd("run", path, "--rtt", "20ms", "--reps", "1", "--tfo", "off", "--json", *extra,
-                    timeout=180)
+    cp = pltlab_cmd("run", path, "--rtt", "20ms", "--reps", "1", "--tfo", "off", "--json", *extra, timeout=180)
     return cp, (json.loads(cp.stdout) if cp.stdout.strip() else None)
 
 
 # ---- the rule, on records ----------------------------------------------------------------------
+
 
 def test_document_problem_names_the_hop_and_what_came_back(tmp_path):
     _, page = page_of(to_https(), tmp_path)
@@ -71,24 +106,34 @@ def test_document_problem_names_the_hop_and_what_came_back(tmp_path):
     ok = [{"index": 0, "status": 301}, {"index": 1, "status": 200}, {"index": 2, "status": 200}]
     assert document_problem(chain, ok) is None
     looped = [{"index": 0, "status": 301}, {"index": 1, "status": 301}]
-    assert document_problem(chain, looped) == \
-        "document https://x.test/ answered 301 (recorded 200): replay served the wrong response"
-    assert document_problem(chain, [{"index": 0, "status": 404}]) == \
-        "document http://x.test/ answered 404 (recorded 301): no recorded response matched"
+    assert (
+        document_problem(chain, looped)
+        == "document https://x.test/ answered 301 (recorded 200): replay served the wrong response"
+    )
+    assert (
+        document_problem(chain, [{"index": 0, "status": 404}])
+        == "document http://x.test/ answered 404 (recorded 301): no recorded response matched"
+    )
     assert document_problem(chain, [{"index": 0, "status": 301}]) == "document https://x.test/ never arrived"
     assert "never arrived: connection reset" in document_problem(
-        chain, [{"index": 0, "status": 301}, {"index": 1, "status": 0, "error": "connection reset"}])
+        chain, [{"index": 0, "status": 301}, {"index": 1, "status": 0, "error": "connection reset"}]
+    )
     # the document comes first, then the TFO rules
     assert judge(False, {"client": {}, "server": {}}, [], "document x never arrived") == "document x never arrived"
     assert judge(False, {"client": {"TCPFastOpenActive": 1}, "server": {}}, ok, None).startswith("TFO off")
 
 
-@pytest.mark.parametrize("entries,needle", [
-    ((entry("http://x.test/", 404, text="gone"),), "document http://x.test/ answered 404: no document to load"),
-    ((entry("http://x.test/", 301, location="http://x.test/a"), entry("http://x.test/a", 302, location="/")),
-     "redirects in a loop (http://x.test/ -> http://x.test/a -> http://x.test/)"),
-    ((entry("http://x.test/", 302, location="http://y.test/"),), "-> http://y.test/, which was not recorded"),
-])
+@pytest.mark.parametrize(
+    "entries,needle",
+    [
+        ((entry("http://x.test/", 404, text="gone"),), "document http://x.test/ answered 404: no document to load"),
+        (
+            (entry("http://x.test/", 301, location="http://x.test/a"), entry("http://x.test/a", 302, location="/")),
+            "redirects in a loop (http://x.test/ -> http://x.test/a -> http://x.test/)",
+        ),
+        ((entry("http://x.test/", 302, location="http://y.test/"),), "-> http://y.test/, which was not recorded"),
+    ],
+)
 def test_a_recording_without_a_document_is_refused_in_one_line(tmp_path, entries, needle):
     path, page = page_of(har(*entries), tmp_path)
     with pytest.raises(PltError, match="no document to load"):
@@ -102,6 +147,8 @@ def test_a_recording_without_a_document_is_refused_in_one_line(tmp_path, entries
 
 # ---- loads over the emulated link (root, namespaces) ------------------------------------------
 
+
+@pytest.mark.root
 def test_redirect_to_https_is_a_valid_load(tmp_path):
     """Needs the scheme-aware replay: https://x.test/ is answered by its own 200, not by the
     http 301 recorded for the same host and path (which would loop)."""
@@ -119,6 +166,7 @@ def test_redirect_to_https_is_a_valid_load(tmp_path):
 
 class _Serving(replay_server.ReplayServer):
     """A replay server for what the test says the origin answers, not for the recording."""
+
     pages = None
 
     def __init__(self, topo, pages, host_ips, workdir, think_time=False):
@@ -134,33 +182,45 @@ def _load_serving(monkeypatch, tmp_path, recorded, served, client="builtin"):
         return pr.load(False, 1)
 
 
+@pytest.mark.root
 def test_document_the_replay_cannot_match_is_invalid(monkeypatch, tmp_path):
-    r = _load_serving(monkeypatch, tmp_path,
-                      har(entry("http://x.test/", 200, text=HTML), img("http://x.test/")),
-                      har(entry("http://x.test/other", 200, text=HTML), img("http://x.test/")))
+    r = _load_serving(
+        monkeypatch,
+        tmp_path,
+        har(entry("http://x.test/", 200, text=HTML), img("http://x.test/")),
+        har(entry("http://x.test/other", 200, text=HTML), img("http://x.test/")),
+    )
     assert not r["valid"]
-    assert r["invalid_reason"] == \
-        "document http://x.test/ answered 404 (recorded 200): no recorded response matched"
+    assert r["invalid_reason"] == "document http://x.test/ answered 404 (recorded 200): no recorded response matched"
     assert r["not_found"] == 1
 
 
+@pytest.mark.root
 def test_replay_that_redirects_in_a_loop_is_invalid(monkeypatch, tmp_path):
     """The origin answers the https URL with a redirect back to http: the loader's https hop gets
     a 301 where the recording has the document."""
-    r = _load_serving(monkeypatch, tmp_path, to_https(),
-                      har(entry("http://x.test/", 301, location="https://x.test/"),
-                          entry("https://x.test/", 301, location="http://x.test/"), img("https://x.test/")))
+    r = _load_serving(
+        monkeypatch,
+        tmp_path,
+        to_https(),
+        har(
+            entry("http://x.test/", 301, location="https://x.test/"),
+            entry("https://x.test/", 301, location="http://x.test/"),
+            img("https://x.test/"),
+        ),
+    )
     assert not r["valid"]
-    assert r["invalid_reason"] == \
-        "document https://x.test/ answered 301 (recorded 200): replay served the wrong response"
+    assert (
+        r["invalid_reason"] == "document https://x.test/ answered 301 (recorded 200): replay served the wrong response"
+    )
 
 
 # ---- Chromium: onload fired and the navigation's final response was 2xx ----------------------
 
-needs_chromium = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK),
-                                    reason="needs Debian's chromium")
+needs_chromium = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="needs Debian's chromium")
 
 
+@pytest.mark.root
 @needs_chromium
 def test_chromium_redirect_to_https_is_valid_with_byte_counts(tmp_path):
     path, _ = page_of(to_https(), tmp_path)
@@ -177,10 +237,15 @@ def test_chromium_redirect_to_https_is_valid_with_byte_counts(tmp_path):
     assert all(q["protocol"] == "http/1.1" and q["encoding"] == "" for q in r["requests"])
 
 
+@pytest.mark.root
 @needs_chromium
 def test_chromium_document_the_replay_cannot_match_is_invalid(monkeypatch, tmp_path):
-    r = _load_serving(monkeypatch, tmp_path,
-                      har(entry("http://x.test/", 200, text=HTML), img("http://x.test/")),
-                      har(entry("http://x.test/other", 200, text=HTML), img("http://x.test/")), "chromium")
+    r = _load_serving(
+        monkeypatch,
+        tmp_path,
+        har(entry("http://x.test/", 200, text=HTML), img("http://x.test/")),
+        har(entry("http://x.test/other", 200, text=HTML), img("http://x.test/")),
+        "chromium",
+    )
     assert not r["valid"]
     assert r["invalid_reason"] == "document http://x.test/ answered 404: no recorded response matched"

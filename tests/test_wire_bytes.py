@@ -10,28 +10,65 @@ import pytest
 
 from pltlab.archive import synth, wire
 from pltlab.archive.model import Obj, Page
-from pltlab.run.runner import PageRunner, RunConfig
 from pltlab.replay import manifest
+from pltlab.run.runner import PageRunner, RunConfig
 
 CODINGS = ["gzip", "br", "deflate", "zstd", "gzip, br"]
-HTML = ("<!DOCTYPE html><html><head><title>t</title></head><body>"
-        + "".join(f"<p>paragraph {i} of a recorded page</p>" for i in range(400)) + "</body></html>").encode()
+HTML = (
+    "<!DOCTYPE html><html><head><title>t</title></head><body>"
+    + "".join(f"<p>paragraph {i} of a recorded page</p>" for i in range(400))
+    + "</body></html>"
+).encode()
 
 
 def page() -> Page:
     p = Page(url="http://www.a.test/")
     p.objects = [
-        Obj(url="http://www.a.test/", mime="text/html", body=HTML, encoding="gzip", transfer_size=2100,
-            headers=[("Content-Type", "text/html"), ("Content-Encoding", "gzip")]),
-        Obj(url="http://www.a.test/app.js", mime="application/javascript", size=40_000, encoding="br",
-            transfer_size=9_000, initiator="http://www.a.test/", headers=[("Content-Encoding", "br")]),
-        Obj(url="http://www.a.test/s.css", mime="text/css", size=30_000, encoding="zstd",
-            transfer_size=12_000, initiator="http://www.a.test/", headers=[("Content-Encoding", "zstd")]),
-        Obj(url="http://www.a.test/d.json", mime="application/json", size=20_000, encoding="deflate",
-            transfer_size=7_000, initiator="http://www.a.test/", headers=[("Content-Encoding", "deflate")]),
+        Obj(
+            url="http://www.a.test/",
+            mime="text/html",
+            body=HTML,
+            encoding="gzip",
+            transfer_size=2100,
+            headers=[("Content-Type", "text/html"), ("Content-Encoding", "gzip")],
+        ),
+        Obj(
+            url="http://www.a.test/app.js",
+            mime="application/javascript",
+            size=40_000,
+            encoding="br",
+            transfer_size=9_000,
+            initiator="http://www.a.test/",
+            headers=[("Content-Encoding", "br")],
+        ),
+        Obj(
+            url="http://www.a.test/s.css",
+            mime="text/css",
+            size=30_000,
+            encoding="zstd",
+            transfer_size=12_000,
+            initiator="http://www.a.test/",
+            headers=[("Content-Encoding", "zstd")],
+        ),
+        Obj(
+            url="http://www.a.test/d.json",
+            mime="application/json",
+            size=20_000,
+            encoding="deflate",
+            transfer_size=7_000,
+            initiator="http://www.a.test/",
+            headers=[("Content-Encoding", "deflate")],
+        ),
         Obj(url="http://www.a.test/i.png", mime="image/png", size=15_000, initiator="http://www.a.test/"),
-        Obj(url="http://www.a.test/odd.txt", mime="text/plain", size=5_000, encoding="sdch",
-            transfer_size=1_000, initiator="http://www.a.test/", headers=[("Content-Encoding", "sdch")]),
+        Obj(
+            url="http://www.a.test/odd.txt",
+            mime="text/plain",
+            size=5_000,
+            encoding="sdch",
+            transfer_size=1_000,
+            initiator="http://www.a.test/",
+            headers=[("Content-Encoding", "sdch")],
+        ),
     ]
     return p
 
@@ -75,8 +112,9 @@ def test_manifest_keeps_encoding_scheme_order_and_post_digest(tmp_path):
         Obj(url="http://www.a.test/poll", size=10, mime="application/json"),
         Obj(url="http://www.a.test/poll", size=20, mime="application/json"),
         Obj(url="http://www.a.test/api", method="POST", size=5, request_body=b"q=1"),
-        Obj(url="http://b.test/", status=301, redirect_url="https://b.test/",
-            headers=[("Location", "https://b.test/")]),
+        Obj(
+            url="http://b.test/", status=301, redirect_url="https://b.test/", headers=[("Location", "https://b.test/")]
+        ),
         Obj(url="https://b.test/", size=1000, mime="text/html"),
     ]
     ips = {"www.a.test": "198.19.0.1", "b.test": "198.19.0.2"}
@@ -85,7 +123,7 @@ def test_manifest_keeps_encoding_scheme_order_and_post_digest(tmp_path):
     rs = m["responses"]
     assert len(rs) == len(p.objects)  # repeated URLs are all served, in recorded order
     for o, r in zip(p.objects, rs):
-        data = blob[r["body"]["offset"]:r["body"]["offset"] + r["body"]["length"]]
+        data = blob[r["body"]["offset"] : r["body"]["offset"] + r["body"]["length"]]
         enc = next((v for k, v in r["headers"] if k.lower() == "content-encoding"), "")
         if o.encoding == "sdch":  # not producible: served decoded, header dropped
             assert enc == "" and len(data) == o.size
@@ -125,6 +163,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.root
 def test_replay_sends_encoded_bytes_as_recorded():
     p = page()
     with PageRunner(p, RunConfig(rtt="2ms")) as pr:
@@ -143,6 +182,7 @@ def test_replay_sends_encoded_bytes_as_recorded():
         assert total - len(body) < 600  # the head: status line and a few headers
 
 
+@pytest.mark.root
 def test_builtin_loader_records_transfer_and_decoded_bytes():
     """Each request record: transfer_bytes (head + encoded body as received), body_bytes (decoded);
     padded encodings (gzip comment, zstd skippable frame, stored deflate blocks) decode cleanly."""

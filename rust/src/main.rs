@@ -3,12 +3,15 @@
 use clap::{Parser, Subcommand};
 
 mod certs;
+mod http;
 mod link;
 mod loader;
+mod os;
 mod probe;
 mod replay;
 mod shim;
-mod sockopt;
+#[cfg(test)]
+mod testutil;
 
 #[derive(Parser)]
 #[command(name = "pltlab-dp", version, about = "pltlab data plane")]

@@ -48,11 +48,17 @@ _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
 _TIME_US = {"us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000, "": 1_000}  # bare number = ms
 _RATE_BPS = {
-    "bit": 1, "bps": 1, "kbit": 1e3, "kbps": 1e3, "mbit": 1e6, "mbps": 1e6, "gbit": 1e9, "gbps": 1e9,
+    "bit": 1,
+    "bps": 1,
+    "kbit": 1e3,
+    "kbps": 1e3,
+    "mbit": 1e6,
+    "mbps": 1e6,
+    "gbit": 1e9,
+    "gbps": 1e9,
     "": 1e6,  # bare number = Mbit/s
 }
-_SIZE_B = {"b": 1, "": 1, "kb": 1000, "kib": 1024, "mb": 1_000_000, "mib": 1 << 20,
-           "gb": 10**9, "gib": 1 << 30}
+_SIZE_B = {"b": 1, "": 1, "kb": 1000, "kib": 1024, "mb": 1_000_000, "mib": 1 << 20, "gb": 10**9, "gib": 1 << 30}
 
 
 def show(v, limit: int = 60) -> str:
@@ -63,7 +69,7 @@ def show(v, limit: int = 60) -> str:
     if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 10**30:
         return "a number too large"
     r = repr(v)
-    return r if len(r) <= limit else r[:limit - 5] + "...'"
+    return r if len(r) <= limit else r[: limit - 5] + "...'"
 
 
 def _split(text, what: str) -> tuple[float, str]:
@@ -168,7 +174,7 @@ def queue_spec(text: str | int | None) -> tuple[int | None, int | None]:
     if text is None:
         return None, None
     if isinstance(text, bool) or not isinstance(text, (str, int)):
-        raise PltError(f"invalid queue {show(text)}: packets (1000) or bytes (\"64KB\")")
+        raise PltError(f'invalid queue {show(text)}: packets (1000) or bytes ("64KB")')
     s = str(text).strip().lower()
     m = re.fullmatch(r"([0-9]+)\s*(p|pkt|pkts|packets)?", s)
     if m:

@@ -10,8 +10,8 @@
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use rcgen::{
-    date_time_ymd, BasicConstraints, CertificateParams, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
+    date_time_ymd, BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType,
 };
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,10 +36,7 @@ pub struct Generated {
 }
 
 fn current_year() -> i32 {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     1970 + (secs / 31_556_952) as i32
 }
 
@@ -113,8 +110,7 @@ fn write_file(path: &Path, data: &str, mode: u32) -> Result<()> {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    std::fs::create_dir_all(&a.out)
-        .with_context(|| format!("cannot create output directory {}", a.out.display()))?;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create output directory {}", a.out.display()))?;
     let g = generate(&a.hosts)?;
     let paths = [
         (a.out.join("ca.pem"), &g.ca_pem, 0o644),

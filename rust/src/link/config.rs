@@ -129,9 +129,7 @@ impl DirParams {
     /// True when per-packet treatment is needed (rate/trace or any loss):
     /// GSO super-packets must then be segmented.
     pub fn needs_segmentation(&self) -> bool {
-        self.shaper.is_some()
-            || self.loss > 0.0
-            || self.overrides.values().any(|o| o.loss.unwrap_or(0.0) > 0.0)
+        self.shaper.is_some() || self.loss > 0.0 || self.overrides.values().any(|o| o.loss.unwrap_or(0.0) > 0.0)
     }
 }
 
@@ -157,9 +155,7 @@ fn dir_params(name: &str, d: &DirCfg) -> Result<DirParams> {
             }
             Some(ShaperSpec::Rate(r.round() as u64))
         }
-        (None, Some(path)) => Some(ShaperSpec::Trace(
-            trace::load(path).with_context(|| format!("{name}.trace"))?,
-        )),
+        (None, Some(path)) => Some(ShaperSpec::Trace(trace::load(path).with_context(|| format!("{name}.trace"))?)),
         (None, None) => None,
     };
     for (f, v) in [("queue_packets", d.queue_packets), ("queue_bytes", d.queue_bytes)] {
@@ -211,10 +207,8 @@ impl Config {
         let mut up = dir_params("uplink", &self.uplink)?;
         let mut down = dir_params("downlink", &self.downlink)?;
         for (i, o) in self.overrides.iter().enumerate() {
-            let a: Ipv4Addr = o
-                .addr
-                .parse()
-                .with_context(|| format!("overrides[{i}].addr: not an IPv4 address: {:?}", o.addr))?;
+            let a: Ipv4Addr =
+                o.addr.parse().with_context(|| format!("overrides[{i}].addr: not an IPv4 address: {:?}", o.addr))?;
             let key = u32::from(a);
             if up.overrides.contains_key(&key) {
                 bail!("overrides[{i}].addr: duplicate address {a}");
@@ -230,8 +224,7 @@ impl Config {
                 }
             }
             up.overrides.insert(key, OriginOv { delay_ns: o.delay_us_up.map(|d| d * 1000), loss: o.loss_up });
-            down.overrides
-                .insert(key, OriginOv { delay_ns: o.delay_us_down.map(|d| d * 1000), loss: o.loss_down });
+            down.overrides.insert(key, OriginOv { delay_ns: o.delay_us_down.map(|d| d * 1000), loss: o.loss_down });
         }
         Ok((up, down))
     }
@@ -318,10 +311,12 @@ mod tests {
         assert!(e.contains("missing field `server`"), "{e}");
         let e = format!(
             "{:#}",
-            Config::parse(r#"{"client":{"netns":"/a","tun":"waytoolonginterfacename"},"server":{"netns":"/b","tun":"x"}}"#)
-                .unwrap()
-                .validate()
-                .unwrap_err()
+            Config::parse(
+                r#"{"client":{"netns":"/a","tun":"waytoolonginterfacename"},"server":{"netns":"/b","tun":"x"}}"#
+            )
+            .unwrap()
+            .validate()
+            .unwrap_err()
         );
         assert!(e.contains("client.tun"), "{e}");
     }

@@ -21,13 +21,15 @@ use std::io::{self, BufWriter};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::buf::{Pkt, Pool, LARGE, SMALL, VNET};
-use super::clock::{now_ns, Timer};
 use super::gso;
 use super::pcap::Pcap;
 use super::pipeline::Direction;
 use super::stats::LateLog;
-use super::sys::{self, Epoll, RunDelay};
 use super::tun::Tun;
+use crate::os::clock::{now_ns, Timer};
+use crate::os::epoll::Epoll;
+use crate::os::process::RunDelay;
+use crate::os::signal;
 
 const BATCH: usize = 16;
 const T_CLIENT: u64 = 0;
@@ -190,7 +192,7 @@ impl Emulator {
     /// Handles pending signals: SIGUSR1 prints a snapshot (one JSON line:
     /// lateness and packets since the previous one); returns true on SIGTERM/SIGINT.
     fn on_signal(&mut self, sigfd: &OwnedFd) -> bool {
-        while let Some(sig) = sys::read_signal(sigfd.as_raw_fd()) {
+        while let Some(sig) = signal::read_signal(sigfd.as_raw_fd()) {
             if sig != libc::SIGUSR1 as u32 {
                 return true;
             }

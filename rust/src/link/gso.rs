@@ -193,8 +193,8 @@ mod tests {
     fn checksum_known_value() {
         // Example header from RFC 1071 style references (Wikipedia IPv4 checksum).
         let mut h = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0,
-            0xa8, 0x00, 0xc7,
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8,
+            0x00, 0xc7,
         ];
         ipv4_header_csum(&mut h);
         assert_eq!(&h[10..12], &[0xb8, 0x61]);
@@ -207,8 +207,15 @@ mod tests {
         let pay = 3 * mss + 100;
         let ip = tcp_packet(pay, 0x18 | 0x01 | 0x80); // PSH|ACK|FIN|CWR
         let mut p = Pkt::from_ip(&ip);
-        VnetHdr { flags: F_NEEDS_CSUM, gso_type: GSO_TCPV4, hdr_len: 52, gso_size: mss as u16, csum_start: 20, csum_offset: 16 }
-            .write(&mut p.buf[..VNET]);
+        VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_TCPV4,
+            hdr_len: 52,
+            gso_size: mss as u16,
+            csum_start: 20,
+            csum_offset: 16,
+        }
+        .write(&mut p.buf[..VNET]);
         assert!(is_tcp4_gso(&p));
         let mut pool = Pool::default();
         let mut segs = vec![];
@@ -243,7 +250,8 @@ mod tests {
         let partial = !fold(pseudo);
         ip[36..38].copy_from_slice(&partial.to_be_bytes());
         let mut p = Pkt::from_ip(&ip);
-        VnetHdr { flags: F_NEEDS_CSUM, csum_start: 20, csum_offset: 16, ..Default::default() }.write(&mut p.buf[..VNET]);
+        VnetHdr { flags: F_NEEDS_CSUM, csum_start: 20, csum_offset: 16, ..Default::default() }
+            .write(&mut p.buf[..VNET]);
         finalize_csum(&mut p);
         assert_eq!(p.buf[0] & F_NEEDS_CSUM, 0);
         ipv4_header_csum(&mut p.ip_mut()[..20]);

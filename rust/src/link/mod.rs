@@ -4,7 +4,6 @@
 //! timing (timerfd + busy-wait), optional pcap, JSON statistics.
 //! Contract: docs/dataplane-interfaces.md.
 mod buf;
-mod clock;
 mod config;
 mod emulator;
 mod gso;
@@ -12,7 +11,6 @@ mod pcap;
 mod pipeline;
 mod shaper;
 mod stats;
-mod sys;
 mod trace;
 mod tun;
 
@@ -20,6 +18,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 use std::io::{BufWriter, Write};
 
+use crate::os::{clock, process, signal};
 use emulator::{Emulator, DOWN, UP};
 
 #[derive(clap::Args)]
@@ -32,9 +31,10 @@ pub struct Args {
 pub fn run(a: Args) -> Result<()> {
     let cfg = config::Config::parse(&config::read(&a.config)?)?;
     let (up, down) = cfg.validate()?;
-    sys::prctl_setup()?;
+    process::set_pdeathsig().context("PR_SET_PDEATHSIG")?;
+    process::set_timerslack(1).context("PR_SET_TIMERSLACK")?;
     // Signals are blocked and read through a signalfd from here on.
-    let sigfd = sys::signalfd()?;
+    let sigfd = signal::signalfd()?;
     let client = tun::attach(&cfg.client.netns, &cfg.client.tun, cfg.offload).context("client")?;
     let server = tun::attach(&cfg.server.netns, &cfg.server.tun, cfg.offload).context("server")?;
     let pcap = match &cfg.pcap {
@@ -44,9 +44,9 @@ pub fn run(a: Args) -> Result<()> {
         }
         None => None,
     };
-    let fifo = if cfg.sched_fifo { Some(sys::sched_fifo(10)) } else { None };
-    let pinned = cfg.cpu.map(sys::pin_cpu);
-    let locked = if cfg.mlock { Some(sys::mlockall()) } else { None };
+    let fifo = if cfg.sched_fifo { Some(process::sched_fifo(10)) } else { None };
+    let pinned = cfg.cpu.map(process::pin_cpu);
+    let locked = if cfg.mlock { Some(process::mlockall()) } else { None };
     let t0 = clock::now_ns();
     let dirs = [pipeline::Direction::new(&up, true, t0), pipeline::Direction::new(&down, false, t0)];
     let mut emu = Emulator::new([client, server], dirs, pcap, clock::realtime_offset(), cfg.busy_wait_us * 1000);

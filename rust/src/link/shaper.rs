@@ -185,7 +185,7 @@ mod tests {
     #[test]
     fn trace_long_run_rate() {
         // One opportunity per ms = 1504 B/ms = 12.032 Mbit/s.
-        let mut t = Trace::new(vec![1 * MS], 0);
+        let mut t = Trace::new(vec![MS], 0);
         let mut last = 0;
         for _ in 0..1000 {
             last = t.depart(0, 1504);

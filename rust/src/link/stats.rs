@@ -278,8 +278,8 @@ mod tests {
         d.add(0);
         // FNV-1a of eight zero bytes.
         let mut h = FNV_OFFSET;
-        for _ in 0..8 {
-            h = (h ^ 0).wrapping_mul(FNV_PRIME);
+        for b in [0u8; 8] {
+            h = (h ^ u64::from(b)).wrapping_mul(FNV_PRIME);
         }
         assert_eq!(d.digest, h);
         for i in 1..2000 {

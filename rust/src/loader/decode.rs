@@ -14,11 +14,7 @@ use ruzstd::decoding::{FrameDecoder, StreamingDecoder};
 /// The codings of a Content-Encoding value in the order they were applied
 /// ("gzip, br": gzip first), lower-case, "identity" and empty items dropped.
 pub fn codings(value: &str) -> Vec<String> {
-    value
-        .split(',')
-        .map(|c| c.trim().to_ascii_lowercase())
-        .filter(|c| !c.is_empty() && c != "identity")
-        .collect()
+    value.split(',').map(|c| c.trim().to_ascii_lowercase()).filter(|c| !c.is_empty() && c != "identity").collect()
 }
 
 /// Size of `body` once every coding of the Content-Encoding `value` is undone.
@@ -73,9 +69,12 @@ impl Read for ZstdFrames<'_> {
                 }
                 match StreamingDecoder::new(self.input) {
                     Ok(f) => self.frame = Some(f),
-                    Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame { length, .. })) => {
+                    Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
+                        length, ..
+                    })) => {
                         let skip = 8usize.saturating_add(length as usize);
-                        self.input = self.input.get(skip..).ok_or_else(|| io::Error::other("truncated skippable frame"))?;
+                        self.input =
+                            self.input.get(skip..).ok_or_else(|| io::Error::other("truncated skippable frame"))?;
                     }
                     Err(e) => return Err(io::Error::other(e)),
                 }
@@ -134,8 +133,17 @@ pub(crate) mod tests {
     #[test]
     fn each_coding() {
         let d = text(100_000);
-        for (name, enc) in [("gzip", gzip(&d)), ("x-gzip", gzip(&d)), ("deflate", zlib(&d)), ("deflate", raw_deflate(&d)),
-                            ("br", br(&d)), ("zstd", zstd(&d)), ("GZIP", gzip(&d)), ("identity", d.clone()), ("", d.clone())] {
+        for (name, enc) in [
+            ("gzip", gzip(&d)),
+            ("x-gzip", gzip(&d)),
+            ("deflate", zlib(&d)),
+            ("deflate", raw_deflate(&d)),
+            ("br", br(&d)),
+            ("zstd", zstd(&d)),
+            ("GZIP", gzip(&d)),
+            ("identity", d.clone()),
+            ("", d.clone()),
+        ] {
             assert!(name.is_empty() || name == "identity" || enc.len() < d.len() / 4, "{name}: {}", enc.len());
             assert_eq!(decoded_len(name, &enc), Ok(d.len() as u64), "{name}");
         }

@@ -61,16 +61,14 @@ pub fn watchdog(timeout_s: f64) {
 
 /// Create a TCP socket for `addr` (not yet connected).
 pub fn tcp_socket(addr: &SocketAddr) -> Result<Socket> {
-    Socket::new(Domain::for_address(*addr), Type::STREAM, Some(Protocol::TCP))
-        .context("socket(SOCK_STREAM)")
+    Socket::new(Domain::for_address(*addr), Type::STREAM, Some(Protocol::TCP)).context("socket(SOCK_STREAM)")
 }
 
 /// connect() with the deadline; error context "connect ADDR: ...".
 pub fn connect(sock: Socket, addr: &SocketAddr, dl: &Deadline) -> Result<TcpStream> {
     let what = format!("connect {addr}");
     let r = dl.remaining(&what)?;
-    sock.connect_timeout(&SockAddr::from(*addr), r)
-        .map_err(|e| io_ctx(e, &what, dl))?;
+    sock.connect_timeout(&SockAddr::from(*addr), r).map_err(|e| io_ctx(e, &what, dl))?;
     Ok(sock.into())
 }
 

@@ -7,10 +7,11 @@
 //!   ttfb_ms:    first response byte read (null when B = 0).
 //!   ms:         last response byte read (B = 0: connection established and
 //!               request written).
-//! TCP_INFO is read on the client socket after the last byte (see tcpinfo.rs
+//! TCP_INFO is read on the client socket after the last byte (see os/tcpinfo.rs
 //! for what syn_data / syn_data_acked mean exactly).
 use super::common::{io_ctx, r3, read_discard, tcp_socket, Deadline};
-use super::tcpinfo;
+use crate::os::sock::{set_tcp_int, TCP_FASTOPEN_CONNECT};
+use crate::os::tcpinfo;
 use anyhow::{anyhow, Context, Result};
 use serde::Serialize;
 use std::io::Write;
@@ -67,8 +68,6 @@ pub struct Out {
     pub fetches: Vec<Fetch>,
 }
 
-const TCP_FASTOPEN_CONNECT: libc::c_int = 30;
-
 pub fn run(a: &Args) -> Result<Out> {
     let dl = Deadline::new(a.timeout_s);
     let mut buf = vec![0u8; 1 << 20];
@@ -93,7 +92,7 @@ fn one(a: &Args, dl: &Deadline, buf: &mut [u8]) -> Result<Fetch> {
     sock.set_nodelay(true).context("set TCP_NODELAY")?;
     let mut tfo_unavailable = false;
     if a.tfo {
-        match tcpinfo::set_tcp_int(&sock, TCP_FASTOPEN_CONNECT, 1) {
+        match set_tcp_int(&sock, TCP_FASTOPEN_CONNECT, 1) {
             Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => tfo_unavailable = true,
             r => r.context("set TCP_FASTOPEN_CONNECT")?,
         }
@@ -112,10 +111,10 @@ fn one(a: &Args, dl: &Deadline, buf: &mut [u8]) -> Result<Fetch> {
         // timing and TCP_INFO (SYN-data acked?) are meaningful.
         loop {
             let ti = tcpinfo::get(&s).context("getsockopt TCP_INFO")?;
-            if ti.state == 1 /* TCP_ESTABLISHED */ {
+            if ti.state == tcpinfo::TCP_ESTABLISHED {
                 break;
             }
-            if ti.state == 7 /* TCP_CLOSE */ {
+            if ti.state == tcpinfo::TCP_CLOSE {
                 return Err(anyhow!("{what}: connection failed"));
             }
             dl.remaining(&what)?;

@@ -1,7 +1,10 @@
 //! Minimal HTTP/1.x face of the probe server, so `pltlab shell` origins answer curl/wget/browsers:
 //! `GET /bytes/N` -> N bytes of application/octet-stream, `GET /` -> a short text page, else 404.
-//! Keep-alive as HTTP/1.1 defines it (HTTP/1.0 closes unless asked to keep alive).
+//! Heads are parsed and written by the shared codec (crate::http): keep-alive as HTTP/1.1
+//! defines it (HTTP/1.0 closes unless asked to keep alive), bad heads get 400/431 and a close.
 use std::io::{BufRead, Write};
+
+use crate::http::{self, response, Framing};
 
 /// Whether a request line looks like HTTP (`METHOD TARGET HTTP/1.x`).
 pub fn is_http(line: &str) -> bool {
@@ -13,43 +16,47 @@ pub fn is_http(line: &str) -> bool {
 /// Serve one HTTP request whose request line was already read. Returns whether to keep the
 /// connection open.
 pub fn serve<R: BufRead, W: Write>(line: &str, rd: &mut R, w: &mut W, data: &[u8]) -> std::io::Result<bool> {
-    let mut parts = line.split_ascii_whitespace();
-    let (method, target, version) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""),
-                                     parts.next().unwrap_or(""));
-    let mut keep = version == "HTTP/1.1";
-    let mut hdr = String::new();
+    // the rest of the head, up to its blank line, then the whole head to the parser
+    let mut head = format!("{line}\r\n").into_bytes();
     loop {
-        hdr.clear();
-        if rd.read_line(&mut hdr)? == 0 {
+        let before = head.len();
+        let limit = (http::request::MAX_HEAD_BYTES + 1).saturating_sub(before) as u64;
+        if std::io::Read::take(&mut *rd, limit).read_until(b'\n', &mut head)? == 0 {
             return Ok(false);
         }
-        let h = hdr.trim_end();
-        if h.is_empty() {
+        if head.last() != Some(&b'\n') {
+            break; // over the limit: the parser refuses it
+        }
+        if head[before..].iter().all(|b| b.is_ascii_whitespace()) {
             break;
         }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("connection") {
-                let v = v.trim();
-                keep = if v.eq_ignore_ascii_case("close") { false }
-                       else if v.eq_ignore_ascii_case("keep-alive") { true } else { keep };
-            }
-        }
     }
-    let conn = if keep { "keep-alive" } else { "close" };
-    let head_only = method == "HEAD";
-    let (status, ctype, len, body): (&str, &str, u64, Option<&[u8]>) = match target {
-        "/" => ("200 OK", "text/plain", INDEX.len() as u64, Some(INDEX.as_bytes())),
-        t if t.starts_with("/bytes/") => match t["/bytes/".len()..].parse::<u64>() {
-            Ok(n) => ("200 OK", "application/octet-stream", n, None),
-            Err(_) => ("400 Bad Request", "text/plain", 12, Some(b"bad length\r\n".as_slice())),
-        },
-        _ => ("404 Not Found", "text/plain", 11, Some(b"not found\r\n".as_slice())),
+    let req = match http::parse_request(&head) {
+        Ok(Some(r)) => r,
+        other => {
+            let r = other.err().unwrap_or(http::Reject { status: 400, reason: "malformed request head".into() });
+            w.write_all(&response::text(r.status, "text/plain", format!("{}\r\n", r.reason).as_bytes(), false))?;
+            w.flush()?;
+            return Ok(false);
+        }
     };
-    let (status, len, body) = if method == "GET" || head_only { (status, len, body) }
-                              else { ("405 Method Not Allowed", 0, Some(b"".as_slice())) };
-    write!(w, "{version} {status}\r\nServer: pltlab-probe\r\nContent-Type: {ctype}\r\n\
-               Content-Length: {len}\r\nConnection: {conn}\r\n\r\n",
-           version = if version == "HTTP/1.0" { "HTTP/1.0" } else { "HTTP/1.1" })?;
+    let keep = req.keep_alive;
+    let head_only = req.method == "HEAD";
+    let (status, ctype, len, body): (u16, &str, u64, Option<&[u8]>) = match req.target.as_str() {
+        "/" => (200, "text/plain", INDEX.len() as u64, Some(INDEX.as_bytes())),
+        t if t.starts_with("/bytes/") => match t["/bytes/".len()..].parse::<u64>() {
+            Ok(n) => (200, "application/octet-stream", n, None),
+            Err(_) => (400, "text/plain", 12, Some(b"bad length\r\n".as_slice())),
+        },
+        _ => (404, "text/plain", 11, Some(b"not found\r\n".as_slice())),
+    };
+    let (status, len, body) =
+        if req.method == "GET" || head_only { (status, len, body) } else { (405, 0, Some(b"".as_slice())) };
+    let mut out = Vec::with_capacity(160);
+    response::status_line(&mut out, req.minor, status);
+    out.extend_from_slice(format!("Server: pltlab-probe\r\nContent-Type: {ctype}\r\n").as_bytes());
+    response::end_head(&mut out, Framing::Length(len), keep);
+    w.write_all(&out)?;
     if !head_only {
         match body {
             Some(b) => w.write_all(b)?,
@@ -68,7 +75,6 @@ pub fn serve<R: BufRead, W: Write>(line: &str, rd: &mut R, w: &mut W, data: &[u8
 }
 
 const INDEX: &str = "pltlab origin: GET /bytes/N for N bytes\r\n";
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +111,20 @@ mod tests {
         assert!(req("GET /nope HTTP/1.1", "\r\n").0.starts_with("HTTP/1.1 404"));
         let (out, _) = req("HEAD /bytes/5 HTTP/1.1", "\r\n");
         assert!(out.ends_with("\r\n\r\n") && out.contains("Content-Length: 5"));
+        let (out, keep) = req("GET / HTTP/1.0", "\r\n");
+        assert!(out.starts_with("HTTP/1.0 200 OK\r\nServer: pltlab-probe\r\nContent-Type: text/plain\r\n"), "{out}");
+        assert!(out.contains("Connection: close\r\n\r\npltlab origin") && !keep);
+        assert!(req("POST /bytes/3 HTTP/1.1", "\r\n").0.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"));
+        assert!(req("GET /bytes/x HTTP/1.1", "\r\n").0.starts_with("HTTP/1.1 400 Bad Request\r\n"));
+    }
+
+    #[test]
+    fn bad_heads_are_refused_and_closed() {
+        let (out, keep) = req("GET / HTTP/1.1", "Bad Header\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n") && out.contains("Connection: close") && !keep, "{out}");
+        let big = format!("X: {}\r\n\r\n", "a".repeat(70_000));
+        let (out, keep) = req("GET / HTTP/1.1", &big);
+        assert!(out.starts_with("HTTP/1.1 431 ") && !keep, "{out}");
+        assert_eq!(req("GET / HTTP/1.1", "Host: x\r\n"), (String::new(), false), "EOF inside the head");
     }
 }

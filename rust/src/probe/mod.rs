@@ -15,11 +15,9 @@ mod fetch;
 mod http;
 mod ping;
 mod server;
-mod stamp;
-mod tcpinfo;
-mod udp;
 #[cfg(test)]
 mod tests;
+mod udp;
 
 #[derive(Subcommand)]
 pub enum Cmd {
@@ -60,6 +58,5 @@ pub fn run(c: Cmd) -> anyhow::Result<()> {
 
 /// Parse "ADDR:PORT" (IPv4 or [IPv6]:port) for clap.
 pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    s.parse::<SocketAddr>()
-        .map_err(|e| format!("invalid address {s:?} (want ADDR:PORT): {e}"))
+    s.parse::<SocketAddr>().map_err(|e| format!("invalid address {s:?} (want ADDR:PORT): {e}"))
 }

@@ -11,7 +11,7 @@
 //! `--flows N` runs N such connections at once (threads, started 1 ms apart),
 //! each doing its share of the rounds: the same samples in 1/N of the time.
 use super::common::{connect_nodelay, io_ctx, percentile, r3, Deadline};
-use super::stamp;
+use crate::os::stamp;
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 use std::io::{Read, Write};

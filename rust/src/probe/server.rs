@@ -10,6 +10,7 @@
 //!   anything else          -> `ERR ...\n` and close
 //! UDP datagrams: see `udp::Header` (magic, session, seq, total).
 use super::udp::Header;
+use crate::os::{sock, stamp};
 use anyhow::{Context, Result};
 use serde_json::json;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -87,15 +88,15 @@ pub struct Server {
 }
 
 fn bind_tcp(addr: &SocketAddr, tfo_queue: u32) -> Result<TcpListener> {
-    let s = Socket::new(Domain::for_address(*addr), Type::STREAM, Some(Protocol::TCP))
-        .context("socket(SOCK_STREAM)")?;
+    let s =
+        Socket::new(Domain::for_address(*addr), Type::STREAM, Some(Protocol::TCP)).context("socket(SOCK_STREAM)")?;
     s.set_reuse_address(true).context("set SO_REUSEADDR")?;
     if addr.is_ipv6() {
         let _ = s.set_only_v6(true);
     }
     s.bind(&SockAddr::from(*addr)).with_context(|| format!("bind tcp {addr}"))?;
     if tfo_queue > 0 {
-        super::tcpinfo::set_tcp_int(&s, libc::TCP_FASTOPEN, tfo_queue as libc::c_int)
+        sock::set_tcp_int(&s, sock::TCP_FASTOPEN, tfo_queue as libc::c_int)
             .with_context(|| format!("set TCP_FASTOPEN={tfo_queue} on {addr}"))?;
     }
     s.listen(1024).with_context(|| format!("listen {addr}"))?;
@@ -103,34 +104,14 @@ fn bind_tcp(addr: &SocketAddr, tfo_queue: u32) -> Result<TcpListener> {
 }
 
 fn bind_udp(addr: &SocketAddr) -> Result<UdpSocket> {
-    let s = Socket::new(Domain::for_address(*addr), Type::DGRAM, Some(Protocol::UDP))
-        .context("socket(SOCK_DGRAM)")?;
+    let s = Socket::new(Domain::for_address(*addr), Type::DGRAM, Some(Protocol::UDP)).context("socket(SOCK_DGRAM)")?;
     s.set_reuse_address(true).context("set SO_REUSEADDR")?;
     if addr.is_ipv6() {
         let _ = s.set_only_v6(true);
     }
-    set_rcvbuf_force(&s, 8 << 20);
+    sock::set_rcvbuf_force(&s, 8 << 20);
     s.bind(&SockAddr::from(*addr)).with_context(|| format!("bind udp {addr}"))?;
     Ok(s.into())
-}
-
-/// SO_RCVBUFFORCE (root) or, failing that, SO_RCVBUF (capped by rmem_max).
-pub(crate) fn set_rcvbuf_force(s: &Socket, bytes: usize) {
-    use std::os::fd::AsRawFd;
-    let v = bytes as libc::c_int;
-    // SAFETY: pointer to a live c_int with its size.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            &v as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        let _ = s.set_recv_buffer_size(bytes);
-    }
 }
 
 /// Bind everything and spawn the accept/UDP threads. Port 0 picks a free port
@@ -156,13 +137,9 @@ pub fn start(listen: &[SocketAddr], tfo_queue: u32) -> Result<Server> {
     for (tl, us) in bound {
         addrs.push(tl.local_addr()?);
         let st = stats.clone();
-        std::thread::Builder::new()
-            .name("probe-accept".into())
-            .spawn(move || accept_loop(tl, st))?;
+        std::thread::Builder::new().name("probe-accept".into()).spawn(move || accept_loop(tl, st))?;
         let st = stats.clone();
-        std::thread::Builder::new()
-            .name("probe-udp".into())
-            .spawn(move || udp_loop(us, st))?;
+        std::thread::Builder::new().name("probe-udp".into()).spawn(move || udp_loop(us, st))?;
     }
     Ok(Server { addrs })
 }
@@ -187,11 +164,9 @@ fn accept_loop(l: TcpListener, stats: Stats) {
         match l.accept() {
             Ok((s, _peer)) => {
                 let st = stats.clone();
-                let _ = std::thread::Builder::new()
-                    .name("probe-conn".into())
-                    .spawn(move || {
-                        let _ = handle(s, st);
-                    });
+                let _ = std::thread::Builder::new().name("probe-conn".into()).spawn(move || {
+                    let _ = handle(s, st);
+                });
             }
             Err(e) => {
                 // EMFILE etc.: back off briefly instead of spinning.
@@ -217,10 +192,7 @@ fn udp_loop(s: UdpSocket, stats: Stats) {
                 m.remove(&oldest);
             }
         }
-        let e = m.entry(h.session).or_insert_with(|| Session {
-            created: Some(Instant::now()),
-            ..Default::default()
-        });
+        let e = m.entry(h.session).or_insert_with(|| Session { created: Some(Instant::now()), ..Default::default() });
         e.record(h.seq, h.total);
     }
 }
@@ -344,19 +316,19 @@ fn handle(s: TcpStream, stats: Stats) -> std::io::Result<()> {
 /// exists only once it is sent, so each reply carries the previous round's
 /// turnaround (0 = unknown); the client sends one extra ping at the end.
 fn ping_loop(s: &TcpStream) -> std::io::Result<()> {
-    super::stamp::enable(s)?;
-    super::stamp::enable_tx(s)?;
+    stamp::enable(s)?;
+    stamp::enable_tx(s)?;
     (&*s).write_all(b"OK\n")?;
-    let _ = super::stamp::tx(s, 0); // the OK's stamp
+    let _ = stamp::tx(s, 0); // the OK's stamp
     let mut b = [0u8; 64];
     let mut prev = 0u64;
     loop {
-        let (n, at) = super::stamp::recv(s, &mut b)?;
+        let (n, at) = stamp::recv(s, &mut b)?;
         if n == 0 {
             return Ok(());
         }
         (&*s).write_all(&prev.to_le_bytes())?;
-        let sent = super::stamp::tx(s, 5)?;
+        let sent = stamp::tx(s, 5)?;
         prev = match (at, sent) {
             (Some(a), Some(t)) => (t - a).max(1) as u64,
             _ => 0,

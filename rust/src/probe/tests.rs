@@ -60,7 +60,8 @@ fn malformed_gets_err_and_close() {
 #[test]
 fn ping_samples() {
     let a = server();
-    let o = ping::run(&ping::Args { connect: a, count: 50, interval_ms: 0.0, warmup: 3, timeout_s: 10.0, flows: 1 }).unwrap();
+    let o = ping::run(&ping::Args { connect: a, count: 50, interval_ms: 0.0, warmup: 3, timeout_s: 10.0, flows: 1 })
+        .unwrap();
     assert_eq!(o.samples_us.len(), 50);
     assert!(o.min_us > 0.0 && o.min_us <= o.p50_us && o.p50_us <= o.p99_us && o.p99_us <= o.max_us);
     // kernel timestamps on every round trip; the network RTT never exceeds the application's
@@ -73,12 +74,14 @@ fn ping_samples() {
 #[test]
 fn ping_flows_share_the_rounds() {
     let a = server();
-    let o = ping::run(&ping::Args { connect: a, count: 31, interval_ms: 0.0, warmup: 1, timeout_s: 10.0, flows: 4 }).unwrap();
+    let o = ping::run(&ping::Args { connect: a, count: 31, interval_ms: 0.0, warmup: 1, timeout_s: 10.0, flows: 4 })
+        .unwrap();
     assert_eq!((o.samples_us.len(), o.app_samples_us.len(), o.at_ns.len(), o.flows), (31, 31, 31, 4));
     // start times are wall-clock ns of this run
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
     assert!(o.at_ns.iter().all(|&t| t <= now && now - t < 10_000_000_000), "{:?}", &o.at_ns[..3]);
-    let e = ping::run(&ping::Args { connect: a, count: 3, interval_ms: 0.0, warmup: 0, timeout_s: 10.0, flows: 0 }).unwrap_err();
+    let e = ping::run(&ping::Args { connect: a, count: 3, interval_ms: 0.0, warmup: 0, timeout_s: 10.0, flows: 0 })
+        .unwrap_err();
     assert!(e.to_string().contains("--flows"), "{e}");
 }
 
@@ -86,7 +89,8 @@ fn ping_flows_share_the_rounds() {
 fn fetch_fields() {
     let a = server();
     for bytes in [0u64, 1, 1 << 20] {
-        let o = fetch::run(&fetch::Args { connect: a, bytes, count: 3, tfo: false, gap_ms: 1.0, timeout_s: 10.0 }).unwrap();
+        let o =
+            fetch::run(&fetch::Args { connect: a, bytes, count: 3, tfo: false, gap_ms: 1.0, timeout_s: 10.0 }).unwrap();
         assert_eq!(o.fetches.len(), 3);
         let v = serde_json::to_value(&o).unwrap();
         for f in v["fetches"].as_array().unwrap() {
@@ -116,8 +120,15 @@ fn udp_no_loss_on_loopback() {
     let a = server();
     let t = Instant::now();
     let o = udp::run(&udp::Args {
-        connect: a, count: 5000, pps: 20000.0, size: 512, session: Some(42), wait_ms: 300.0, timeout_s: 10.0,
-    }).unwrap();
+        connect: a,
+        count: 5000,
+        pps: 20000.0,
+        size: 512,
+        session: Some(42),
+        wait_ms: 300.0,
+        timeout_s: 10.0,
+    })
+    .unwrap();
     assert_eq!((o.sent, o.received, o.loss), (5000, 5000, 0.0), "{o:?}");
     assert!(o.missing.is_empty());
     // pacing: 5000 packets at 20 kpps = 0.25 s
@@ -155,11 +166,13 @@ fn closed_port_fails_fast() {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let a: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let t = Instant::now();
-    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 10.0, flows: 1 }).unwrap_err();
+    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 10.0, flows: 1 })
+        .unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(1));
     let msg = format!("{e:#}");
     assert!(msg.contains(&format!("connect {a}")) && msg.contains("refused"), "{msg}");
-    let e = fetch::run(&fetch::Args { connect: a, bytes: 1, count: 1, tfo: true, gap_ms: 0.0, timeout_s: 10.0 }).unwrap_err();
+    let e = fetch::run(&fetch::Args { connect: a, bytes: 1, count: 1, tfo: true, gap_ms: 0.0, timeout_s: 10.0 })
+        .unwrap_err();
     assert!(format!("{e:#}").contains("refused"), "{e:#}");
     assert!(bulk::run(&bulk::Args { connect: a, seconds: 0.2, warmup: 0.0, timeout_s: 10.0 }).is_err());
 }
@@ -176,59 +189,30 @@ fn silent_server_times_out() {
         }
     });
     let t = Instant::now();
-    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 0.5, flows: 1 }).unwrap_err();
+    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 0.5, flows: 1 })
+        .unwrap_err();
     assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
     assert!(format!("{e:#}").contains("timed out"), "{e:#}");
     let t = Instant::now();
-    let e = fetch::run(&fetch::Args { connect: a, bytes: 10, count: 1, tfo: false, gap_ms: 0.0, timeout_s: 0.5 }).unwrap_err();
+    let e = fetch::run(&fetch::Args { connect: a, bytes: 10, count: 1, tfo: false, gap_ms: 0.0, timeout_s: 0.5 })
+        .unwrap_err();
     assert!(t.elapsed() < Duration::from_millis(1500));
     assert!(format!("{e:#}").contains("timed out"), "{e:#}");
 }
 
 /// TFO over loopback inside a throwaway network namespace (needs root and
-/// iproute2; skipped otherwise). The namespace is entered by this test's
-/// thread only (setns), so the root namespace's sysctls are untouched.
+/// iproute2; skipped otherwise). The namespace is entered by a thread of this
+/// test only (setns), so the root namespace's sysctls are untouched.
 #[test]
 fn tfo_in_namespace() {
-    use std::process::Command;
-    if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("skipping tfo_in_namespace (needs root + ip)");
-        return;
-    }
-    let ns = format!("hlp2-t{}", std::process::id());
-    struct Guard(String);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let run = |args: &[&str]| {
-        let o = Command::new("ip").args(["netns", "exec", &ns]).args(args).output().unwrap();
-        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).to_string()
-    };
-    assert!(Command::new("ip").args(["netns", "add", &ns]).status().unwrap().success());
-    let _g = Guard(ns.clone());
-    assert!(Command::new("ip").args(["-n", &ns, "link", "set", "lo", "up"]).status().unwrap().success());
-    run(&["sysctl", "-qw", "net.ipv4.tcp_fastopen=3"]);
-    let active = || -> u64 {
-        let out = run(&["nstat", "-azs", "TcpExtTCPFastOpenActive"]);
-        out.lines()
-            .find(|l| l.starts_with("TcpExtTCPFastOpenActive"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|x| x.parse().ok())
-            .expect("nstat output")
-    };
-    let before = active();
-    let nsf = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-    let out = std::thread::spawn(move || {
-        nix::sched::setns(nsf, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+    let Some(ns) = crate::testutil::Netns::new(3) else { return };
+    let before = ns.counter("TcpExtTCPFastOpenActive");
+    let out = ns.enter(|| {
         let a = server(); // threads spawned here inherit the namespace
-        fetch::run(&fetch::Args { connect: a, bytes: 100_000, count: 3, tfo: true, gap_ms: 0.0, timeout_s: 10.0 }).unwrap()
-    })
-    .join()
-    .unwrap();
-    let after = active();
+        fetch::run(&fetch::Args { connect: a, bytes: 100_000, count: 3, tfo: true, gap_ms: 0.0, timeout_s: 10.0 })
+            .unwrap()
+    });
+    let after = ns.counter("TcpExtTCPFastOpenActive");
     let f = &out.fetches;
     assert!(!f[0].syn_data && !f[0].syn_data_acked, "first fetch has no cookie yet: {f:?}");
     assert!(f[1].syn_data && f[1].syn_data_acked && f[2].syn_data_acked, "{f:?}");
@@ -249,7 +233,8 @@ fn connect_timeout_when_syn_dropped() {
         }
     }
     let t = Instant::now();
-    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 0.7, flows: 1 }).unwrap_err();
+    let e = ping::run(&ping::Args { connect: a, count: 1, interval_ms: 0.0, warmup: 0, timeout_s: 0.7, flows: 1 })
+        .unwrap_err();
     let el = t.elapsed();
     assert!(el >= Duration::from_millis(600) && el < Duration::from_millis(1500), "{el:?}");
     assert!(format!("{e:#}").contains("timed out"), "{e:#}");

@@ -122,15 +122,14 @@ pub fn run(a: &Args) -> Result<Out> {
 
     // ask the server over TCP
     let st = connect_nodelay(&a.connect, &dl)?;
-    (&st).write_all(format!("UDPSTAT {session}\n").as_bytes())
-        .map_err(|e| io_ctx(e, &what, &dl))?;
+    (&st).write_all(format!("UDPSTAT {session}\n").as_bytes()).map_err(|e| io_ctx(e, &what, &dl))?;
     let mut line = String::new();
     BufReader::new(&st).read_line(&mut line).map_err(|e| io_ctx(e, &what, &dl))?;
     if line.starts_with("ERR") || line.is_empty() {
         return Err(anyhow!("{what}: UDPSTAT failed: {:?}", line.trim_end()));
     }
-    let v: serde_json::Value = serde_json::from_str(&line)
-        .with_context(|| format!("{what}: bad UDPSTAT reply {:?}", line.trim_end()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&line).with_context(|| format!("{what}: bad UDPSTAT reply {:?}", line.trim_end()))?;
     let received = v["received"].as_u64().unwrap_or(0);
     let mut missing: Vec<u64> = match v["missing"].as_array() {
         Some(m) => m.iter().filter_map(|x| x.as_u64()).collect(),

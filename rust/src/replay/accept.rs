@@ -83,9 +83,8 @@ mod tests {
     fn at_most_one_line_per_second_with_the_count() {
         let log = ErrorLog::default();
         let t0 = Instant::now();
-        let lines: Vec<String> = (0..1000u64)
-            .filter_map(|i| log.note_at(t0 + Duration::from_micros(i * 500), "EMFILE"))
-            .collect();
+        let lines: Vec<String> =
+            (0..1000u64).filter_map(|i| log.note_at(t0 + Duration::from_micros(i * 500), "EMFILE")).collect();
         // 1000 errors over 0.5 s: one line
         assert_eq!(lines, ["pltlab-dp replay: accept: EMFILE"]);
         let l = log.note_at(t0 + Duration::from_millis(1200), "EMFILE").unwrap();

@@ -2,7 +2,7 @@
 //! malformed framing gets its status code (never a reset), error bodies stay short,
 //! a low open-file limit delays connections without losing them.
 use super::tests::{start_server, TestServer};
-use crate::loader::http::{parse_response_head, BodyDecoder};
+use crate::http::{parse_response_head, BodyDecoder};
 use rand::{RngCore, SeedableRng};
 use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -20,7 +20,8 @@ fn exchange(addr: SocketAddr, req: &[u8]) -> Vec<u8> {
     let mut s = connect(addr);
     s.write_all(req).unwrap();
     let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap_or_else(|e| panic!("{e} after {} bytes: {:?}", out.len(), String::from_utf8_lossy(&out)));
+    s.read_to_end(&mut out)
+        .unwrap_or_else(|e| panic!("{e} after {} bytes: {:?}", out.len(), String::from_utf8_lossy(&out)));
     out
 }
 
@@ -46,7 +47,9 @@ fn responses(mut out: &[u8]) -> Vec<(u16, String, Vec<u8>)> {
 }
 
 fn server() -> TestServer {
-    let mut r = vec![serde_json::json!({"host": "a.test", "path": "/", "headers": [["X-Tag", "root"]], "body": {"synth": 100}})];
+    let mut r = vec![
+        serde_json::json!({"host": "a.test", "path": "/", "headers": [["X-Tag", "root"]], "body": {"synth": 100}}),
+    ];
     for i in 0..100 {
         r.push(serde_json::json!({"host": "a.test", "path": format!("/p{i}"), "headers": [["X-Tag", format!("t{i}")]],
             "body": {"synth": 10 + i}, "chunked": i % 2 == 0}));
@@ -60,14 +63,19 @@ fn server() -> TestServer {
 #[test]
 fn malformed_framing_gets_a_status_not_a_reset() {
     let srv = server();
-    let post = |extra: &str, body: &str| format!("POST /api HTTP/1.1\r\nHost: a.test\r\n{extra}\r\n{body}").into_bytes();
+    let post =
+        |extra: &str, body: &str| format!("POST /api HTTP/1.1\r\nHost: a.test\r\n{extra}\r\n{body}").into_bytes();
     let many: String = (0..200).map(|i| format!("X-{i}: 1\r\n")).collect();
     let mut huge = b"GET / HTTP/1.1\r\nHost: a.test\r\nX-Big: ".to_vec();
     huge.resize(1 << 20, b'a'); // a 1 MB head, all sent before reading
     let cases: Vec<(&str, Vec<u8>, u16)> = vec![
         ("conflicting Content-Length", post("Content-Length: 3\r\nContent-Length: 4\r\n", "abcd"), 400),
         ("Content-Length list", post("Content-Length: 3, 4\r\n", "abcd"), 400),
-        ("Content-Length + chunked", post("Content-Length: 3\r\nTransfer-Encoding: chunked\r\n", "3\r\nabc\r\n0\r\n\r\n"), 400),
+        (
+            "Content-Length + chunked",
+            post("Content-Length: 3\r\nTransfer-Encoding: chunked\r\n", "3\r\nabc\r\n0\r\n\r\n"),
+            400,
+        ),
         ("non-numeric Content-Length", post("Content-Length: abc\r\n", ""), 400),
         ("negative Content-Length", post("Content-Length: -3\r\n", "abc"), 400),
         ("overflowing Content-Length", post("Content-Length: 184467440737095516160\r\n", "abc"), 400),
@@ -100,7 +108,8 @@ fn malformed_framing_gets_a_status_not_a_reset() {
 fn not_found_bodies_are_bounded() {
     let srv = server();
     let long = format!("/{}", "x".repeat(30_000));
-    let out = exchange(srv.http, format!("GET {long}?q=1 HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n").as_bytes());
+    let out =
+        exchange(srv.http, format!("GET {long}?q=1 HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n").as_bytes());
     let r = responses(&out);
     assert_eq!(r[0].0, 404);
     let body = String::from_utf8_lossy(&r[0].2).to_string();
@@ -239,10 +248,15 @@ fn open_file_limit_delays_but_answers_every_connection() {
         "responses": [{"host": "a.test", "path": "/", "body": {"synth": 2000}}]});
     std::fs::write(&manifest, m.to_string()).unwrap();
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "replay::hostile_tests::open_file_limit_delays_but_answers_every_connection", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, &manifest)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    cmd.args([
+        "--exact",
+        "replay::hostile_tests::open_file_limit_delays_but_answers_every_connection",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ENV, &manifest)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
     // SAFETY: only async-signal-safe setrlimit between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -256,7 +270,8 @@ fn open_file_limit_delays_but_answers_every_connection() {
     let mut child = cmd.spawn().unwrap();
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let stderr = child.stderr.take().unwrap();
-    let err_lines = std::thread::spawn(move || std::io::BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<_>>());
+    let err_lines =
+        std::thread::spawn(move || std::io::BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<_>>());
     let ready = loop {
         let mut l = String::new();
         assert!(stdout.read_line(&mut l).unwrap() > 0, "child ended before its ready line");
@@ -266,7 +281,8 @@ fn open_file_limit_delays_but_answers_every_connection() {
     };
     let addr: SocketAddr = ready["listen"][0]["addr"].as_str().unwrap().parse().unwrap();
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
-    let nofile = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().split_whitespace().collect::<Vec<_>>();
+    let nofile =
+        limits.lines().find(|l| l.starts_with("Max open files")).unwrap().split_whitespace().collect::<Vec<_>>();
     assert_eq!(nofile[3..5], ["40", "40"], "soft limit raised to the hard one: {limits}");
 
     let t0 = Instant::now();

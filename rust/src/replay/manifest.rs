@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::matcher::Scheme;
+use crate::http;
 
 #[derive(Deserialize, Debug, Clone)]
 pub struct Listen {
@@ -25,8 +26,17 @@ pub struct TlsFiles {
 #[derive(Deserialize, Debug, Clone)]
 #[serde(untagged)]
 pub enum BodySpec {
-    File { file: PathBuf, #[serde(default)] offset: u64, length: u64 },
-    Synth { synth: u64, #[serde(default)] mime: Option<String> },
+    File {
+        file: PathBuf,
+        #[serde(default)]
+        offset: u64,
+        length: u64,
+    },
+    Synth {
+        synth: u64,
+        #[serde(default)]
+        mime: Option<String>,
+    },
 }
 
 fn get() -> String {
@@ -125,37 +135,6 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-pub fn reason(status: u16) -> &'static str {
-    match status {
-        100 => "Continue",
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        204 => "No Content",
-        206 => "Partial Content",
-        301 => "Moved Permanently",
-        302 => "Found",
-        303 => "See Other",
-        304 => "Not Modified",
-        307 => "Temporary Redirect",
-        308 => "Permanent Redirect",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        410 => "Gone",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Unknown",
-    }
-}
-
 /// Deterministic synthetic content: printable for text types, a byte ramp otherwise.
 fn synth_bytes(n: usize, text: bool) -> Vec<u8> {
     if text {
@@ -215,7 +194,9 @@ fn prepare_one(
             let data = match files.get(file) {
                 Some(d) => d.clone(),
                 None => {
-                    let d = Arc::new(std::fs::read(file).with_context(|| format!("cannot read body file {}", file.display()))?);
+                    let d = Arc::new(
+                        std::fs::read(file).with_context(|| format!("cannot read body file {}", file.display()))?,
+                    );
                     files.insert(file.clone(), d.clone());
                     d
                 }
@@ -234,13 +215,16 @@ fn prepare_one(
     };
     let scheme = match r.scheme.as_deref() {
         None => None,
-        Some(s) => Some(Scheme::parse(s).ok_or_else(|| anyhow::anyhow!("scheme {s:?} is neither \"http\" nor \"https\""))?),
+        Some(s) => {
+            Some(Scheme::parse(s).ok_or_else(|| anyhow::anyhow!("scheme {s:?} is neither \"http\" nor \"https\""))?)
+        }
     };
     let body_sha256 = match r.body_sha256.as_deref() {
         None => None,
         Some(h) => Some(parse_sha256(h).ok_or_else(|| anyhow::anyhow!("body_sha256 {h:?} is not 64 hex digits"))?),
     };
-    let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status)).into_bytes();
+    let mut head = Vec::new();
+    http::response::status_line(&mut head, 1, r.status);
     let mut has_ct = false;
     for (k, v) in &r.headers {
         let lk = k.to_ascii_lowercase();
@@ -259,8 +243,8 @@ fn prepare_one(
     if let (false, Some(mime)) = (has_ct, synth_mime) {
         head.extend_from_slice(format!("Content-Type: {mime}\r\n").as_bytes());
     }
-    let no_body = (100..200).contains(&r.status) || r.status == 204 || r.status == 304;
-    let chunked_wire = (r.chunked && !no_body).then(|| crate::loader::http::encode_chunked(body.bytes(), 16 * 1024));
+    let no_body = http::status_has_no_body(r.status);
+    let chunked_wire = (r.chunked && !no_body).then(|| http::encode_chunked(body.bytes(), 16 * 1024));
     let wait = match r.wait_ms {
         Some(w) if think_time && w > 0.0 => Some(std::time::Duration::from_secs_f64(w / 1000.0)),
         _ => None,

@@ -58,7 +58,10 @@ pub enum Match {
     /// The exact key, recorded under the other scheme (step b).
     CrossScheme(usize),
     /// The closest query (step c), `cross` when found under the other scheme.
-    Fallback { idx: usize, cross: bool },
+    Fallback {
+        idx: usize,
+        cross: bool,
+    },
     None,
 }
 
@@ -220,12 +223,14 @@ fn cut(q: &str) -> &[u8] {
 fn closest(query: &str, candidates: &[(String, usize)]) -> Option<usize> {
     let qp = pairs(query);
     let qk: Vec<&str> = qp.iter().map(|p| p.0).collect();
-    let mut best: Option<((usize, usize, std::cmp::Reverse<usize>), usize)> = None;
+    // (shared pairs, shared keys, nearness), entry
+    type Score = (usize, usize, std::cmp::Reverse<usize>);
+    let mut best: Option<(Score, usize)> = None;
     for (cq, idx) in candidates {
         let cp = pairs(cq);
         let ck: Vec<&str> = cp.iter().map(|p| p.0).collect();
         let score = (common(&qp, &cp), common(&qk, &ck), std::cmp::Reverse(edit_distance(cut(query), cut(cq))));
-        if best.as_ref().map_or(true, |(s, _)| score > *s) {
+        if best.as_ref().is_none_or(|(s, _)| score > *s) {
             best = Some((score, *idx));
         }
     }
@@ -290,7 +295,8 @@ impl Matcher {
         let other = path_key(method, r.scheme.other().tag(), &host, path);
         let any = path_key(method, "*", &host, path);
         let pick = |list: &Vec<usize>| self.pick(list, r.body_sha256.as_ref(), consume);
-        if let Some(l) = self.exact.get(&exact_key(&own, r.query)).or_else(|| self.exact.get(&exact_key(&any, r.query))) {
+        if let Some(l) = self.exact.get(&exact_key(&own, r.query)).or_else(|| self.exact.get(&exact_key(&any, r.query)))
+        {
             return Match::Exact(pick(l));
         }
         if let Some(l) = self.cross_exact.get(&exact_key(&other, r.query)) {
@@ -321,7 +327,8 @@ impl Matcher {
             }
             last
         };
-        let same_body = body.and_then(|d| in_sequence(&mut list.iter().copied().filter(|&i| self.body[i].as_ref() == Some(d))));
+        let same_body =
+            body.and_then(|d| in_sequence(&mut list.iter().copied().filter(|&i| self.body[i].as_ref() == Some(d))));
         let i = same_body.or_else(|| in_sequence(&mut list.iter().copied())).expect("non-empty candidate list");
         if consume {
             self.served[i].store(session, Relaxed);
@@ -404,13 +411,13 @@ mod tests {
     #[test]
     fn scheme_rules() {
         let m = build(&[
-            ("GET", Some(Https), true, "a.com", "/", "", None),           // 0
-            ("GET", Some(Http), true, "a.com", "/", "", None),            // 1
-            ("GET", Some(Http), true, "old.com", "/p", "q=1", None),      // 2 http only, HSTS-upgradable
-            ("GET", Some(Http), false, "loop.com", "/", "", None),        // 3 http -> https self-redirect
-            ("GET", Some(Https), true, "loop.com", "/other", "", None),   // 4
-            ("GET", Some(Https), false, "s.com", "/f", "a=1", None),      // 5
-            ("GET", None, true, "any.com", "/z", "", None),               // 6
+            ("GET", Some(Https), true, "a.com", "/", "", None),         // 0
+            ("GET", Some(Http), true, "a.com", "/", "", None),          // 1
+            ("GET", Some(Http), true, "old.com", "/p", "q=1", None),    // 2 http only, HSTS-upgradable
+            ("GET", Some(Http), false, "loop.com", "/", "", None),      // 3 http -> https self-redirect
+            ("GET", Some(Https), true, "loop.com", "/other", "", None), // 4
+            ("GET", Some(Https), false, "s.com", "/f", "a=1", None),    // 5
+            ("GET", None, true, "any.com", "/z", "", None),             // 6
         ]);
         // (a) the request's own scheme wins over the other one
         assert_eq!(get(&m, Https, "a.com", "/", ""), Match::Exact(0));

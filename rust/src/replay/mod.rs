@@ -8,9 +8,9 @@
 //! few hash lookups (matcher.rs: cache-key matching, repeated URLs in recorded
 //! order per session, request-body digests) and one writev. SIGUSR2 starts a
 //! new session. Single-threaded tokio runtime. Hostile input is bounded:
-//! request heads (request.rs: 64 KiB, 100 header lines, strict framing) are
-//! refused with 400/431/501 and a lingering close, quoted URLs are cut to 256
-//! bytes, accept errors back off (accept.rs).
+//! request heads (crate::http::request: 64 KiB, 100 header lines, strict
+//! framing) are refused with 400/431/501 and a lingering close (answers.rs),
+//! quoted URLs are cut to 256 bytes, accept errors back off (accept.rs).
 use anyhow::{Context, Result};
 use std::io::IoSlice;
 use std::os::fd::AsRawFd;
@@ -20,21 +20,22 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub mod accept;
-pub mod manifest;
-pub mod matcher;
-pub mod request;
-pub mod service;
+pub mod answers;
 #[cfg(test)]
 mod hostile_tests;
+pub mod manifest;
+pub mod matcher;
 #[cfg(test)]
 mod prop_tests;
+pub mod service;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
-use crate::sockopt as sock;
+use crate::http::{request, response, BodyDecoder, Framing, Reject};
+use crate::os::{sock, tcpinfo};
+use answers::{quote, MAX_QUOTED_URL};
 use manifest::Prepared;
 use matcher::{Match, Matcher, Scheme};
-use request::{quote, Reject, MAX_QUOTED_METHOD, MAX_QUOTED_URL};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -100,9 +101,9 @@ impl Stats {
             v.push((url.into_owned(), idx, 1));
         }
     }
-    fn note_tfo_tls(&self, fd: i32) {
+    fn note_tfo_tls<S: AsRawFd>(&self, s: &S) {
         self.tfo_tls_connections.fetch_add(1, Relaxed);
-        if let Some((syn, Some(hello))) = sock::syn_tls_record(fd) {
+        if let Some((syn, Some(hello))) = sock::syn_tls_record(s) {
             self.tfo_syn_bytes_max.fetch_max(syn as u64, Relaxed);
             self.tfo_tls_hello_max.fetch_max(hello as u64, Relaxed);
             if syn < hello {
@@ -195,12 +196,11 @@ pub fn tfo_listener(addr: std::net::SocketAddr, tfo_queue: u32) -> Result<std::n
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_reuse_address(true)?;
     if tfo_queue > 0 {
-        sock::set_tcp_int(s.as_raw_fd(), sock::TCP_FASTOPEN, tfo_queue as i32)
+        sock::set_tcp_int(&s, sock::TCP_FASTOPEN, tfo_queue as i32)
             .with_context(|| format!("setsockopt TCP_FASTOPEN({tfo_queue}) on {addr}"))?;
     }
     s.bind(&addr.into()).with_context(|| format!("cannot bind {addr}"))?;
-    s.listen(tfo_queue.max(4096).min(i32::MAX as u32) as i32)
-        .with_context(|| format!("cannot listen on {addr}"))?;
+    s.listen(tfo_queue.max(4096).min(i32::MAX as u32) as i32).with_context(|| format!("cannot listen on {addr}"))?;
     s.set_nonblocking(true)?;
     Ok(s.into())
 }
@@ -244,11 +244,11 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                 backoff.succeeded();
                 let st = &shared.stats;
                 st.connections.fetch_add(1, Relaxed);
-                if let Ok((opts, _)) = sock::tcp_info_tfo(tcp.as_raw_fd()) {
-                    if opts & sock::TCPI_OPT_SYN_DATA != 0 {
+                if let Ok(ti) = tcpinfo::get(&tcp) {
+                    if ti.syn_data_acked() {
                         st.tfo_connections.fetch_add(1, Relaxed);
                         if is_tls {
-                            st.note_tfo_tls(tcp.as_raw_fd());
+                            st.note_tfo_tls(&tcp);
                         }
                     }
                 }
@@ -341,7 +341,7 @@ async fn close_lingering<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) {
 /// Answers a refused request (400/431/501, Connection: close) and closes the connection.
 async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, sh: &Shared, r: &Reject) {
     sh.stats.bad_requests.fetch_add(1, Relaxed);
-    let msg = r.response();
+    let msg = answers::refusal(r);
     let sent = async {
         s.write_all(&msg).await?;
         s.flush().await
@@ -353,8 +353,12 @@ async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, sh: &Shared, r: &R
 }
 
 /// Serves requests on one connection until the client closes it, asks to, or errs.
-async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, scheme: Scheme, sni: Option<String>) -> std::io::Result<()> {
-    use crate::loader::http::{BodyDecoder, Framing};
+async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    sh: &Shared,
+    scheme: Scheme,
+    sni: Option<String>,
+) -> std::io::Result<()> {
     let mut buf: Vec<u8> = vec![0; 16 * 1024];
     let mut len = 0usize;
     // buf[..len] may hold a whole head: parse it (parsing only then keeps a head
@@ -458,15 +462,8 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sc
             }
             Match::None => {
                 let u = url();
-                let body = format!(
-                    "pltlab replay: no recorded response for {} {}\n",
-                    quote(&req.method, MAX_QUOTED_METHOD),
-                    quote(&u, MAX_QUOTED_URL)
-                );
+                let body = answers::not_found(&mut head, &req.method, &u, keep);
                 sh.stats.note_404(&u);
-                head.extend_from_slice(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n");
-                head.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
-                head.extend_from_slice(if keep { b"Connection: keep-alive\r\n\r\n" } else { b"Connection: close\r\n\r\n" });
                 let b: &[u8] = if is_head { b"" } else { body.as_bytes() };
                 write_all_vectored(&mut s, &[&head, b]).await?;
                 sh.stats.bytes_out.fetch_add((head.len() + b.len()) as u64, Relaxed);
@@ -485,16 +482,14 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, sh: &Shared, sc
             tokio::time::sleep(w).await;
         }
         head.extend_from_slice(&p.head);
-        let body: &[u8] = if p.no_body {
-            b""
+        let (framing, body): (Framing, &[u8]) = if p.no_body {
+            (Framing::Empty, b"")
         } else if let (Some(cw), true) = (&p.chunked_wire, req.minor >= 1) {
-            head.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
-            cw
+            (Framing::Chunked, cw)
         } else {
-            head.extend_from_slice(format!("Content-Length: {}\r\n", p.body.end - p.body.start).as_bytes());
-            p.body.bytes()
+            (Framing::Length((p.body.end - p.body.start) as u64), p.body.bytes())
         };
-        head.extend_from_slice(if keep { b"Connection: keep-alive\r\n\r\n" } else { b"Connection: close\r\n\r\n" });
+        response::end_head(&mut head, framing, keep);
         let body = if is_head { &b""[..] } else { body };
         write_all_vectored(&mut s, &[&head, body]).await?;
         sh.stats.note_service(t_req, p.wait);
@@ -546,8 +541,8 @@ impl Signals {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    sock::set_pdeathsig();
-    if let Err(e) = sock::raise_nofile_limit() {
+    let _ = crate::os::process::set_pdeathsig(); // best effort: serving works without it
+    if let Err(e) = crate::os::process::raise_nofile_limit() {
         eprintln!("pltlab-dp replay: cannot raise the open-file limit: {e}");
     }
     let m = manifest::load(&a.manifest)?;

@@ -1,7 +1,8 @@
 //! Property tests (proptest) of the request parser and the matcher.
+use super::answers::{quote, MAX_QUOTED_URL};
 use super::matcher::{self, Entry, Match, Matcher, Scheme};
-use super::request::{parse_request, quote, MAX_QUOTED_URL};
-use crate::loader::http::BodyDecoder;
+use crate::http::parse_request;
+use crate::http::BodyDecoder;
 use proptest::prelude::*;
 use std::collections::HashSet;
 
@@ -19,7 +20,14 @@ fn serve_offline(m: &Matcher, buf: &[u8]) {
     assert!(path.starts_with('/') || !req.target.starts_with('/'), "{:?} -> {path:?}", req.target);
     let host = thost.or(req.host.clone());
     for scheme in [Scheme::Http, Scheme::Https] {
-        let _ = m.lookup(&matcher::Request { method: &req.method, scheme, host: host.as_deref(), path: &path, query: &query, body_sha256: None });
+        let _ = m.lookup(&matcher::Request {
+            method: &req.method,
+            scheme,
+            host: host.as_deref(),
+            path: &path,
+            query: &query,
+            body_sha256: None,
+        });
     }
     let url = format!("{}{path}?{query}", host.as_deref().unwrap_or(""));
     assert!(quote(&url, MAX_QUOTED_URL).len() <= MAX_QUOTED_URL);
@@ -96,7 +104,8 @@ fn valid_request() -> impl Strategy<Value = (String, String, String, Vec<u8>)> {
     )
         .prop_map(|(method, target, host, case, ws1, ws2, extra, at, lf, minor)| {
             let eol = if lf { "\n" } else { "\r\n" };
-            let name: String = "host".chars().zip(case).map(|(c, up)| if up { c.to_ascii_uppercase() } else { c }).collect();
+            let name: String =
+                "host".chars().zip(case).map(|(c, up)| if up { c.to_ascii_uppercase() } else { c }).collect();
             let mut lines: Vec<String> = extra.iter().map(|(k, v)| format!("{k}: {v}{eol}")).collect();
             lines.insert(at.index(lines.len() + 1), format!("{name}:{ws1}{host}{ws2}{eol}"));
             let raw = format!("{method} {target} HTTP/1.{minor}{eol}{}{eol}", lines.concat());
@@ -188,7 +197,9 @@ fn lookup(m: &Matcher, q: &Row, s: Scheme) -> Match {
 /// The recordings an exact request (key of `q`, scheme `s`) is served from, in order:
 /// those recorded with scheme `s`, else those recorded without a scheme.
 fn own_list(rows: &[Row], q: &Row, s: Scheme) -> Vec<usize> {
-    let with = |sc: Option<Scheme>| (0..rows.len()).filter(|&j| rows[j].same_key(q) && rows[j].scheme() == sc).collect::<Vec<_>>();
+    let with = |sc: Option<Scheme>| {
+        (0..rows.len()).filter(|&j| rows[j].same_key(q) && rows[j].scheme() == sc).collect::<Vec<_>>()
+    };
     let own = with(Some(s));
     if own.is_empty() {
         with(None)

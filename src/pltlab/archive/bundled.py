@@ -14,10 +14,13 @@ from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
 
 DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tfo2013")
-NAMES = {"amazon": "http://www.amazon.com/", "nytimes": "http://www.nytimes.com/",
-         "wsj": "http://www.wsj.com/",
-         "wikipedia": "http://en.wikipedia.org/wiki/Transmission_Control_Protocol",
-         "google": "http://www.google.com/"}
+NAMES = {
+    "amazon": "http://www.amazon.com/",
+    "nytimes": "http://www.nytimes.com/",
+    "wsj": "http://www.wsj.com/",
+    "wikipedia": "http://en.wikipedia.org/wiki/Transmission_Control_Protocol",
+    "google": "http://www.google.com/",
+}
 PAPER = ("amazon", "nytimes", "wsj", "wikipedia")  # the TFO paper's four pages
 
 

@@ -55,10 +55,15 @@ def attach(page: Page, objs: list, derived: dict, meta: dict) -> Page:
         if v is not None:
             o.extras[KEY] = v
     frames = {objs[k].url: v for k, v in (derived.get("frame_tight_delay_ms") or {}).items()}
-    page.extras[PAGE_KEY] = {"tail_ms": derived["tail_ms"],
-                             "tight_delay_ms": derived.get("tight_delay_ms", 0.0),
-                             "frame_tight_delay_ms": frames, **meta, "loads": derived["loads"],
-                             "matched": derived["matched"], "objects": len(objs)}
+    page.extras[PAGE_KEY] = {
+        "tail_ms": derived["tail_ms"],
+        "tight_delay_ms": derived.get("tight_delay_ms", 0.0),
+        "frame_tight_delay_ms": frames,
+        **meta,
+        "loads": derived["loads"],
+        "matched": derived["matched"],
+        "objects": len(objs),
+    }
     return page
 
 

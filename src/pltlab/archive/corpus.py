@@ -106,5 +106,10 @@ def read_corpus(d: str) -> list[tuple[str, Page]]:
 
 def page_row(page: Page, file: str) -> dict:
     """A page's row as `pltlab import` reports it and `pltlab pages --json` lists it."""
-    return dict(page.summary(), id=page.id, file=file, repairs=page.extras.get("repairs") or {},
-                unreplayable=int(page.extras.get("unreplayable") or 0))
+    return dict(
+        page.summary(),
+        id=page.id,
+        file=file,
+        repairs=page.extras.get("repairs") or {},
+        unreplayable=int(page.extras.get("unreplayable") or 0),
+    )

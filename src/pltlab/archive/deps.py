@@ -48,8 +48,7 @@ def complete(page: Page) -> dict:
         if o.initiator:
             counts["recorded"] += 1
     # Parsed: documents in start order, so the earliest referrer wins.
-    docs = sorted((o for o in page.objects if o.body is not None),
-                  key=lambda o: (o.start_ms is None, o.start_ms or 0))
+    docs = sorted((o for o in page.objects if o.body is not None), key=lambda o: (o.start_ms is None, o.start_ms or 0))
     for d in docs:
         kind, urls = refs_of(d.body, d.mime, d.url)
         for u in urls:

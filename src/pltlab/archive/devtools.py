@@ -17,7 +17,7 @@ import os
 import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pltlab.archive import deps
 from pltlab.archive.har import har_to_pages, parse_json
@@ -33,9 +33,17 @@ NAME_SUFFIXES = (".devtoolslog.json", ".devtoolslog.json.gz", "_devtools.json", 
 WRAPPER_KEYS = ("events", "log", "DevtoolsLog", "devtoolsLog", "devtoolsLogs")
 # Lightrider (Lighthouse behind Google's proxy) decodes bodies and reports the original wire
 # facts in these headers, which the origin never sent.
-LR_HEADERS = ("x-totalfetchedsize", "x-protocolish2", "x-original-content-encoding",
-              "x-original-content-length", "x-tcpms", "x-sslms", "x-requestms", "x-responsems",
-              "x-totalms")
+LR_HEADERS = (
+    "x-totalfetchedsize",
+    "x-protocolish2",
+    "x-original-content-encoding",
+    "x-original-content-length",
+    "x-tcpms",
+    "x-sslms",
+    "x-requestms",
+    "x-responsems",
+    "x-totalms",
+)
 
 
 def is_log_name(path: str) -> bool:
@@ -70,8 +78,7 @@ def load_pages(path: str) -> list[Page]:
     """Every page of a DevTools log file, initiators completed as the HAR importer does."""
     events = _unwrap(_read_json(path))
     if events is None:
-        raise PltError(f"{path}: not a DevTools log (expected a JSON list of events with "
-                       f"\"method\" and \"params\")")
+        raise PltError(f'{path}: not a DevTools log (expected a JSON list of events with "method" and "params")')
     pages = har_to_pages(to_har(events, path), path)
     for p in pages:
         deps.complete(p)
@@ -114,6 +121,7 @@ def _unwrap(doc) -> list | None:
 
 
 # ---- events -> requests ----------------------------------------------------------------------
+
 
 def _num(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
@@ -183,8 +191,13 @@ class _Log:
 
     def will_be_sent(self, p, target):
         rid, req, ts = p.get("requestId"), p.get("request"), p.get("timestamp")
-        if not isinstance(rid, str) or not isinstance(req, dict) or not _num(ts) \
-                or not isinstance(req.get("url"), str) or not req["url"]:
+        if (
+            not isinstance(rid, str)
+            or not isinstance(req, dict)
+            or not _num(ts)
+            or not isinstance(req.get("url"), str)
+            or not req["url"]
+        ):
             return False
         if self.wall_base is None and _num(p.get("wallTime")):
             self.wall_base = p["wallTime"] - ts
@@ -200,11 +213,21 @@ class _Log:
                 prev.transfer = int(rr["encodedDataLength"])
             prev.from_cache = prev.from_cache or _cached(rr)
         init = p.get("initiator") if isinstance(p.get("initiator"), dict) else {"type": "other"}
-        hop = _Hop(rid=rid, url=req["url"], method=str(req.get("method") or "GET"),
-                   req_headers=req.get("headers"), post=_post_data(req), start=float(ts),
-                   initiator=init, rtype=str(p.get("type") or ""), frame=str(p.get("frameId") or ""),
-                   loader=str(p.get("loaderId") or ""), target=target,
-                   priority=str(req.get("initialPriority") or ""), first=prev is None)
+        hop = _Hop(
+            rid=rid,
+            url=req["url"],
+            method=str(req.get("method") or "GET"),
+            req_headers=req.get("headers"),
+            post=_post_data(req),
+            start=float(ts),
+            initiator=init,
+            rtype=str(p.get("type") or ""),
+            frame=str(p.get("frameId") or ""),
+            loader=str(p.get("loaderId") or ""),
+            target=target,
+            priority=str(req.get("initialPriority") or ""),
+            first=prev is None,
+        )
         self.cur[rid] = hop
         self.chains.setdefault(rid, []).append(hop)
         self.hops.append(hop)
@@ -326,8 +349,7 @@ def _post_data(req: dict) -> bytes | None:
     entries = req.get("postDataEntries")
     if isinstance(entries, list) and entries:
         try:
-            return b"".join(base64.b64decode(str(x.get("bytes", "")))
-                            for x in entries if isinstance(x, dict))
+            return b"".join(base64.b64decode(str(x.get("bytes", ""))) for x in entries if isinstance(x, dict))
         except (binascii.Error, ValueError):
             return None
     return None
@@ -342,8 +364,10 @@ def _match_extras(log: _Log) -> None:
         for hop in chain:
             if hop.response is None or hop.has_extra is False:
                 continue
-            k = next((k for k in range(j, len(resp_x))
-                      if resp_x[k].get("statusCode") in (None, hop.response.get("status"))), None)
+            k = next(
+                (k for k in range(j, len(resp_x)) if resp_x[k].get("statusCode") in (None, hop.response.get("status"))),
+                None,
+            )
             if k is not None:
                 hop.resp_extra, j = resp_x[k], k + 1
         for hop, x in zip(reversed(chain), reversed(log.req_extra.get(rid, []))):
@@ -352,18 +376,18 @@ def _match_extras(log: _Log) -> None:
 
 # ---- requests -> HAR -------------------------------------------------------------------------
 
+
 def _headers(h) -> list[dict]:
     """CDP headers ({name: value}, repeated headers joined by newlines) as HAR headers."""
     if isinstance(h, dict):
         return [{"name": str(k), "value": v} for k, val in h.items() for v in str(val).split("\n")]
     if isinstance(h, list):
-        return [{"name": str(x.get("name", "")), "value": str(x.get("value", ""))}
-                for x in h if isinstance(x, dict)]
+        return [{"name": str(x.get("name", "")), "value": str(x.get("value", ""))} for x in h if isinstance(x, dict)]
     return []
 
 
 def _iso(seconds: float) -> str:
-    t = datetime.fromtimestamp(seconds, timezone.utc)
+    t = datetime.fromtimestamp(seconds, UTC)
     return t.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
@@ -371,15 +395,34 @@ def _timings(hop: _Hop, end: float) -> dict:
     """HAR timings in ms, as Chrome's HAR export derives them from the resource timing."""
     t = (hop.response or {}).get("timing")
     out = {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": 0, "receive": 0}
-    if isinstance(t, dict) and _num(t.get("requestTime")) and t["requestTime"] > 0 \
-            and _num(t.get("receiveHeadersEnd")) and t["receiveHeadersEnd"] >= 0:
-        g = {k: (t[k] if _num(t.get(k)) else -1) for k in (
-            "dnsStart", "dnsEnd", "connectStart", "connectEnd", "sslStart", "sslEnd", "sendStart",
-            "sendEnd", "receiveHeadersEnd")}
+    if (
+        isinstance(t, dict)
+        and _num(t.get("requestTime"))
+        and t["requestTime"] > 0
+        and _num(t.get("receiveHeadersEnd"))
+        and t["receiveHeadersEnd"] >= 0
+    ):
+        g = {
+            k: (t[k] if _num(t.get(k)) else -1)
+            for k in (
+                "dnsStart",
+                "dnsEnd",
+                "connectStart",
+                "connectEnd",
+                "sslStart",
+                "sslEnd",
+                "sendStart",
+                "sendEnd",
+                "receiveHeadersEnd",
+            )
+        }
         first = min((g[k] for k in ("dnsStart", "connectStart", "sendStart") if g[k] >= 0), default=0)
         out["blocked"] = max(0.0, (t["requestTime"] - hop.start) * 1000) + first
-        for name, a, b in (("dns", "dnsStart", "dnsEnd"), ("connect", "connectStart", "connectEnd"),
-                           ("ssl", "sslStart", "sslEnd")):
+        for name, a, b in (
+            ("dns", "dnsStart", "dnsEnd"),
+            ("connect", "connectStart", "connectEnd"),
+            ("ssl", "sslStart", "sslEnd"),
+        ):
             if g[a] >= 0 and g[b] >= g[a]:
                 out[name] = g[b] - g[a]
         if g["sendStart"] >= 0 and g["sendEnd"] >= g["sendStart"]:
@@ -402,8 +445,12 @@ def _lightrider(headers: list[dict], hop: _Hop) -> tuple[list[dict], int | None,
     if "x-totalfetchedsize" not in x:
         return headers, None, -1, ""
     enc, length = x.get("x-original-content-encoding"), x.get("x-original-content-length")
-    out = [h for h in headers if h["name"].lower() not in LR_HEADERS
-           and not (enc and h["name"].lower() in ("content-length", "content-encoding"))]
+    out = [
+        h
+        for h in headers
+        if h["name"].lower() not in LR_HEADERS
+        and not (enc and h["name"].lower() in ("content-length", "content-encoding"))
+    ]
     if enc:
         out.append({"name": "Content-Encoding", "value": enc})
         if length:
@@ -427,8 +474,15 @@ def _sizes(hop: _Hop, resp: dict, transfer: int, head_size: int) -> tuple[int, i
             head_size = int(head)
     size = hop.decoded
     status = int(resp.get("status") or 0) if hop.response is not None else 0
-    if not hop.data_events and transfer > 0 and status >= 200 and status not in (204, 304) \
-            and not hop.redirect_to and not hop.error and hop.method != "HEAD":
+    if (
+        not hop.data_events
+        and transfer > 0
+        and status >= 200
+        and status not in (204, 304)
+        and not hop.redirect_to
+        and not hop.error
+        and hop.method != "HEAD"
+    ):
         size = max(0, transfer - max(0, head_size))  # a trimmed log: what came after the head
         if size:
             hop.repairs[NO_DATA] = 1
@@ -440,24 +494,31 @@ def _sizes(hop: _Hop, resp: dict, transfer: int, head_size: int) -> tuple[int, i
 def _entry(hop: _Hop, wall_base: float, pageref: str) -> dict:
     resp = hop.response or {}
     end = hop.end if hop.end is not None else (hop.resp_ts if hop.resp_ts is not None else hop.start)
-    headers = _headers(hop.resp_extra["headers"] if hop.resp_extra and hop.resp_extra.get("headers")
-                       else resp.get("headers"))
+    headers = _headers(
+        hop.resp_extra["headers"] if hop.resp_extra and hop.resp_extra.get("headers") else resp.get("headers")
+    )
     headers, lr_transfer, head_size, lr_protocol = _lightrider(headers, hop)
     protocol = lr_protocol or str(resp.get("protocol") or "")
-    transfer = lr_transfer if lr_transfer is not None else \
-        hop.transfer if hop.transfer is not None else hop.enc_sum
+    transfer = lr_transfer if lr_transfer is not None else hop.transfer if hop.transfer is not None else hop.enc_sum
     text = (hop.resp_extra or {}).get("headersText") or resp.get("headersText")
     if isinstance(text, str) and text:
         head_size = len(text.encode("utf-8"))
     size, head_size, body_size = _sizes(hop, resp, transfer, head_size)
     status = int(resp.get("status") or 0) if hop.response is not None else 0
-    redirect = hop.redirect_to or next((h["value"] for h in headers
-                                        if h["name"].lower() == "location"), "")
-    req_headers = _headers(hop.req_extra["headers"] if hop.req_extra and hop.req_extra.get("headers")
-                           else hop.req_headers)
-    request = {"method": hop.method, "url": hop.url, "httpVersion": protocol, "headers": req_headers,
-               "queryString": [], "cookies": [], "headersSize": -1,
-               "bodySize": len(hop.post) if hop.post is not None else 0}
+    redirect = hop.redirect_to or next((h["value"] for h in headers if h["name"].lower() == "location"), "")
+    req_headers = _headers(
+        hop.req_extra["headers"] if hop.req_extra and hop.req_extra.get("headers") else hop.req_headers
+    )
+    request = {
+        "method": hop.method,
+        "url": hop.url,
+        "httpVersion": protocol,
+        "headers": req_headers,
+        "queryString": [],
+        "cookies": [],
+        "headersSize": -1,
+        "bodySize": len(hop.post) if hop.post is not None else 0,
+    }
     if hop.post is not None:
         ctype = next((h["value"] for h in req_headers if h["name"].lower() == "content-type"), "")
         request["postData"] = {"mimeType": ctype, "text": hop.post.decode("utf-8", "replace")}
@@ -467,10 +528,15 @@ def _entry(hop: _Hop, wall_base: float, pageref: str) -> dict:
         "time": max(0.0, (end - hop.start) * 1000),
         "request": request,
         "response": {
-            "status": status, "statusText": str(resp.get("statusText") or ""), "httpVersion": protocol,
-            "headers": headers, "cookies": [],
+            "status": status,
+            "statusText": str(resp.get("statusText") or ""),
+            "httpVersion": protocol,
+            "headers": headers,
+            "cookies": [],
             "content": {"size": size, "mimeType": str(resp.get("mimeType") or "")},
-            "redirectURL": redirect, "headersSize": head_size, "bodySize": body_size,
+            "redirectURL": redirect,
+            "headersSize": head_size,
+            "bodySize": body_size,
             "_transferSize": transfer,
         },
         "cache": {},
@@ -491,8 +557,11 @@ def _entry(hop: _Hop, wall_base: float, pageref: str) -> dict:
 def _navigations(log: _Log) -> list[_Hop]:
     """First hops of top-level navigations: main-frame document requests with a new loader that
     got a response (an aborted navigation starts no page)."""
-    docs = [h for h in log.hops  # a navigation's requestId is its loaderId
-            if h.first and (h.rtype == "Document" or (h.loader and h.rid == h.loader))]
+    docs = [
+        h
+        for h in log.hops  # a navigation's requestId is its loaderId
+        if h.first and (h.rtype == "Document" or (h.loader and h.rid == h.loader))
+    ]
     main = log.nav_frame or next((h.frame for h in docs if h.frame), None)
     navs, loaders = [], set()
     for h in docs:
@@ -518,7 +587,7 @@ def to_har(events: list, src: str) -> dict:
     starts = [n.start for n in navs]
     by_loader = {n.loader: i for i, n in enumerate(navs) if n.loader}
     entries, repairs = [], [dict() for _ in navs]
-    for rid, chain in log.chains.items():
+    for _rid, chain in log.chains.items():
         first = chain[0]
         i = by_loader.get(first.loader)
         if i is None:
@@ -538,13 +607,27 @@ def to_har(events: list, src: str) -> dict:
         meta = {"url": nav.url}
         if repairs[i]:
             meta["repairs"] = repairs[i]
-        pages.append({"startedDateTime": _iso(wall_base + nav.start), "id": f"page_{i + 1}",
-                      "title": nav.url, "_pltlab": meta,
-                      "pageTimings": {"onContentLoad": _mark(log.dcls, nav.start, until),
-                                      "onLoad": _mark(log.loads, nav.start, until)}})
+        pages.append(
+            {
+                "startedDateTime": _iso(wall_base + nav.start),
+                "id": f"page_{i + 1}",
+                "title": nav.url,
+                "_pltlab": meta,
+                "pageTimings": {
+                    "onContentLoad": _mark(log.dcls, nav.start, until),
+                    "onLoad": _mark(log.loads, nav.start, until),
+                },
+            }
+        )
     entries.sort(key=lambda x: x[0])
-    return {"log": {"version": "1.2", "creator": {"name": "pltlab devtools-log import", "version": "1"},
-                    "pages": pages, "entries": [e for _, e in entries]}}
+    return {
+        "log": {
+            "version": "1.2",
+            "creator": {"name": "pltlab devtools-log import", "version": "1"},
+            "pages": pages,
+            "entries": [e for _, e in entries],
+        }
+    }
 
 
 def _mark(times: list[float], start: float, until: float) -> float:

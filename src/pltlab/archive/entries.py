@@ -8,7 +8,7 @@ import binascii
 import codecs
 import math
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import urljoin
 
 from pltlab.archive import repairs, sizes, urls
@@ -26,9 +26,11 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 MAX_NESTING = 64  # levels of a value kept as recorded (our `_pltlab` fields)
 MAX_MS = 1e12  # times kept as recorded (ms, about 31 years either way)
 # Size fields as exporters write them (bytes; -1: not recorded), per part of an entry.
-SIZE_FIELDS = {"response": ("bodySize", "headersSize", "_transferSize"),
-               "content": ("size", "compression"),
-               "entry": ("_objectSize", "_objectSizeUncompressed", "_bytesIn")}
+SIZE_FIELDS = {
+    "response": ("bodySize", "headersSize", "_transferSize"),
+    "content": ("size", "compression"),
+    "entry": ("_objectSize", "_objectSizeUncompressed", "_bytesIn"),
+}
 
 
 def text(v, where: str, field: str, default: str = "") -> str:
@@ -76,8 +78,7 @@ def _size_value(v, signed: bool):
     return n
 
 
-def checked_sizes(e: dict, resp: dict, content: dict, where: str,
-                  counts: repairs.Counts) -> tuple[dict, dict, dict]:
+def checked_sizes(e: dict, resp: dict, content: dict, where: str, counts: repairs.Counts) -> tuple[dict, dict, dict]:
     """The entry, response and content with every size field that is no whole number of bytes
     ("abc", -5, 1.5, true) set to None (not recorded), counted; a size above the object limit
     is an error naming the field."""
@@ -96,8 +97,9 @@ def checked_sizes(e: dict, resp: dict, content: dict, where: str,
                 fixed[key] = None
             elif abs(n) > MAX_OBJECT_BYTES:
                 name = key if part == "entry" else f"{part}.{key}"
-                raise PltError(f"{where}: {name} = {show(v)} bytes: an object is at most "
-                               f"{MAX_OBJECT_BYTES} bytes (1 GiB)")
+                raise PltError(
+                    f"{where}: {name} = {show(v)} bytes: an object is at most {MAX_OBJECT_BYTES} bytes (1 GiB)"
+                )
         if fixed is not None:
             parts[part] = fixed
     counts.add(repairs.BAD_SIZE if bad else None)
@@ -111,7 +113,7 @@ def parse_time(s, where: str) -> datetime | None:
         raise PltError(f"{where}: invalid startedDateTime {show(s)}")
     try:
         t = datetime.fromisoformat(s.replace("Z", "+00:00"))
-        return t.astimezone(timezone.utc) if t.tzinfo else t.replace(tzinfo=timezone.utc)
+        return t.astimezone(UTC) if t.tzinfo else t.replace(tzinfo=UTC)
     except (ValueError, OverflowError):  # not a time, or beyond the calendar in UTC
         raise PltError(f"{where}: invalid startedDateTime {show(s)}") from None
 
@@ -159,8 +161,7 @@ def body_text(body: bytes, mime: str) -> str | None:
     return None
 
 
-def _body(content: dict, mime: str, recorded: int | None, counts: repairs.Counts,
-          where: str) -> bytes | None:
+def _body(content: dict, mime: str, recorded: int | None, counts: repairs.Counts, where: str) -> bytes | None:
     """The recorded body when it is complete; else None (a size-only entry), counted."""
     t = content.get("text")
     if t is None:
@@ -193,8 +194,11 @@ def _request(req: dict, counts: repairs.Counts) -> dict:
     counts.add(repairs.REQUEST_IN_POSTDATA)
     own = {"mimeType", "text", "params", "encoding", "comment"}
     lifted = {k: v for k, v in pd.items() if k not in own}
-    return {**lifted, **{k: v for k, v in req.items() if v is not None and k != "postData"},
-            "postData": {k: v for k, v in pd.items() if k in own}}
+    return {
+        **lifted,
+        **{k: v for k, v in req.items() if v is not None and k != "postData"},
+        "postData": {k: v for k, v in pd.items() if k in own},
+    }
 
 
 def _request_body(req: dict, counts: repairs.Counts) -> bytes | None:
@@ -215,8 +219,11 @@ def _protocol(e: dict, req: dict, resp: dict, counts: repairs.Counts) -> str:
         if p := protocol_name(v):
             return p
     hs = req.get("headers")
-    names = {h["name"].lower() for h in (hs if isinstance(hs, list) else [])
-             if isinstance(h, dict) and isinstance(h.get("name"), str)}
+    names = {
+        h["name"].lower()
+        for h in (hs if isinstance(hs, list) else [])
+        if isinstance(h, dict) and isinstance(h.get("name"), str)
+    }
     if ":version" in names and ":host" in names:
         return "spdy"  # only multiplexed protocols have pseudo-headers (old Chrome said "unknown")
     if ":authority" in names or ":method" in names:
@@ -251,8 +258,14 @@ def _initiator(e: dict) -> tuple[str | None, str | None]:
     stack = init.get("stack")
     while not url and isinstance(stack, dict):  # script initiators: innermost frame with a URL
         frames = stack.get("callFrames")
-        url = next((f["url"] for f in (frames if isinstance(frames, list) else [])
-                    if isinstance(f, dict) and isinstance(f.get("url"), str) and f["url"]), None)
+        url = next(
+            (
+                f["url"]
+                for f in (frames if isinstance(frames, list) else [])
+                if isinstance(f, dict) and isinstance(f.get("url"), str) and f["url"]
+            ),
+            None,
+        )
         stack = stack.get("parent")
     itype = init.get("type") if isinstance(init.get("type"), str) else None
     return url or None, (None if itype == "other" and not url else itype or None)
@@ -307,8 +320,9 @@ def _own_extras(v, where: str) -> dict:
     return ext
 
 
-def read_entry(e: dict, start: datetime | None, where: str, counts: repairs.Counts,
-               own: bool, main: bool = False) -> Obj | None:
+def read_entry(
+    e: dict, start: datetime | None, where: str, counts: repairs.Counts, own: bool, main: bool = False
+) -> Obj | None:
     """The entry as an Obj, or None when nothing can replay it (counted). `own`: a file pltlab
     wrote (its sizes, protocol and cache flag are read as written, nothing is counted). `main`:
     the page's first entry, its document, which must be an http(s) URL. Fields of the wrong
@@ -325,8 +339,7 @@ def read_entry(e: dict, start: datetime | None, where: str, counts: repairs.Coun
         raise PltError(f"{where}: request URL {show(url)} is not absolute")
     if scheme not in urls.HTTP:
         if main:
-            raise PltError(f"{where}: the page's document {show(url)} is not an http(s) URL: "
-                           f"nothing to replay")
+            raise PltError(f"{where}: the page's document {show(url)} is not an http(s) URL: nothing to replay")
         counts.add(repairs.not_http(scheme))
         return None
     urls.check(url, where)
@@ -351,8 +364,7 @@ def read_entry(e: dict, start: datetime | None, where: str, counts: repairs.Coun
     protocol = protocol_name(resp.get("httpVersion")) if own else _protocol(e, req, resp, counts)
     raw = _headers(resp.get("headers"), where, "response.headers")
     headers = repairs.clean_headers(raw, protocol, status, counts)
-    mime = text(content.get("mimeType"), where, "content.mimeType") \
-        or sizes.header(headers, "content-type") or ""
+    mime = text(content.get("mimeType"), where, "content.mimeType") or sizes.header(headers, "content-type") or ""
     enc = sizes.content_encoding(headers, e)
     recorded = sizes.recorded_size(e, content, enc)
     body = _body(content, mime, recorded, counts, where)
@@ -370,8 +382,19 @@ def read_entry(e: dict, start: datetime | None, where: str, counts: repairs.Coun
         size, transfer = _own_sizes(resp, content, enc, body)
     else:
         cached = _from_cache(e, resp, status, recorded)
-        size, transfer = sizes.sizes(e, resp, content, headers, method, status, enc,
-                                     None if body is None else len(body), recorded, cached, counts)
+        size, transfer = sizes.sizes(
+            e,
+            resp,
+            content,
+            headers,
+            method,
+            status,
+            enc,
+            None if body is None else len(body),
+            recorded,
+            cached,
+            counts,
+        )
         if cached:
             counts.add(repairs.FROM_CACHE)
             counts.add(repairs.CACHE_NO_SIZE if body is None and size == 0 else None)
@@ -382,8 +405,7 @@ def read_entry(e: dict, start: datetime | None, where: str, counts: repairs.Coun
 
     for n in (size, transfer or 0):
         if n > MAX_OBJECT_BYTES:
-            raise PltError(f"{where}: {show(url)}: an object of {n} bytes: at most "
-                           f"{MAX_OBJECT_BYTES} bytes (1 GiB)")
+            raise PltError(f"{where}: {show(url)}: an object of {n} bytes: at most {MAX_OBJECT_BYTES} bytes (1 GiB)")
     ext.pop(COMPUTE_KEY, None)  # only from `_pltlab_compute_ms`
     compute = e.get("_pltlab_compute_ms")
     if compute is not None:
@@ -413,12 +435,28 @@ def read_entry(e: dict, start: datetime | None, where: str, counts: repairs.Coun
         except ValueError as e:
             raise PltError(f"{where}: redirect target {show(redirect)}: {e}") from None
     ip = e.get("serverIPAddress") or e.get("_ip_addr") or ""
-    return Obj(url=url, method=method, status=status, status_text=status_text, headers=headers,
-               mime=mime, body=body, size=size, initiator=init, initiator_type=itype,
-               start_ms=s_ms, end_ms=e_ms, redirect_url=redirect, extras=ext, encoding=enc,
-               transfer_size=transfer, protocol=protocol,
-               server_ip=ip.strip().strip("[]") if isinstance(ip, str) else "",
-               from_cache=cached, request_body=_request_body(req, counts))
+    return Obj(
+        url=url,
+        method=method,
+        status=status,
+        status_text=status_text,
+        headers=headers,
+        mime=mime,
+        body=body,
+        size=size,
+        initiator=init,
+        initiator_type=itype,
+        start_ms=s_ms,
+        end_ms=e_ms,
+        redirect_url=redirect,
+        extras=ext,
+        encoding=enc,
+        transfer_size=transfer,
+        protocol=protocol,
+        server_ip=ip.strip().strip("[]") if isinstance(ip, str) else "",
+        from_cache=cached,
+        request_body=_request_body(req, counts),
+    )
 
 
 def _own_sizes(resp: dict, content: dict, enc: str, body: bytes | None) -> tuple[int, int | None]:

@@ -15,10 +15,21 @@ from pltlab.units import show
 RENAMED = re.compile(r"^\*\*\* Renamed (.+) to (/[0-9A-Za-z]+) \*\*\*$")
 STAT = re.compile(r"^([ct]):(\S+):\s+(-?\d+)$")
 # Status phrases seen in the logs -> code; anything else with a body is treated as 200.
-STATUS = {"ok": 200, "not modified": 304, "moved temporarily": 302, "found": 302,
-          "object moved": 302, "moved permanently": 301, "no content": 204,
-          "see other": 303, "temporary redirect": 307, "not found": 404, "forbidden": 403,
-          "internal server error": 500, "partial content": 206}
+STATUS = {
+    "ok": 200,
+    "not modified": 304,
+    "moved temporarily": 302,
+    "found": 302,
+    "object moved": 302,
+    "moved permanently": 301,
+    "no content": 204,
+    "see other": 303,
+    "temporary redirect": 307,
+    "not found": 404,
+    "forbidden": 403,
+    "internal server error": 500,
+    "partial content": 206,
+}
 
 
 MAX_MS = 1e9  # a logged time (ms from the start of the fetch: about 11 days)
@@ -52,8 +63,7 @@ class FetchLog:
     def urls(self) -> list[str]:
         """Every URL of the log, transactions first (in start order), then responses-only ones."""
         seen, out = set(), []
-        for u in [t.url for t in sorted(self.transactions, key=lambda t: t.start_ms)] + \
-                 [r.url for r in self.responses]:
+        for u in [t.url for t in sorted(self.transactions, key=lambda t: t.start_ms)] + [r.url for r in self.responses]:
             if u not in seen:
                 seen.add(u)
                 out.append(u)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from pltlab import __version__
 from pltlab.archive import repairs, urls
@@ -37,10 +37,17 @@ from pltlab.archive.sizes import content_encoding
 from pltlab.errors import PltError
 from pltlab.units import MAX_PAGE_BYTES, show
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CREATOR = "pltlab"
-TEXT_TYPES = ("text/", "application/javascript", "application/x-javascript", "application/json",
-              "application/xml", "image/svg+xml", "application/ecmascript")
+TEXT_TYPES = (
+    "text/",
+    "application/javascript",
+    "application/x-javascript",
+    "application/json",
+    "application/xml",
+    "image/svg+xml",
+    "application/ecmascript",
+)
 
 
 def is_text(mime: str) -> bool:
@@ -50,14 +57,17 @@ def is_text(mime: str) -> bool:
 
 def _iso(t: datetime) -> str:
     try:
-        t = t.astimezone(timezone.utc)
+        t = t.astimezone(UTC)
     except OverflowError:  # within a day of the calendar's ends: written as it is
         pass
-    return (f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}."
-            f"{t.microsecond // 1000:03d}Z")
+    return (
+        f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}."
+        f"{t.microsecond // 1000:03d}Z"
+    )
 
 
 # ---- writing ---------------------------------------------------------------------------------
+
 
 def _content(o: Obj) -> dict:
     c = {"size": o.size, "mimeType": o.mime}
@@ -96,9 +106,16 @@ def _entry(o: Obj, start: datetime) -> dict:
     if o.initiator:
         init["url"] = o.initiator
     version = HTTP_VERSION.get(o.protocol, "")
-    request = {"method": o.method, "url": o.url, "httpVersion": version, "headers": [],
-               "queryString": [], "cookies": [], "headersSize": -1,
-               "bodySize": len(o.request_body) if o.request_body is not None else 0}
+    request = {
+        "method": o.method,
+        "url": o.url,
+        "httpVersion": version,
+        "headers": [],
+        "queryString": [],
+        "cookies": [],
+        "headersSize": -1,
+        "bodySize": len(o.request_body) if o.request_body is not None else 0,
+    }
     if o.request_body is not None:
         request["postData"] = _post_data(o.request_body)
     try:
@@ -110,13 +127,19 @@ def _entry(o: Obj, start: datetime) -> dict:
         "startedDateTime": _iso(when),
         "time": dur,
         "request": request,
-        "response": {"status": o.status, "statusText": o.status_text, "httpVersion": version,
-                     "headers": [{"name": k, "value": v} for k, v in o.headers], "cookies": [],
-                     "content": _content(o), "redirectURL": o.redirect_url, "headersSize": -1,
-                     "bodySize": o.transfer_size if o.transfer_size is not None else -1},
+        "response": {
+            "status": o.status,
+            "statusText": o.status_text,
+            "httpVersion": version,
+            "headers": [{"name": k, "value": v} for k, v in o.headers],
+            "cookies": [],
+            "content": _content(o),
+            "redirectURL": o.redirect_url,
+            "headersSize": -1,
+            "bodySize": o.transfer_size if o.transfer_size is not None else -1,
+        },
         "cache": {},
-        "timings": {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": dur,
-                    "receive": 0},
+        "timings": {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": dur, "receive": 0},
         "_initiator": init,
         "_pltlab": ext,
     }
@@ -132,16 +155,23 @@ def page_to_har(page: Page) -> dict:
     timings = {"onContentLoad": -1, "onLoad": page.on_load_ms if page.on_load_ms is not None else -1}
     ext = dict(page.extras)
     cal = ext.pop(CAL_KEY, None)
-    pm = {"startedDateTime": _iso(start), "id": "page_1", "title": page.title or page.url,
-          "pageTimings": timings, "_pltlab": {"url": page.url, **ext}}
+    pm = {
+        "startedDateTime": _iso(start),
+        "id": "page_1",
+        "title": page.title or page.url,
+        "pageTimings": timings,
+        "_pltlab": {"url": page.url, **ext},
+    }
     if cal is not None:
         pm["_pltlab_calibration"] = cal
-    return {"log": {
-        "version": "1.2",
-        "creator": {"name": CREATOR, "version": __version__},
-        "pages": [pm],
-        "entries": [_entry(o, start) for o in page.objects],
-    }}
+    return {
+        "log": {
+            "version": "1.2",
+            "creator": {"name": CREATOR, "version": __version__},
+            "pages": [pm],
+            "entries": [_entry(o, start) for o in page.objects],
+        }
+    }
 
 
 def write_page(page: Page, path: str) -> None:
@@ -151,6 +181,7 @@ def write_page(page: Page, path: str) -> None:
 
 
 # ---- reading ---------------------------------------------------------------------------------
+
 
 def _not_json(name: str):
     raise ValueError(f"{name} is not a JSON value")
@@ -174,14 +205,17 @@ def load(path: str) -> dict:
     except OSError as e:
         raise PltError(f"{path}: cannot read: {e.strerror}") from None
     doc = parse_json(raw, path)
-    if not isinstance(doc, dict) or not isinstance(doc.get("log"), dict) \
-            or not isinstance(doc["log"].get("entries"), list):
+    if (
+        not isinstance(doc, dict)
+        or not isinstance(doc.get("log"), dict)
+        or not isinstance(doc["log"].get("entries"), list)
+    ):
         raise PltError(f"{path}: not valid HAR (no log.entries list)")
     return doc
 
 
 def _page_ids(refs: list, src: str) -> list[str]:
-    """"<src>#<pageref>"; a page without a pageref gets its position ("#1", "#2", ...)."""
+    """ "<src>#<pageref>"; a page without a pageref gets its position ("#1", "#2", ...)."""
     ids, seen = [], set()
     for i, ref in enumerate(refs):
         base = f"{src}#{ref if isinstance(ref, (str, int)) and str(ref) else i + 1}"
@@ -230,12 +264,15 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
             times = [parse_time(e.get("startedDateTime"), f"{src}: entry {i}") for i, e in groups[ref]]
             start = min((t for t in times if t is not None), default=None)
         counts = repairs.Counts()
-        objs = [o for n, (i, e) in enumerate(groups[ref])
-                if (o := read_entry(e, start, f"{src}: entry {i}", counts, own, main=n == 0)) is not None]
+        objs = [
+            o
+            for n, (i, e) in enumerate(groups[ref])
+            if (o := read_entry(e, start, f"{src}: entry {i}", counts, own, main=n == 0)) is not None
+        ]
         if not objs:
             continue
         objs.sort(key=lambda o: o.start_ms if o.start_ms is not None else float("inf"))
-        where = f"{src}: page {pid[len(src) + 1:]}"
+        where = f"{src}: page {pid[len(src) + 1 :]}"
         ext = _page_extras(pm, where)
         ext.pop(CAL_KEY, None)
         if pm.get("_pltlab_calibration") is not None:
@@ -254,15 +291,19 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
             ext["unreplayable"] = int(ext.get("unreplayable") or 0) + counts.unreplayable()
         total = sum(o.size for o in objs)
         if total > MAX_PAGE_BYTES:
-            raise PltError(f"{where}: {total} bytes in its objects: a page is at most "
-                           f"{MAX_PAGE_BYTES} bytes (4 GiB)")
+            raise PltError(f"{where}: {total} bytes in its objects: a page is at most {MAX_PAGE_BYTES} bytes (4 GiB)")
         timings = pm.get("pageTimings")
         onload = timings.get("onLoad") if isinstance(timings, dict) else None
         title = pm.get("title")
-        page = Page(url=url, objects=objs, title=title if isinstance(title, str) else "",
-                    started=_iso(start) if start else _iso(EPOCH),
-                    on_load_ms=onload if number(onload) and onload >= 0 else None,
-                    extras=ext, id=str(stored_id) if stored_id else pid)
+        page = Page(
+            url=url,
+            objects=objs,
+            title=title if isinstance(title, str) else "",
+            started=_iso(start) if start else _iso(EPOCH),
+            on_load_ms=onload if number(onload) and onload >= 0 else None,
+            extras=ext,
+            id=str(stored_id) if stored_id else pid,
+        )
         _move_main_first(page)
         link_redirects(page)
         pages.append(page)
@@ -289,8 +330,9 @@ def _page_extras(pm: dict, where: str) -> dict:
     if "id" in ext and not isinstance(ext["id"], (str, type(None))):
         raise PltError(f"{where}: _pltlab.id {show(ext['id'])} is not a string")
     rep = ext.get("repairs")
-    if rep is not None and not (isinstance(rep, dict) and all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rep.values())):
+    if rep is not None and not (
+        isinstance(rep, dict) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rep.values())
+    ):
         raise PltError(f"{where}: _pltlab.repairs is not an object of counts")
     un = ext.get("unreplayable")
     if un is not None and (isinstance(un, bool) or not isinstance(un, int) or un < 0):

@@ -14,8 +14,9 @@ from pltlab.errors import PltError
 
 def _inputs(path: str) -> list[str]:
     if os.path.isdir(path):
-        found = sorted(os.path.join(path, f) for f in os.listdir(path)
-                       if f.endswith((".har", ".pages")) or devtools.is_log_name(f))
+        found = sorted(
+            os.path.join(path, f) for f in os.listdir(path) if f.endswith((".har", ".pages")) or devtools.is_log_name(f)
+        )
         if not found:
             raise PltError(f"{path}: no .har, .pages or DevTools log file in this directory")
         return found
@@ -41,8 +42,7 @@ def load_inputs(paths: list[str]) -> tuple[list[Page], dict]:
             else:
                 raise PltError(f"{path}: unknown input (expected .har, .pages or a DevTools log)")
             report["inputs"][path] = len(ps)
-            report["repairs"] += [{"file": path, "kind": k, "count": n}
-                                  for k, n in repairs.merge(ps).items()]
+            report["repairs"] += [{"file": path, "kind": k, "count": n} for k, n in repairs.merge(ps).items()]
             pages += ps
     return pages, report
 
@@ -55,4 +55,3 @@ def import_paths(paths: list[str], out: str, synthesize: bool = False) -> dict:
     report["files"] = write_corpus(pages, out)
     report["pages"] = [dict(r, file=f) for r, f in zip(rows, report["files"])]
     return report
-

@@ -140,6 +140,11 @@ class Page:
 
     def summary(self) -> dict:
         with_body = sum(1 for o in self.objects if o.body is not None)
-        return {"page": self.url, "objects": len(self.objects), "with_body": with_body,
-                "size_only": len(self.objects) - with_body, "origins": len(self.origins),
-                "bytes": self.total_bytes}
+        return {
+            "page": self.url,
+            "objects": len(self.objects),
+            "with_body": with_body,
+            "size_only": len(self.objects) - with_body,
+            "origins": len(self.origins),
+            "bytes": self.total_bytes,
+        }

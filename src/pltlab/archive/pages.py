@@ -34,5 +34,7 @@ def resolve(what: str, corpus: str | None = None) -> list[Page]:
     for p in candidates:
         if _norm(p.url) == _norm(what):
             return [p]
-    raise PltError(f"{what}: not a HAR file, a DevTools log, a corpus directory, a bundled page "
-                   f"({', '.join(bundled.NAMES)}) or a page URL of the corpus")
+    raise PltError(
+        f"{what}: not a HAR file, a DevTools log, a corpus directory, a bundled page "
+        f"({', '.join(bundled.NAMES)}) or a page URL of the corpus"
+    )

@@ -8,12 +8,20 @@ from urllib.parse import urljoin
 
 # tag -> attributes holding one URL
 URL_ATTRS = {
-    "script": ("src",), "img": ("src",), "iframe": ("src",), "frame": ("src",),
-    "source": ("src",), "video": ("src", "poster"), "audio": ("src",), "embed": ("src",),
-    "object": ("data",), "input": ("src",), "body": ("background",), "track": ("src",),
+    "script": ("src",),
+    "img": ("src",),
+    "iframe": ("src",),
+    "frame": ("src",),
+    "source": ("src",),
+    "video": ("src", "poster"),
+    "audio": ("src",),
+    "embed": ("src",),
+    "object": ("data",),
+    "input": ("src",),
+    "body": ("background",),
+    "track": ("src",),
 }
-LINK_RELS = {"stylesheet", "icon", "shortcut", "preload", "prefetch", "apple-touch-icon",
-             "modulepreload", "manifest"}
+LINK_RELS = {"stylesheet", "icon", "shortcut", "preload", "prefetch", "apple-touch-icon", "modulepreload", "manifest"}
 CSS_URL = re.compile(r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^)'"\s]*))\s*\)""", re.I)
 CSS_IMPORT = re.compile(r"""@import\s+(?:"([^"]*)"|'([^']*)')""", re.I)
 

@@ -34,7 +34,7 @@ LONGER = "body longer than the recorded content size: replayed at the recorded s
 # Sizes (pltlab.archive.sizes).
 NO_TRANSFER_SIZE = "no transfer size recorded: the content size was used"
 NO_CONTENT_SIZE = "no content size recorded: the transfer size was used"
-BAD_SIZE = "size field not a whole number of bytes (\"abc\", -5, 1.5, true): not recorded, the other sizes used"
+BAD_SIZE = 'size field not a whole number of bytes ("abc", -5, 1.5, true): not recorded, the other sizes used'
 HEADERS_IN_TRANSFER = "transfer size recorded with the headers in it (header size unknown): used as is"
 
 # The browser's cache.
@@ -93,8 +93,7 @@ _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _STATUSISH = re.compile(r"\d{3}(\s|$)")
 
 
-def clean_headers(headers: list[tuple[str, str]], protocol: str, status: int,
-                  counts: Counts) -> list[tuple[str, str]]:
+def clean_headers(headers: list[tuple[str, str]], protocol: str, status: int, counts: Counts) -> list[tuple[str, str]]:
     """Repeated headers joined with newlines (Chrome, chrome-har) as separate lines; drop what is
     no header: HTTP/2 and SPDY pseudo-headers (":status", or "status"/"version" as browsers and
     WebPageTest show them) and status lines (names with spaces, colons, slashes)."""

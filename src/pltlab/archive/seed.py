@@ -15,8 +15,7 @@ from pltlab.errors import PltError
 from pltlab.units import MAX_OBJECT_BYTES, MAX_PAGE_BYTES
 
 # Size guesses for logged objects without a stored body (marked size_source=estimate).
-DEFAULT_SIZE = {"html": 4096, "css": 8192, "js": 16384, "json": 2048, "image": 43, "font": 32768,
-                "other": 2048}
+DEFAULT_SIZE = {"html": 4096, "css": 8192, "js": 16384, "json": 2048, "image": 43, "font": 32768, "other": 2048}
 
 
 def normalize(url: str) -> str:
@@ -76,8 +75,7 @@ class Store:
         out = []
         for d, dirs, files in os.walk(self.root):
             dirs.sort()
-            out += [self._inside(os.path.relpath(os.path.join(d, f), self.root), self.root)
-                    for f in sorted(files)]
+            out += [self._inside(os.path.relpath(os.path.join(d, f), self.root), self.root) for f in sorted(files)]
         return out
 
     def url_of(self, path: str) -> str:
@@ -96,8 +94,7 @@ def _read(path: str) -> bytes:
         with open(path, "rb") as f:
             n = os.fstat(f.fileno()).st_size
             if n > MAX_OBJECT_BYTES:
-                raise PltError(f"{path}: a body of {n} bytes: an object is at most "
-                               f"{MAX_OBJECT_BYTES} bytes (1 GiB)")
+                raise PltError(f"{path}: a body of {n} bytes: an object is at most {MAX_OBJECT_BYTES} bytes (1 GiB)")
             return f.read(MAX_OBJECT_BYTES + 1)
     except OSError as e:
         raise PltError(f"{path}: cannot read: {e.strerror}") from None
@@ -123,8 +120,18 @@ def _object(url: str, log: fetchlog.FetchLog, store: Store, times: dict, resps: 
         headers.append(("Location", redirect))
         body = b"" if body is None else body
     start, end = times.get(url, (None, None))
-    o = Obj(url=url, status=status, status_text=r.status_text if r else "OK", headers=headers,
-            mime=mime, body=body, start_ms=start, end_ms=end, redirect_url=redirect, extras=ext)
+    o = Obj(
+        url=url,
+        status=status,
+        status_text=r.status_text if r else "OK",
+        headers=headers,
+        mime=mime,
+        body=body,
+        start_ms=start,
+        end_ms=end,
+        redirect_url=redirect,
+        extras=ext,
+    )
     if body is None:
         o.size = 0 if status == 204 else DEFAULT_SIZE[kind(mime, url)]
         ext["size_source"] = "estimate"
@@ -135,9 +142,12 @@ def _page(url: str, log: fetchlog.FetchLog, store: Store, name: str) -> Page:
     times = {t.url: (t.start_ms, t.end_ms) for t in log.transactions}
     resps = {r.url: r for r in log.responses}
     objs = [_object(u, log, store, times, resps) for u in log.urls()]
-    page = Page(url=normalize(url), objects=objs, title=url,
-                extras={"source": f"seed:{name}.pages", "fetchlog": os.path.basename(log.path),
-                        "log_stats": dict(log.stats)})
+    page = Page(
+        url=normalize(url),
+        objects=objs,
+        title=url,
+        extras={"source": f"seed:{name}.pages", "fetchlog": os.path.basename(log.path), "log_stats": dict(log.stats)},
+    )
     main = page.find(page.url)
     if main is None:
         raise PltError(f"{log.path}: the page {url} itself is not in the log")
@@ -178,16 +188,20 @@ def _bodies_to_chain_ends(page: Page, resps: dict) -> None:
             seen.add(target)
             nxt = page.find(target)
             if nxt is None:
-                nxt = Obj(url=target, initiator=end.url, initiator_type="redirect", status_text="OK",
-                          extras={"attached": "redirect target"})
+                nxt = Obj(
+                    url=target,
+                    initiator=end.url,
+                    initiator_type="redirect",
+                    status_text="OK",
+                    extras={"attached": "redirect target"},
+                )
                 page.objects.append(nxt)
             end = nxt
         if end is None or end.body is not None or end.status == 204:
             continue  # a loop, the URL has a file of its own, or it has no body
         if not (resps.get(end.url) and resps[end.url].mime):  # typed by its URL alone so far
             end.mime = guess_mime(end.url, body)
-            end.headers = [(k, v) for k, v in end.headers if k.lower() != "content-type"] \
-                + [("Content-Type", end.mime)]
+            end.headers = [(k, v) for k, v in end.headers if k.lower() != "content-type"] + [("Content-Type", end.mime)]
         end.extras.pop("size_source", None)
         end.body, end.size = body, len(body)
         end.extras["seed_file"] = rel
@@ -196,9 +210,14 @@ def _bodies_to_chain_ends(page: Page, resps: dict) -> None:
 def _cached(url: str, path: str, store: Store, how: str) -> Obj:
     body = _read(path)
     mime = guess_mime(url, body)
-    return Obj(url=url, mime=mime, headers=[("Content-Type", mime)], body=body, status_text="OK",
-               extras={"seed_file": os.path.relpath(path, os.path.dirname(store.root)),
-                       "attached": how})
+    return Obj(
+        url=url,
+        mime=mime,
+        headers=[("Content-Type", mime)],
+        body=body,
+        status_text="OK",
+        extras={"seed_file": os.path.relpath(path, os.path.dirname(store.root)), "attached": how},
+    )
 
 
 def _attach_orphans(pages: list[Page], store: Store) -> list[str]:
@@ -249,11 +268,11 @@ def import_pages_file(pages_file: str) -> tuple[list[Page], dict]:
     for p in pages:
         total = sum(o.size for o in p.objects)
         if total > MAX_PAGE_BYTES:
-            raise PltError(f"{pages_file}: {p.url}: {total} bytes in its objects: a page is at "
-                           f"most {MAX_PAGE_BYTES} bytes (4 GiB)")
+            raise PltError(
+                f"{pages_file}: {p.url}: {total} bytes in its objects: a page is at most {MAX_PAGE_BYTES} bytes (4 GiB)"
+            )
     report = {"orphans": orphans, "pages": {}}
     for p in pages:
         src = deps.complete(p)
-        report["pages"][p.url] = {"estimated_size": sum(1 for o in p.objects if o.body is None),
-                                  "initiators": src}
+        report["pages"][p.url] = {"estimated_size": sum(1 for o in p.objects if o.body is None), "initiators": src}
     return pages, report

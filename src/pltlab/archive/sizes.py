@@ -96,8 +96,9 @@ def recorded_size(e: dict, content: dict, encoding: str) -> int | None:
     return s if s is not None and s >= 0 else None
 
 
-def _transfer(e: dict, resp: dict, content: dict, headers, method: str, status: int,
-              decoded: int | None) -> tuple[int | None, str | None]:
+def _transfer(
+    e: dict, resp: dict, content: dict, headers, method: str, status: int, decoded: int | None
+) -> tuple[int | None, str | None]:
     """Encoded body bytes as recorded (rules 1-6 above) and the repair kind when approximate."""
     if method.upper() != "HEAD" and status >= 200 and status not in (204, 304):
         cl = as_int(header(headers, "content-length"))
@@ -125,9 +126,19 @@ def _transfer(e: dict, resp: dict, content: dict, headers, method: str, status: 
     return None, None
 
 
-def sizes(e: dict, resp: dict, content: dict, headers, method: str, status: int, encoding: str,
-          body_len: int | None, recorded: int | None, cached: bool,
-          counts: repairs.Counts) -> tuple[int, int | None]:
+def sizes(
+    e: dict,
+    resp: dict,
+    content: dict,
+    headers,
+    method: str,
+    status: int,
+    encoding: str,
+    body_len: int | None,
+    recorded: int | None,
+    cached: bool,
+    counts: repairs.Counts,
+) -> tuple[int, int | None]:
     """(size, transfer_size) of an entry by the rules above; `body_len` is the length of a
     complete recorded body, `recorded` the recorded decoded size."""
     decoded = body_len

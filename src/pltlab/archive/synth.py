@@ -54,7 +54,7 @@ def _rng(obj: Obj, noise: int | None = None) -> random.Random:
 
 
 def filler_text(rng: random.Random, n: int) -> str:
-    return base64.b64encode(rng.randbytes(n * 3 // 4 + 3)).decode()[:max(0, n)]
+    return base64.b64encode(rng.randbytes(n * 3 // 4 + 3)).decode()[: max(0, n)]
 
 
 class Structure:
@@ -170,8 +170,11 @@ class Structure:
         if self._styles is None:
             self._styles = {}
             for c in self.page.objects:
-                if kind(c.mime, c.url) == "css" and c.body is None \
-                        and any(self.ref_kind(k) in ("image", "font") for k in self.kids(c)):
+                if (
+                    kind(c.mime, c.url) == "css"
+                    and c.body is None
+                    and any(self.ref_kind(k) in ("image", "font") for k in self.kids(c))
+                ):
                     self._styles.setdefault(id(self.document_of(c)), []).append(c)
         return [c for c in self._styles.get(id(doc), []) if c is not doc]
 
@@ -224,6 +227,7 @@ def js_url(url: str) -> str:
 
 # ---- text documents --------------------------------------------------------------------------
 
+
 def _html(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
     head, body, later = [], [], []
     fonts = 0
@@ -241,8 +245,10 @@ def _html(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
         elif k == "font":
             fonts += 1
             css_u = ref(c.url, o.url).replace('"', "%22")  # <style> is raw text: no entity escaping
-            head.append(f'<style>@font-face{{font-family:"plt{fonts}";src:url("{css_u}")}}'
-                        f'.plt{fonts}{{font-family:"plt{fonts}"}}</style>')
+            head.append(
+                f'<style>@font-face{{font-family:"plt{fonts}";src:url("{css_u}")}}'
+                f'.plt{fonts}{{font-family:"plt{fonts}"}}</style>'
+            )
             body.append(f'<p class="plt{fonts}">pltlab</p>')
         else:  # JSON, XHR beacons, plug-ins: fetched by script
             later.append(c.url)
@@ -251,13 +257,22 @@ def _html(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
         nfonts = sum(st.ref_kind(k) == "font" for k in st.kids(c))
         body.append(f'<div class="{hook(c)}">pltlab{"<b>pltlab</b>" * nfonts}</div>')
     if later:
-        body.append("<script>" + "".join(f"fetch({js_url(u)},{{mode:'no-cors'}}).catch(function(){{}});"
-                                          for u in later) + "</script>")
+        body.append(
+            "<script>"
+            + "".join(f"fetch({js_url(u)},{{mode:'no-cors'}}).catch(function(){{}});" for u in later)
+            + "</script>"
+        )
     if o.url[:8].lower() == "https://":  # its http sub-resources load over https, as modelled
         head.insert(0, '<meta http-equiv="Content-Security-Policy" content="upgrade-insecure-requests">')
-    doc = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
-           + escape(st.page.title or o.url) + "</title>\n" + "\n".join(head) + "\n</head><body>\n"
-           + "\n".join(body) + "\n")
+    doc = (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
+        + escape(st.page.title or o.url)
+        + "</title>\n"
+        + "\n".join(head)
+        + "\n</head><body>\n"
+        + "\n".join(body)
+        + "\n"
+    )
     return _pad_text(doc, "<!-- ", " -->", "</body></html>\n", o.size, rng)
 
 
@@ -269,8 +284,10 @@ def _css(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
     if imgs:  # every layer of a multi-background is fetched
         rules.append(f".{h}{{background-image:" + ",".join(imgs) + "}")
     for i, c in enumerate(fonts, 1):  # one element per font: a fallback font may never load
-        rules.append(f'@font-face{{font-family:"{h}f{i}";src:url("{ref(c.url, o.url)}")}}'
-                     f'.{h}>b:nth-of-type({i}){{font-family:"{h}f{i}"}}')
+        rules.append(
+            f'@font-face{{font-family:"{h}f{i}";src:url("{ref(c.url, o.url)}")}}'
+            f'.{h}>b:nth-of-type({i}){{font-family:"{h}f{i}"}}'
+        )
     return _pad_text("\n".join(rules) + "\n", "/* ", " */", "", o.size, rng)
 
 
@@ -281,13 +298,16 @@ def _js(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
         if k == "js":
             calls.append(f"var s=document.createElement('script');s.src={u};document.head.appendChild(s);")
         elif k == "css":
-            calls.append(f"var l=document.createElement('link');l.rel='stylesheet';l.href={u};"
-                         "document.head.appendChild(l);")
+            calls.append(
+                f"var l=document.createElement('link');l.rel='stylesheet';l.href={u};document.head.appendChild(l);"
+            )
         elif k == "image":
             calls.append(f"new Image().src={u};")
         elif k == "html":
-            calls.append(f"var f=document.createElement('iframe');f.src={u};"
-                         "(document.body||document.documentElement).appendChild(f);")
+            calls.append(
+                f"var f=document.createElement('iframe');f.src={u};"
+                "(document.body||document.documentElement).appendChild(f);"
+            )
         else:
             calls.append(f"fetch({u},{{mode:'no-cors'}}).catch(function(){{}});")
     code = "".join("(function(){" + c + "})();\n" for c in calls)
@@ -305,6 +325,7 @@ def _pad_text(doc: str, open_: str, close: str, tail: str, size: int, rng) -> by
 
 
 # ---- binary ----------------------------------------------------------------------------------
+
 
 def _png_chunk(kind_: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind_ + data + struct.pack(">I", zlib.crc32(kind_ + data))
@@ -366,8 +387,9 @@ def body(page: Page, o: Obj, noise: int | None = None, structure: Structure | No
     if k == "image" and ("jpeg" in m or "jpg" in m):
         return _jpeg(o.size, rng)
     if k == "image" and "svg" in m:
-        return _pad_text('<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1">',
-                         "<!-- ", " -->", "</svg>", o.size, rng)
+        return _pad_text(
+            '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1">', "<!-- ", " -->", "</svg>", o.size, rng
+        )
     if k == "image":
         return _png(o.size, rng)
     return rng.randbytes(o.size)

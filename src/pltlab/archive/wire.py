@@ -199,5 +199,6 @@ def for_object(page, o, structure: synth.Structure | None = None) -> Fit:
     value = o.encoding if supported(o.encoding) else ""
     if o.body is not None:
         return Fit(encode_to(o.body, value, o.transfer_size), len(o.body), value)
-    return fit_synthetic(lambda noise: synth.body(page, o, noise, structure), o.size, value,
-                         o.transfer_size if value else None)
+    return fit_synthetic(
+        lambda noise: synth.body(page, o, noise, structure), o.size, value, o.transfer_size if value else None
+    )

@@ -1,101 +1,80 @@
 """The `pltlab` command line."""
 
 import json
-import os
 import signal
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pltlab import __version__
+from pltlab.cli.options import knob_options
 from pltlab.errors import PltError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="pltlab: page-load-time lab for TCP latency features over emulated WANs.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="pltlab: page-load-time lab for TCP latency features over emulated WANs.",
+)
 err = Console(stderr=True)
 
-
-# ---- shared link/TCP options -----------------------------------------------------------------
-Rtt = Annotated[str, typer.Option("--rtt", help="Round-trip time, split evenly over both directions (e.g. 100ms).")]
-Rate = Annotated[Optional[str], typer.Option("--rate", help="Bottleneck rate, both directions (e.g. 4mbit). Default: unlimited.")]
-RateUp = Annotated[Optional[str], typer.Option("--rate-up", help="Uplink rate if different (e.g. 256kbit).")]
-Loss = Annotated[Optional[str], typer.Option("--loss", help="Random loss per direction (1% or 0.01).")]
-Queue = Annotated[Optional[str], typer.Option("--queue", help="Drop-tail queue: packets (1000) or bytes (64KB).")]
-Seed = Annotated[int, typer.Option("--seed", help="Seed of the loss pattern.")]
-Origins = Annotated[int, typer.Option("--origins", help="Number of origin addresses on the server side.")]
-OriginNs = Annotated[bool, typer.Option("--origin-namespaces", help="One namespace per origin instead of a shared one.")]
+# `pltlab check`'s own options (its link is fixed: the self-test's)
 Backend = Annotated[str, typer.Option("--backend", help="auto, userspace (TUN emulator) or netem.")]
-Icw = Annotated[Optional[int], typer.Option("--icw", help="Server initial congestion window (segments).")]
-Cc = Annotated[str, typer.Option("--cc", help="Congestion control: cubic, reno or bbr.")]
-Mtu = Annotated[int, typer.Option("--mtu", help="Link MTU.")]
-Fifo = Annotated[bool, typer.Option("--sched-fifo", help="Run the emulator with SCHED_FIFO (precision under CPU load).")]
-FifoOn = Annotated[bool, typer.Option("--sched-fifo/--no-sched-fifo", help="Emulator under SCHED_FIFO (default on: precision under CPU load, docs/performance.md).")]
-Pcap = Annotated[Optional[str], typer.Option("--pcap", help="Write the client-side packet trace to this pcap file.")]
-TraceUp = Annotated[Optional[str], typer.Option("--trace-up", help="Mahimahi delivery trace for the uplink (instead of a rate).")]
-TraceDown = Annotated[Optional[str], typer.Option("--trace-down", help="Mahimahi delivery trace for the downlink.")]
-BusyWait = Annotated[int, typer.Option("--busy-wait-us", help="Emulator busy-wait before each deadline (us).")]
-OriginRtt = Annotated[Optional[list[str]], typer.Option("--origin-rtt", help="Per-origin RTT override N=RTT\\[/LOSS], e.g. 2=5ms or 2=5ms/1%.")]
-
-
-def _topology_spec(rtt, rate, rate_up, loss, queue, seed, origins, origin_namespaces, backend, icw,
-                   cc, mtu, sched_fifo, pcap, origin_rtt, trace_up=None, trace_down=None,
-                   busy_wait_us=300, tfo_client=3, tfo_server=3):
-    from pltlab import units
-    from pltlab.net import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
-
-    overrides = []
-    for item in origin_rtt or []:
-        idx, sep, val = item.partition("=")
-        if not sep or not (idx.strip().isascii() and idx.strip().isdigit()) or len(idx.strip()) > 6:
-            raise PltError(f"invalid --origin-rtt {item!r}: expected N=RTT or N=RTT/LOSS")
-        r, _, lo = val.partition("/")
-        overrides.append(OriginOverride(int(idx), units.duration_us(r, "origin rtt"),
-                                        units.loss_fraction(lo, "origin loss") if lo else None))
-    for t in (trace_up, trace_down):
-        if t is not None and not os.path.isfile(t):
-            raise PltError(f"trace file {t} does not exist")
-    if pcap:
-        pdir = os.path.dirname(os.path.abspath(pcap))
-        if not os.path.isdir(pdir):
-            raise PltError(f"--pcap {pcap}: directory {pdir} does not exist")
-    return TopologySpec(
-        origins=origins, origin_namespaces=origin_namespaces,
-        link=LinkSpec.build(rtt=rtt, rate=rate, rate_up=rate_up, loss=loss, queue=queue, seed=seed,
-                            trace_up=_abs(trace_up), trace_down=_abs(trace_down)),
-        knobs=TcpKnobs(tfo_client=tfo_client, tfo_server=tfo_server, initcwnd=icw, cc=cc, mtu=mtu),
-        overrides=tuple(overrides), backend=backend, sched_fifo=sched_fifo, busy_wait_us=busy_wait_us,
-        pcap=os.path.abspath(pcap) if pcap else None,
-    )
-
-
-def _abs(path: str | None) -> str | None:
-    return os.path.abspath(path) if path else None
+FifoOn = Annotated[
+    bool,
+    typer.Option(
+        "--sched-fifo/--no-sched-fifo",
+        help="Emulator under SCHED_FIFO (default on: precision under CPU load, docs/performance.md).",
+    ),
+]
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@knob_options("shell")
 def shell(
     ctx: typer.Context,
-    rtt: Rtt = "0ms", rate: Rate = None, rate_up: RateUp = None, loss: Loss = None,
-    queue: Queue = None, seed: Seed = 1, origins: Origins = 1, origin_namespaces: OriginNs = False,
-    backend: Backend = "auto", icw: Icw = None, cc: Cc = "cubic", mtu: Mtu = 1500,
-    sched_fifo: Fifo = False, pcap: Pcap = None, origin_rtt: OriginRtt = None,
-    trace_up: TraceUp = None, trace_down: TraceDown = None, busy_wait_us: BusyWait = 300,
-    serve: Annotated[bool, typer.Option(help="Run a simple origin server (HTTP and probe protocol) on port 80 of every origin.")] = True,
+    knobs: dict,
+    origins: Annotated[int, typer.Option("--origins", help="Number of origin addresses on the server side.")] = 1,
+    serve: Annotated[
+        bool, typer.Option(help="Run a simple origin server (HTTP and probe protocol) on port 80 of every origin.")
+    ] = True,
 ):
     """Run a command in the client namespace behind the emulated link:
     pltlab shell --rtt 100ms --rate 4mbit --loss 1% -- CMD...  (exit code of CMD is returned;
     for an interactive shell: -- bash). The origin addresses are in $PLTLAB_ORIGINS."""
     from pltlab.net.shell import run_shell
+    from pltlab.run.config import RunConfig
 
     if not ctx.args:
         raise PltError("pltlab shell needs a command to run: pltlab shell [OPTIONS] -- CMD [ARGS]...")
-    spec = _topology_spec(rtt, rate, rate_up, loss, queue, seed, origins, origin_namespaces,
-                          backend, icw, cc, mtu, sched_fifo, pcap, origin_rtt, trace_up, trace_down,
-                          busy_wait_us)
+    spec = RunConfig.from_knobs(knobs).topology(origins)
     raise typer.Exit(run_shell(spec, list(ctx.args), serve=serve))
+
+
+@app.command("knobs")
+def knobs_cmd(
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (as in docs/api.md).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+):
+    """List the knobs: every setting of a run, with its CLI option (run, shell), experiment-file
+    key (sweep; \\[list]: a list multiplies), default, unit and results column."""
+    from pltlab.run import knobs as registry
+
+    if as_json:
+        print(json.dumps(registry.rows()))
+    elif markdown:
+        print(registry.markdown(), end="")
+    else:
+        t = Table(title="knobs (pltlab.run.knobs)")
+        for h in registry.HEADERS.values():
+            t.add_column(h, overflow="fold")
+        for r in registry.rows():
+            t.add_row(*(Text(r[c]) for c in registry.HEADERS))
+        Console().print(t)
 
 
 @app.command()
@@ -128,19 +107,35 @@ def _print_check(res: dict) -> None:
     for col in ("test", "configured", "measured", "target"):
         t.add_column(col)
     for r in res["rtt"]:
-        t.add_row("RTT error (link)", f"{r['configured_ms']} ms",
-                  f"p50 {r['p50_err_ms']:+.3f}  p99 {r['p99_err_ms']:+.3f}  max {r['max_err_ms']:+.3f} ms",
-                  "p99 <= 0.3 ms")
-        t.add_row("  (application)", "", f"p50 {r['app_p50_err_ms']:+.3f}  p99 {r['app_p99_err_ms']:+.3f} ms",
-                  "(+ wake-ups)")
+        t.add_row(
+            "RTT error (link)",
+            f"{r['configured_ms']} ms",
+            f"p50 {r['p50_err_ms']:+.3f}  p99 {r['p99_err_ms']:+.3f}  max {r['max_err_ms']:+.3f} ms",
+            "p99 <= 0.3 ms",
+        )
+        t.add_row(
+            "  (application)", "", f"p50 {r['app_p50_err_ms']:+.3f}  p99 {r['app_p99_err_ms']:+.3f} ms", "(+ wake-ups)"
+        )
     b = res["rtt_baseline"]
-    t.add_row("RTT floor", "0 ms", f"p50 {b['p50_ms']:.3f}  p99 {b['p99_ms']:.3f}  max {b['max_ms']:.3f} ms",
-              "(machine's own)")
+    t.add_row(
+        "RTT floor",
+        "0 ms",
+        f"p50 {b['p50_ms']:.3f}  p99 {b['p99_ms']:.3f}  max {b['max_ms']:.3f} ms",
+        "(machine's own)",
+    )
     r = res["rate"]
-    t.add_row("goodput", f"{r['configured_mbit']} Mbit/s",
-              f"{r['achieved_mbit']:.3f} Mbit/s ({r['error']:+.2%} vs {r['expected_goodput_mbit']:.3f})", "within 1 %")
-    t.add_row("loss", f"{res['loss']['configured']:.0%}", f"{res['loss']['measured']:.2%} of {res['loss']['packets']}",
-              "within 0.5 pp")
+    t.add_row(
+        "goodput",
+        f"{r['configured_mbit']} Mbit/s",
+        f"{r['achieved_mbit']:.3f} Mbit/s ({r['error']:+.2%} vs {r['expected_goodput_mbit']:.3f})",
+        "within 1 %",
+    )
+    t.add_row(
+        "loss",
+        f"{res['loss']['configured']:.0%}",
+        f"{res['loss']['measured']:.2%} of {res['loss']['packets']}",
+        "within 0.5 pp",
+    )
     t.add_row("throughput", "unshaped", f"{res['throughput_gbit']:.2f} Gbit/s", ">= 2 Gbit/s")
     out.print(t)
     for p in res["problems"]:
@@ -150,8 +145,8 @@ def _print_check(res: dict) -> None:
 
 @app.command()
 def clean(
-    run_id: Annotated[Optional[str], typer.Argument(metavar="RUN_ID", help="Only this run id (6 hex digits).")] = None,
-    run: Annotated[Optional[str], typer.Option("--run", help="Same as RUN_ID.")] = None,
+    run_id: Annotated[str | None, typer.Argument(metavar="RUN_ID", help="Only this run id (6 hex digits).")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Same as RUN_ID.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Remove run RUN_ID even though its owner still runs.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed.")] = False,
 ):
@@ -182,8 +177,11 @@ def clean(
             print(f"live run {r} (kept)")
         return
     counts = cleaner.clean(rid, force)
-    print("removed " + ", ".join(f"{v} {k}" for k, v in counts.items() if k != "live runs kept")
-          + (f"; {counts['live runs kept']} live run(s) kept" if counts["live runs kept"] else ""))
+    print(
+        "removed "
+        + ", ".join(f"{v} {k}" for k, v in counts.items() if k != "live runs kept")
+        + (f"; {counts['live runs kept']} live run(s) kept" if counts["live runs kept"] else "")
+    )
 
 
 @app.command()

@@ -1,7 +1,8 @@
 """The results database of one experiment (`results.sqlite` in its output folder).
 
 One row per run attempt (a stable run key + attempt number; unique together), one row per request
-of a run. Every run is committed with its requests in one transaction, so a killed sweep loses at
+of a run. A database of an earlier version gains the columns it lacks when opened (NULL in its
+rows), so old results folders resume and report. Every run is committed with its requests in one transaction, so a killed sweep loses at
 most the run in progress and never half of one.
 """
 
@@ -10,35 +11,76 @@ import os
 import sqlite3
 import time
 
+from pltlab.run import knobs
+
 DB_NAME = "results.sqlite"
 
 RUN_COLUMNS = {
-    "run_key": "TEXT NOT NULL", "attempt": "INTEGER NOT NULL", "status": "TEXT NOT NULL",  # ok|failed
-    "seq": "INTEGER", "page": "TEXT", "page_id": "TEXT", "page_url": "TEXT", "objects": "INTEGER", "page_bytes": "INTEGER",
-    "config_key": "TEXT", "rtt_ms": "REAL", "rate_down_bps": "INTEGER", "rate_up_bps": "INTEGER",
-    "loss": "REAL", "queue": "TEXT", "icw": "INTEGER", "cc": "TEXT", "client": "TEXT", "warm": "INTEGER",
-    "overrides": "TEXT", "tfo": "INTEGER", "rep": "INTEGER", "seed": "INTEGER",
-    "plt_ms": "REAL", "network_plt_ms": "REAL", "tail_ms": "REAL",
-    "valid": "INTEGER", "invalid_reason": "TEXT", "failure_reason": "TEXT",
-    "not_found": "INTEGER", "tfo_active": "INTEGER", "tfo_passive": "INTEGER",
-    "tfo_counters": "TEXT", "runner_id": "TEXT",
-    "lateness_p50_us": "REAL", "lateness_p99_us": "REAL", "lateness_max_us": "REAL",
+    "run_key": "TEXT NOT NULL",
+    "attempt": "INTEGER NOT NULL",
+    "status": "TEXT NOT NULL",  # ok|failed
+    "seq": "INTEGER",
+    "page": "TEXT",
+    "page_id": "TEXT",
+    "page_url": "TEXT",
+    "objects": "INTEGER",
+    "page_bytes": "INTEGER",
+    "config_key": "TEXT",
+    # the configuration: one column per knob that has one (pltlab.run.knobs; RunConfig.columns())
+    **knobs.columns(),
+    "tfo": "INTEGER",
+    "rep": "INTEGER",
+    "plt_ms": "REAL",
+    "network_plt_ms": "REAL",
+    "tail_ms": "REAL",
+    "valid": "INTEGER",
+    "invalid_reason": "TEXT",
+    "failure_reason": "TEXT",
+    "not_found": "INTEGER",
+    "tfo_active": "INTEGER",
+    "tfo_passive": "INTEGER",
+    "tfo_counters": "TEXT",
+    "runner_id": "TEXT",
+    "lateness_p50_us": "REAL",
+    "lateness_p99_us": "REAL",
+    "lateness_max_us": "REAL",
     # times the load was re-run because the link emulator was late (pltlab.net.lateness)
     "late_reruns": "INTEGER",
     # what a measurement kind other than a plain page load measured (JSON; pltlab.run.kinds)
     "metrics": "TEXT",
-    "started_at": "REAL", "wall_ms": "REAL",
-    "pltlab_version": "TEXT", "dp_version": "TEXT", "kernel": "TEXT", "browser": "TEXT",
+    "started_at": "REAL",
+    "wall_ms": "REAL",
+    "pltlab_version": "TEXT",
+    "dp_version": "TEXT",
+    "kernel": "TEXT",
+    "browser": "TEXT",
 }
 REQUEST_COLUMNS = {
-    "run_id": "INTEGER NOT NULL", "idx": "INTEGER", "url": "TEXT", "host": "TEXT", "conn_id": "INTEGER",
-    "new_conn": "INTEGER", "tfo": "INTEGER", "ready_ms": "REAL", "connect_start_ms": "REAL",
-    "connect_end_ms": "REAL", "tls_end_ms": "REAL", "request_ms": "REAL", "start_ms": "REAL",
-    "first_byte_ms": "REAL", "last_byte_ms": "REAL", "bytes": "INTEGER", "header_bytes": "INTEGER",
-    "status": "INTEGER", "error": "TEXT",
+    "run_id": "INTEGER NOT NULL",
+    "idx": "INTEGER",
+    "url": "TEXT",
+    "host": "TEXT",
+    "conn_id": "INTEGER",
+    "new_conn": "INTEGER",
+    "tfo": "INTEGER",
+    "ready_ms": "REAL",
+    "connect_start_ms": "REAL",
+    "connect_end_ms": "REAL",
+    "tls_end_ms": "REAL",
+    "request_ms": "REAL",
+    "start_ms": "REAL",
+    "first_byte_ms": "REAL",
+    "last_byte_ms": "REAL",
+    "bytes": "INTEGER",
+    "header_bytes": "INTEGER",
+    "status": "INTEGER",
+    "error": "TEXT",
     # everything received for the response (heads + body as on the wire), the body decoded, its
     # Content-Encoding ("" identity) and the protocol ("http/1.1", "h2", ...); NULL: not reported
-    "transfer_bytes": "INTEGER", "body_bytes": "INTEGER", "encoding": "TEXT", "protocol": "TEXT",
+    "transfer_bytes": "INTEGER",
+    "body_bytes": "INTEGER",
+    "encoding": "TEXT",
+    "protocol": "TEXT",
 }
 
 
@@ -77,8 +119,9 @@ class Results:
 
     def set_meta(self, **values) -> None:
         with self.db:
-            self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                                [(k, json.dumps(v)) for k, v in values.items()])
+            self.db.executemany(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in values.items()]
+            )
 
     # ---- runs ------------------------------------------------------------------------
     def attempts(self) -> dict[str, list[str]]:
@@ -97,12 +140,14 @@ class Results:
         with self.db:
             cur = self.db.execute(
                 f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                [_sql(row[c]) for c in cols])
+                [_sql(row[c]) for c in cols],
+            )
             rid = cur.lastrowid
             rcols = [c for c in REQUEST_COLUMNS if c != "run_id"]
             self.db.executemany(
                 f"INSERT INTO requests (run_id, {', '.join(rcols)}) VALUES (?{', ?' * len(rcols)})",
-                [[rid] + [_sql(_req_value(r, c)) for c in rcols] for r in requests])
+                [[rid] + [_sql(_req_value(r, c)) for c in rcols] for r in requests],
+            )
         return rid
 
     def set_lateness(self, runner_id: str, stats: dict | None) -> None:
@@ -112,8 +157,11 @@ class Results:
         if not lat:
             return
         with self.db:
-            self.db.execute("UPDATE runs SET lateness_p50_us=?, lateness_p99_us=?, lateness_max_us=? "
-                            "WHERE runner_id=? AND lateness_p99_us IS NULL", (lat.get("p50"), lat.get("p99"), lat.get("max"), runner_id))
+            self.db.execute(
+                "UPDATE runs SET lateness_p50_us=?, lateness_p99_us=?, lateness_max_us=? "
+                "WHERE runner_id=? AND lateness_p99_us IS NULL",
+                (lat.get("p50"), lat.get("p99"), lat.get("max"), runner_id),
+            )
 
     def runner_opened(self, run_id: str) -> None:
         """Recorded before the runner's namespaces exist, so a resume can remove what a kill left."""
@@ -147,7 +195,7 @@ def _sql(v):
 
 def export(out_dir: str) -> list[str]:
     """CSV and Parquet of both tables next to the database (each written to .tmp, then renamed)."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 (heavy: loaded only to export)
 
     db = sqlite3.connect(os.path.join(out_dir, DB_NAME))
     written = []

@@ -19,8 +19,10 @@
     repetitions = 5
     seed = 1
 
-Every value is checked against the limits of pltlab.units when the file is read, before anything
-is built or written.
+The keys besides name, pages and corpus are the knobs of scope "sweep" (pltlab.run.knobs; `pltlab
+knobs` lists them), parsed by the knob's parser: every value is checked against the limits of
+pltlab.units when the file is read, before anything is built or written. A configuration (Config)
+holds one parsed value per list knob; Experiment.run_config(c) is the RunConfig of its runs.
 """
 
 import hashlib
@@ -38,47 +40,58 @@ from pltlab.archive import pages as resolver
 from pltlab.archive.model import Page
 from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
-from pltlab.loaders.plan import MODELS
-from pltlab.net.spec import CC_CHOICES, DEFAULT_CLIENT_RMEM, TcpKnobs
+from pltlab.net.spec import DEFAULT_CLIENT_RMEM
+from pltlab.run import knobs
 from pltlab.run.config import RunConfig
 
-LIST_KEYS = ("rtt", "rate", "rate_up", "loss", "queue", "tfo", "initcwnd", "cc", "client", "warmup",
-             "origin_rtt")
-SCALAR_KEYS = ("name", "pages", "corpus", "repetitions", "seed", "max_conns_per_host", "client_rmem",
-               "model", "schemes", "calibrated")
-# loader settings a sweep passes on to every run (RunConfig); the defaults keep older digests
-LOADER_DEFAULTS = {"model": "archive", "schemes": "recorded", "calibrated": True}
+# The experiment file's keys: its own (what and where) and every knob of scope "sweep".
+SWEEP_KNOBS = knobs.for_scope("sweep")
+POINT_KNOBS = knobs.point()  # the lists that multiply configurations (TFO modes apart)
+LIST_KEYS = tuple(k.toml for k in SWEEP_KNOBS if k.sweep)
+SCALAR_KEYS = ("name", "pages", "corpus") + tuple(k.toml for k in SWEEP_KNOBS if not k.sweep)
+# A run key's configuration part lists these in this order (every experiment so far: never change
+# it, or resumes and digests break); a point knob added later joins as {name: value}, where set.
+KEY_ORDER = ("rtt", "rate", "rate_up", "loss", "queue", "icw", "cc", "client", "warm", "origin_rtt")
+# Experiment-level knobs with their own Experiment attribute (and place in the digest).
+_OWN = ("reps", "seed", "max_conns_per_host", "client_rmem")
 # An experiment's name names its output folder (results/NAME): a name, never a path.
 NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
-DEFAULTS = {"rtt": ["100ms"], "rate": ["unlimited"], "rate_up": [None], "loss": ["0%"],
-            "queue": [1000], "tfo": ["off", "on"], "initcwnd": ["default"], "cc": ["cubic"],
-            "client": ["builtin"], "warmup": ["warm"], "origin_rtt": [{}]}
 
 
 class SpecError(PltError):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
+@knobs.fields(POINT_KNOBS)
 class Config:
-    """One point of the cross product without the TFO mode (= one PageRunner)."""
+    """One point of the cross product without the TFO mode (= one runner): a typed value per
+    point knob (rtt_us, rate_bps, ..., overrides). Made like RunConfig: Config(rtt="50ms", icw=10)."""
 
-    rtt: str
-    rate: str | None
-    rate_up: str | None
-    loss: str
-    queue: str
-    icw: int | None
-    cc: str
-    client: str
-    warm: bool
-    overrides: tuple  # ((host or index, rtt_us, loss or None), ...), sorted
+    def __init__(self, **values):
+        for f, v in knobs.parse(values, POINT_KNOBS).items():
+            object.__setattr__(self, f, v)
+
+    @classmethod
+    def from_knobs(cls, values: dict, where: str = "") -> "Config":
+        cfg = cls.__new__(cls)
+        for f, v in knobs.parse(values, POINT_KNOBS, where).items():
+            object.__setattr__(cfg, f, v)
+        return cfg
+
+    def values(self) -> dict:
+        """Typed values by field (RunConfig's keywords)."""
+        return {k.field: getattr(self, k.field) for k in POINT_KNOBS}
 
     def key(self) -> str:
         """Canonical, stable text (part of every run key)."""
-        return json.dumps([self.rtt, self.rate, self.rate_up, self.loss, self.queue, self.icw,
-                           self.cc, self.client, self.warm, [list(o) for o in self.overrides]],
-                          separators=(",", ":"))
+        parts = [knobs.KNOBS[n].key(getattr(self, knobs.KNOBS[n].field)) for n in KEY_ORDER]
+        later = {
+            k.name: k.key(getattr(self, k.field))
+            for k in POINT_KNOBS
+            if k.name not in KEY_ORDER and getattr(self, k.field) != k.value
+        }
+        return json.dumps(parts + ([later] if later else []), separators=(",", ":"))
 
 
 @dataclass
@@ -97,7 +110,8 @@ class Experiment:
     seed: int = 1
     max_conns_per_host: int = 6
     client_rmem: int | None = DEFAULT_CLIENT_RMEM  # client's initial TCP receive buffer; None = the kernel's
-    loader: dict = field(default_factory=dict)  # model/schemes/calibrated where not the default
+    # the other experiment-level knobs (model, schemes, calibrated, ...) by name, where not the default
+    settings: dict = field(default_factory=dict)
     source: str = ""  # the experiment file's text
     path: str = ""
     extras: dict = field(default_factory=dict)
@@ -109,26 +123,30 @@ class Experiment:
         h = hashlib.sha256()
         h.update(json.dumps([[p.label, p.page.url, len(p.page.objects)] for p in self.pages]).encode())
         h.update(json.dumps([c.key() for c in self.configs]).encode())
-        h.update(json.dumps([list(self.tfo_modes), self.repetitions, self.seed,
-                             self.max_conns_per_host]).encode())
+        h.update(json.dumps([list(self.tfo_modes), self.repetitions, self.seed, self.max_conns_per_host]).encode())
         # sweeps from before the 1 MiB default ran with the kernel's buffer and no entry here:
         # they keep their digest with client_rmem = "kernel" (a resume with the new default is
         # refused: a different experiment)
         if self.client_rmem is not None:
             h.update(json.dumps({"client_rmem": self.client_rmem}).encode())
-        if self.loader:
-            h.update(json.dumps(self.loader, sort_keys=True).encode())
+        settings = {n: knobs.KNOBS[n].key(v) for n, v in self.settings.items() if v != knobs.KNOBS[n].value}
+        if settings:  # (before other knobs: the loader's model/schemes/calibrated, same form)
+            h.update(json.dumps(settings, sort_keys=True).encode())
         if self.kind != "page_load":
             h.update(json.dumps({"kind": self.kind}).encode())
         return h.hexdigest()[:16]
 
     def run_config(self, c: int) -> RunConfig:
         """The settings of every run of configuration ``c``."""
-        k = self.configs[c]
-        return RunConfig(rtt=k.rtt, rate=k.rate, rate_up=k.rate_up, loss=k.loss, queue=k.queue,
-                         icw=k.icw, cc=k.cc, client=k.client, warm=k.warm, seed=self.seed,
-                         max_conns_per_host=self.max_conns_per_host, overrides=k.overrides,
-                         client_rmem=self.client_rmem, **self.loader)
+        return RunConfig(
+            **self.configs[c].values(),
+            tfo_modes=tuple(self.tfo_modes),
+            reps=self.repetitions,
+            seed=self.seed,
+            max_conns_per_host=self.max_conns_per_host,
+            client_rmem=self.client_rmem,
+            **{knobs.KNOBS[n].field: v for n, v in self.settings.items()},
+        )
 
     @property
     def n_runs(self) -> int:
@@ -158,6 +176,30 @@ def load(path: str) -> Experiment:
     return exp
 
 
+def parse_knobs(doc: dict, where: str = "experiment") -> tuple[dict[str, list], dict[str, object]]:
+    """The knobs an experiment document sets: ({knob name: [typed values]} of the lists,
+    {knob name: typed value} of the rest), defaults filled in. One PltError names file and key."""
+    lists, scalars = {}, {}
+    for k in SWEEP_KNOBS:
+        v = doc.get(k.toml, k.default)
+        try:
+            if k.sweep and not k.many:
+                v = v if isinstance(v, list) else [v]
+                if not v:
+                    raise PltError("empty list")
+                vals = [k.parse(x, k.toml) for x in v]
+                if len({json.dumps(k.key(x)) for x in vals}) != len(vals):
+                    raise PltError("duplicate values")
+                lists[k.name] = vals
+            else:
+                if k.many and isinstance(v, list) and not v:
+                    raise PltError("empty list")
+                scalars[k.name] = k.parse(v, k.toml)
+        except PltError as e:
+            raise PltError(f"{where}: key '{k.toml}': {e}") from None
+    return lists, scalars
+
+
 def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experiment:
     def bad(key, msg):
         return PltError(f"{where}: key '{key}': {msg}")
@@ -171,54 +213,15 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
             raise bad(k, f"unknown key (known: {', '.join(SCALAR_KEYS + LIST_KEYS)})")
     if "pages" not in doc:
         raise bad("pages", "missing (a list of pages: bundled names, HAR files, directories, .pages lists)")
-    lists = {}
-    for k in LIST_KEYS:
-        v = doc.get(k, DEFAULTS[k])
-        v = v if isinstance(v, list) else [v]
-        if not v:
-            raise bad(k, "empty list")
-        lists[k] = v
-    try:
-        parsed = {k: [_parse(k, x) for x in lists[k]] for k in LIST_KEYS if k != "origin_rtt"}
-        parsed["origin_rtt"] = [_overrides(x) for x in lists["origin_rtt"]]
-    except _KeyErr as e:
-        raise bad(e.key, e.msg) from None
-    for k, v in parsed.items():
-        if len(set(map(repr, v))) != len(v):
-            raise bad(k, "duplicate values")
-    try:
-        reps = units.repetitions(doc.get("repetitions", 3))
-    except PltError as e:
-        raise bad("repetitions", str(e)) from None
-    try:
-        seed = units.seed(doc.get("seed", 1))
-    except PltError as e:
-        raise bad("seed", str(e)) from None
-    mc = doc.get("max_conns_per_host", 6)
-    if not isinstance(mc, int) or isinstance(mc, bool) or not 1 <= mc <= 64:
-        raise bad("max_conns_per_host", f"{units.show(mc)}: must be an integer from 1 to 64")
-    rmem = doc.get("client_rmem", "default")
-    if rmem == "default":
-        rmem = DEFAULT_CLIENT_RMEM
-    elif rmem == "kernel":
-        rmem = None
-    else:
-        try:
-            rmem = TcpKnobs(client_rmem=units.size_bytes(rmem, "client_rmem")).client_rmem
-        except PltError as e:
-            raise bad("client_rmem", f"{e} (or \"default\" = 1MiB, or \"kernel\")") from None
-    loader = {}
-    for k, choices in (("model", MODELS), ("schemes", ("recorded", "chromium")), ("calibrated", (True, False))):
-        v = doc.get(k, LOADER_DEFAULTS[k])
-        if isinstance(v, bool) != (k == "calibrated") or v not in choices:
-            raise bad(k, f"{units.show(v)}: one of {', '.join(json.dumps(c) for c in choices)}")
-        if v != LOADER_DEFAULTS[k]:
-            loader[k] = v
+    lists, scalars = parse_knobs(doc, where)
     if "name" in doc:
         name = doc["name"]
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-            raise bad("name", f"{units.show(name)}: a name of 1 to 100 letters, digits, '.', '_' or "
-                              f"'-', not starting with '.' (it names the output folder results/NAME)")
+            raise bad(
+                "name",
+                f"{units.show(name)}: a name of 1 to 100 letters, digits, '.', '_' or "
+                f"'-', not starting with '.' (it names the output folder results/NAME)",
+            )
     else:  # the file's name, made a name
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.splitext(os.path.basename(where))[0])
         name = name.lstrip(".")[:100] or "experiment"
@@ -229,86 +232,29 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
         pages = resolve_pages(doc["pages"], base, _abs(corpus, base))
     except PltError as e:
         raise bad("pages", str(e)) from None
-    for ov in parsed["origin_rtt"]:
+    for ov in lists["origin_rtt"]:
         for target, _, _ in ov:
             if isinstance(target, str) and not any(target in p.page.hosts for p in pages):
                 raise bad("origin_rtt", f"host {units.show(target)} is in none of the pages")
             if isinstance(target, int) and any(target >= len(p.page.hosts) for p in pages):
                 raise bad("origin_rtt", f"origin index {target} exceeds a page's number of hosts")
-    configs = [Config(rtt=r, rate=ra, rate_up=ru, loss=lo, queue=q, icw=i, cc=c, client=cl, warm=w,
-                      overrides=ov)
-               for r, ra, ru, lo, q, i, c, cl, w, ov in itertools.product(
-                   parsed["rtt"], parsed["rate"], parsed["rate_up"], parsed["loss"], parsed["queue"],
-                   parsed["initcwnd"], parsed["cc"], parsed["client"], parsed["warmup"],
-                   parsed["origin_rtt"])]
-    return Experiment(name=name, pages=pages, configs=configs,
-                      tfo_modes=tuple(parsed["tfo"]), repetitions=reps, seed=seed,
-                      max_conns_per_host=mc, client_rmem=rmem, loader=loader)
-
-
-class _KeyErr(Exception):
-    def __init__(self, key, msg):
-        self.key, self.msg = key, msg
-
-
-def _parse(key: str, v):
-    """One list element -> its canonical value (strings normalised so run keys are stable)."""
-    try:
-        if key == "rtt":
-            return f"{units.duration_us(v, 'rtt')}us"
-        if key in ("rate", "rate_up"):
-            if v is None:
-                return None
-            bps = units.rate_bps(v, key)
-            return None if bps is None else f"{bps}bit"
-        if key == "loss":
-            return f"{units.loss_fraction(v, 'loss'):.6g}"
-        if key == "queue":
-            qp, qb = units.queue_spec(v)
-            return f"{qp}" if qp is not None else f"{qb}B"
-    except PltError as e:
-        raise _KeyErr(key, str(e)) from None
-    if key == "tfo":
-        m = {True: True, False: False, "on": True, "off": False}
-        if isinstance(v, (bool, str)) and v in m:
-            return m[v]
-        raise _KeyErr(key, f"{units.show(v)}: use \"on\" or \"off\"")
-    if key == "initcwnd":
-        if v == "default":
-            return None
-        if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024:
-            return v
-        raise _KeyErr(key, f"{units.show(v)}: an integer from 1 to 1024 segments, or \"default\"")
-    if key == "cc":
-        if v in CC_CHOICES:
-            return v
-        raise _KeyErr(key, f"{units.show(v)}: one of {', '.join(CC_CHOICES)}")
-    if key == "client":
-        if v in ("builtin", "chromium"):
-            return v
-        raise _KeyErr(key, f"{units.show(v)}: builtin or chromium")
-    if key == "warmup":
-        if v in ("warm", "cold"):
-            return v == "warm"
-        raise _KeyErr(key, f"{units.show(v)}: warm or cold")
-    raise AssertionError(key)
-
-
-def _overrides(v) -> tuple:
-    if not isinstance(v, dict):
-        raise _KeyErr("origin_rtt", f"{units.show(v)}: each element is a table {{host or index = \"RTT[/LOSS]\"}}")
-    out = []
-    for target, val in v.items():
-        t = int(target) if target.isascii() and target.isdigit() else target.lower()
-        if isinstance(val, bool) or not isinstance(val, (str, int, float)):
-            raise _KeyErr("origin_rtt", f"{units.show(target)}: {units.show(val)}: expected \"RTT[/LOSS]\"")
-        r, _, lo = str(val).partition("/")
-        try:
-            out.append((t, units.duration_us(r, "origin rtt"),
-                        units.loss_fraction(lo, "origin loss") if lo else None))
-        except PltError as e:
-            raise _KeyErr("origin_rtt", f"{units.show(target)}: {e}") from None
-    return tuple(sorted(out, key=repr))
+    names = [k.name for k in POINT_KNOBS]
+    configs = [
+        Config(**{knobs.KNOBS[n].field: v for n, v in zip(names, point)})
+        for point in itertools.product(*(lists[n] for n in names))
+    ]
+    settings = {n: v for n, v in scalars.items() if n not in _OWN + ("tfo",) and v != knobs.KNOBS[n].value}
+    return Experiment(
+        name=name,
+        pages=pages,
+        configs=configs,
+        tfo_modes=scalars["tfo"],
+        repetitions=scalars["reps"],
+        seed=scalars["seed"],
+        max_conns_per_host=scalars["max_conns_per_host"],
+        client_rmem=scalars["client_rmem"],
+        settings=settings,
+    )
 
 
 def _abs(p: str | None, base: str) -> str | None:
@@ -325,8 +271,11 @@ def resolve_pages(items, base: str = ".", corpus: str | None = None) -> list[Pag
     out: list[PageEntry] = []
     for item in items:
         path = _abs(item, base)
-        seed_lists = sorted(f for f in os.listdir(path) if f.endswith(".pages")) \
-            if os.path.isdir(path) and not any(f.endswith(".har") for f in os.listdir(path)) else []
+        seed_lists = (
+            sorted(f for f in os.listdir(path) if f.endswith(".pages"))
+            if os.path.isdir(path) and not any(f.endswith(".har") for f in os.listdir(path))
+            else []
+        )
         if item.endswith(".pages") and os.path.isfile(path):
             found = import_pages_file(path)[0]
         elif seed_lists:  # a seed-format folder (cs244-2013): every .pages list in it

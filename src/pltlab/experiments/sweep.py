@@ -1,5 +1,10 @@
 """Running an experiment's cross product: interleaved order, live runners reused, one DB row per run.
 
+Every measurement kind (pltlab.run.kinds: page loads, traced loads, flows) runs through here: the
+same order, retries, progress display, results database and resume. A run is committed with its
+requests in one transaction, so a SIGKILL loses only the run in progress, which a resume repeats;
+nothing committed is run again.
+
 Order: per repetition, the (page, configuration) blocks are shuffled with the seed; within a block
 the TFO modes run back to back, their order flipping from one repetition to the next (the first
 order drawn per block), so slow drift of the machine biases neither side. Runners (topology +
@@ -31,8 +36,8 @@ from pltlab.errors import PltError
 from pltlab.experiments.results import Results, export
 from pltlab.experiments.spec import NAME_RE, Experiment
 from pltlab.net import clean
+from pltlab.run import kinds
 from pltlab.run.config import RunConfig
-from pltlab.run.runner import PageRunner
 
 MAX_ATTEMPTS = 2  # a failed run is retried once
 
@@ -71,14 +76,21 @@ def run_key(exp: Experiment, p: int, c: int, tfo: bool, rep: int) -> str:
 
 def environment() -> dict:
     try:
-        dp = subprocess.run([dataplane.binary(), "--version"], capture_output=True, text=True,
-                            timeout=10).stdout.strip()
+        dp = subprocess.run(
+            [dataplane.binary(), "--version"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (PltError, OSError, subprocess.SubprocessError):
         dp = None
     u = platform.uname()
-    return {"pltlab": __version__, "pltlab_dp": dp, "kernel": u.release, "machine": u.machine,
-            "cpus": os.cpu_count(), "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S %z")}
+    return {
+        "pltlab": __version__,
+        "pltlab_dp": dp,
+        "kernel": u.release,
+        "machine": u.machine,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+    }
 
 
 def prepare(exp: Experiment, out_dir: str, resume: bool) -> None:
@@ -92,11 +104,14 @@ def prepare(exp: Experiment, out_dir: str, resume: bool) -> None:
         finally:
             res.close()
         if not resume and n:
-            raise PltError(f"{out_dir} already holds {n} run(s): pass --resume to continue that sweep, "
-                           f"or choose another output folder (-o)")
+            raise PltError(
+                f"{out_dir} already holds {n} run(s): pass --resume to continue that sweep, "
+                f"or choose another output folder (-o)"
+            )
         if meta.get("digest") not in (None, exp.digest()):
-            raise PltError(f"{out_dir} holds a different experiment ({meta.get('name')!r}): "
-                           f"choose another output folder (-o)")
+            raise PltError(
+                f"{out_dir} holds a different experiment ({meta.get('name')!r}): choose another output folder (-o)"
+            )
     elif os.path.isdir(out_dir) and os.listdir(out_dir) and not resume:
         raise PltError(f"{out_dir} exists and is not empty: choose another output folder (-o)")
 
@@ -120,12 +135,11 @@ def all_failed(stats: dict) -> bool:
 
 
 class Sweep:
-    def __init__(self, exp: Experiment, out_dir: str, console: Console | None = None,
-                 max_live: int = 16):
+    def __init__(self, exp: Experiment, out_dir: str, console: Console | None = None, max_live: int = 16):
         self.exp, self.out_dir = exp, out_dir
         self.out = console or Console(stderr=True)
         self.max_live = max_live
-        self.live: OrderedDict[tuple, PageRunner] = OrderedDict()
+        self.live: OrderedDict[tuple, object] = OrderedDict()  # (page, config) -> a kind's runner
         self.res: Results | None = None
         self.env: dict = {}
 
@@ -133,14 +147,14 @@ class Sweep:
     def _cfg(self, c: int) -> RunConfig:
         return self.exp.run_config(c)
 
-    def _runner(self, p: int, c: int) -> PageRunner:
+    def _runner(self, p: int, c: int):
         key = (p, c)
         if key in self.live:
             self.live.move_to_end(key)
             return self.live[key]
         while len(self.live) >= self.max_live:
             self._close(next(iter(self.live)))
-        pr = PageRunner(self.exp.pages[p].page, self._cfg(c))
+        pr = kinds.runner(self.exp.kind, self.exp.pages[p].page, self._cfg(c))
         self.res.runner_opened(pr.topo.run_id)
         pr.__enter__()
         self.live[key] = pr
@@ -156,15 +170,36 @@ class Sweep:
             self.res.set_lateness(pr.topo.run_id, pr.topo.link_stats)
             self.res.runner_closed(pr.topo.run_id)
 
+    def _where(self, c: int) -> str:
+        """A configuration as the progress lines name it: its RTT, and its ICW and loss if set."""
+        cols = self._cfg(c).columns()
+        out = f"{cols['rtt_ms']:g}ms delay"
+        if cols.get("icw") is not None:
+            out += f", ICW {cols['icw']}"
+        if cols.get("loss"):
+            out += f", loss {cols['loss'] * 100:g}%"
+        return out
+
     # ---- one run ----------------------------------------------------------------------
     def _row(self, it: Item, attempt: int) -> dict:
         e, k = self.exp.pages[it.page], self.exp.configs[it.config]
-        return {"run_key": it.key, "attempt": attempt, "seq": it.seq, "page": e.label,
-                "page_id": e.page.id or e.page.url, "page_url": e.page.url, "objects": len(e.page.objects),
-                "page_bytes": sum(o.size for o in e.page.objects), "config_key": k.key(),
-                **self._cfg(it.config).columns(), "tfo": it.tfo, "rep": it.rep,
-                "pltlab_version": self.env.get("pltlab"),
-                "dp_version": self.env.get("pltlab_dp"), "kernel": self.env.get("kernel")}
+        return {
+            "run_key": it.key,
+            "attempt": attempt,
+            "seq": it.seq,
+            "page": e.label,
+            "page_id": e.page.id or e.page.url,
+            "page_url": e.page.url,
+            "objects": len(e.page.objects),
+            "page_bytes": sum(o.size for o in e.page.objects),
+            "config_key": k.key(),
+            **self._cfg(it.config).columns(),
+            "tfo": it.tfo,
+            "rep": it.rep,
+            "pltlab_version": self.env.get("pltlab"),
+            "dp_version": self.env.get("pltlab_dp"),
+            "kernel": self.env.get("kernel"),
+        }
 
     def _attempt(self, it: Item, attempt: int) -> dict:
         row = self._row(it, attempt)
@@ -175,24 +210,38 @@ class Sweep:
             row["runner_id"] = pr.topo.run_id
             r = pr.load(it.tfo, it.rep)
         except (PltError, OSError, subprocess.SubprocessError, ValueError) as e:
-            row.update(status="failed", valid=False, failure_reason=str(e) or type(e).__name__,
-                       wall_ms=(time.time() - t0) * 1000)
+            row.update(
+                status="failed",
+                valid=False,
+                failure_reason=str(e) or type(e).__name__,
+                wall_ms=(time.time() - t0) * 1000,
+            )
             self._close((it.page, it.config))  # a fresh runner for the retry
             self.res.add_run(row, [])
             return row
         c = r["tfo_counters"]
-        row.update(status="ok", plt_ms=r["plt_ms"], valid=r["valid"], invalid_reason=r["invalid_reason"],
-                   not_found=r["not_found"], tfo_counters=c,
-                   tfo_active=c["client"].get("TCPFastOpenActive"),
-                   tfo_passive=c["server"].get("TCPFastOpenPassive"),
-                   browser=r.get("browser"), wall_ms=(time.time() - t0) * 1000,
-                   network_plt_ms=r.get("network_plt_ms"), tail_ms=r.get("tail_ms"),
-                   late_reruns=r.get("late_reruns"))
+        row.update(
+            status="ok",
+            plt_ms=r["plt_ms"],
+            valid=r["valid"],
+            invalid_reason=r["invalid_reason"],
+            not_found=r["not_found"],
+            tfo_counters=c,
+            tfo_active=c["client"].get("TCPFastOpenActive"),
+            tfo_passive=c["server"].get("TCPFastOpenPassive"),
+            browser=r.get("browser"),
+            wall_ms=(time.time() - t0) * 1000,
+            network_plt_ms=r.get("network_plt_ms"),
+            tail_ms=r.get("tail_ms"),
+            late_reruns=r.get("late_reruns"),
+            metrics=r.get("metrics"),
+            seed=r.get("seed", row.get("seed")),
+        )
         lat = r.get("emulator_lateness_us") or {}
         if lat:  # this load's own figures (else the runner's, filled in at its teardown)
-            row.update(lateness_p50_us=lat.get("p50"), lateness_p99_us=lat.get("p99"),
-                       lateness_max_us=lat.get("max"))
+            row.update(lateness_p50_us=lat.get("p50"), lateness_p99_us=lat.get("p99"), lateness_max_us=lat.get("max"))
         self.res.add_run(row, r["requests"])
+        row["summary"] = r.get("summary")  # for the progress display, not stored
         return row
 
     # ---- the sweep --------------------------------------------------------------------
@@ -202,10 +251,22 @@ class Sweep:
         self.env = environment()
         meta = self.res.meta()
         if "digest" not in meta:
-            self.res.set_meta(name=self.exp.name, digest=self.exp.digest(), experiment=self.exp.source,
-                              environment=self.env, n_runs=self.exp.n_runs,
-                              pages=[{"label": e.label, "url": e.page.url, "objects": len(e.page.objects),
-                                      "bytes": sum(o.size for o in e.page.objects)} for e in self.exp.pages])
+            self.res.set_meta(
+                name=self.exp.name,
+                digest=self.exp.digest(),
+                experiment=self.exp.source,
+                environment=self.env,
+                n_runs=self.exp.n_runs,
+                pages=[
+                    {
+                        "label": e.label,
+                        "url": e.page.url,
+                        "objects": len(e.page.objects),
+                        "bytes": sum(o.size for o in e.page.objects),
+                    }
+                    for e in self.exp.pages
+                ],
+            )
             if self.exp.source:
                 with open(os.path.join(self.out_dir, "experiment.toml"), "w") as f:
                     f.write(self.exp.source)
@@ -236,17 +297,27 @@ class Sweep:
         done = lambda st: "ok" in st or len(st) >= MAX_ATTEMPTS  # noqa: E731
         todo = [it for it in items if not done(seen.get(it.key, []))]
         stats = {"runs": 0, "failed": 0, "invalid": 0, "plt_sum_ms": 0.0}
+        left: dict[tuple, int] = {}  # runs still to do per runner: closed after its last one
+        for it in todo:
+            left[(it.page, it.config)] = left.get((it.page, it.config), 0) + 1
         t_start = time.time()
-        cols = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                TextColumn("last PLT {task.fields[last]}"))
+        cols = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("last PLT {task.fields[last]}"),
+        )
         with Progress(*cols, console=self.out, transient=False) as prog:
-            task = prog.add_task(self.exp.name, total=len(items), completed=len(items) - len(todo),
-                                 last="-")
+            task = prog.add_task(self.exp.name, total=len(items), completed=len(items) - len(todo), last="-")
             for it in todo:
-                e, k = self.exp.pages[it.page], self.exp.configs[it.config]
-                _say(prog.console, f"Experiment {it.rep} {e.label} @ {_ms(k.rtt)}ms delay"
-                     f" ({'TFO' if it.tfo else 'no TFO'})")
+                e = self.exp.pages[it.page]
+                _say(
+                    prog.console,
+                    f"Experiment {it.rep} {e.label} @ {self._where(it.config)} ({'TFO' if it.tfo else 'no TFO'})",
+                )
                 attempt = len(seen.get(it.key, [])) + 1
                 while True:
                     row = self._attempt(it, attempt)
@@ -256,16 +327,23 @@ class Sweep:
                     attempt += 1
                 if row["status"] == "ok":
                     stats["runs"] += 1
-                    stats["plt_sum_ms"] += row["plt_ms"]
+                    stats["plt_sum_ms"] += row["plt_ms"] or 0.0
                     stats["invalid"] += not row["valid"]
                     mark = "" if row["valid"] else f"  [red]INVALID: {row['invalid_reason']}[/]"
-                    _say(prog.console, f"Fetching {e.label} took {row['plt_ms'] / 1000:.3f}s.{mark}")
-                    last = f"{row['plt_ms']:.0f} ms"
+                    if row["plt_ms"] is None:  # a kind without a PLT (flows) says what it measured
+                        _say(prog.console, f"{e.label}: {row.get('summary') or 'done'}.{mark}")
+                        last = "-"
+                    else:
+                        _say(prog.console, f"Fetching {e.label} took {row['plt_ms'] / 1000:.3f}s.{mark}")
+                        last = f"{row['plt_ms']:.0f} ms"
                 else:
                     stats["failed"] += 1
                     _say(prog.console, f"[red]FAILED twice: {row['failure_reason']}[/]")
                     last = "failed"
                 prog.update(task, advance=1, last=last)
+                left[(it.page, it.config)] -= 1
+                if not left[(it.page, it.config)]:  # its last run: free its namespaces and servers now
+                    self._close((it.page, it.config))
         for key in list(self.live):
             self._close(key)
         stats["wall_s"] = time.time() - t_start
@@ -278,10 +356,6 @@ def _say(console: Console, line: str) -> None:
     """A per-load log line, printed as is: wrapping it would put every distinct line into rich's
     width caches (bounded, but ~1 MB filled over the first thousands of loads: a soak's creep)."""
     console.print(line, highlight=False, no_wrap=True, crop=False, overflow="ignore")
-
-
-def _ms(rtt: str) -> str:
-    return f"{int(rtt[:-2]) / 1000:g}"
 
 
 def run(exp: Experiment, out_dir: str, resume: bool = False, console: Console | None = None) -> dict:

@@ -59,9 +59,15 @@ def tight_end(plan: dict, reqs: list[dict | None], phase: int | None = None) -> 
     lim = plan.get("tight_limit")
     if not lim:
         return None
-    spans = sorted((r["released_ms"], r["last_byte_ms"]) for o, r in zip(plan["objects"], reqs)
-                   if o.get("delayable") and o.get("tight_phase") == phase and r is not None
-                   and r.get("released_ms") is not None and r.get("last_byte_ms") is not None)
+    spans = sorted(
+        (r["released_ms"], r["last_byte_ms"])
+        for o, r in zip(plan["objects"], reqs)
+        if o.get("delayable")
+        and o.get("tight_phase") == phase
+        and r is not None
+        and r.get("released_ms") is not None
+        and r.get("last_byte_ms") is not None
+    )
     for t, _ in spans:
         if sum(1 for a, b in spans if a < t and b > t) >= lim:
             return t
@@ -129,11 +135,16 @@ def derive_one(plan: dict, load: dict, doc: int = 0) -> dict:
             return None
         return round(max(0.0, te - max(arrived)), 3)
 
-    frames = {ph["doc"]: tight_delay(ph["until"], k) for k, ph in enumerate(plan.get("tight_phases") or [])
-              if ph.get("until")}
-    return {"compute_ms": out, "tail_ms": round(tail, 3),
-            "tight_delay_ms": tight_delay(plan.get("tight_until") or [], None),
-            "frame_tight_delay_ms": frames, "matched": sum(r is not None for r in reqs)}
+    frames = {
+        ph["doc"]: tight_delay(ph["until"], k) for k, ph in enumerate(plan.get("tight_phases") or []) if ph.get("until")
+    }
+    return {
+        "compute_ms": out,
+        "tail_ms": round(tail, 3),
+        "tight_delay_ms": tight_delay(plan.get("tight_until") or [], None),
+        "frame_tight_delay_ms": frames,
+        "matched": sum(r is not None for r in reqs),
+    }
 
 
 def derive(plan: dict, loads: list[dict], doc: int = 0) -> dict:
@@ -148,9 +159,15 @@ def derive(plan: dict, loads: list[dict], doc: int = 0) -> dict:
         return round(statistics.median(vs), 3) if vs else None
 
     comp = [med(d["compute_ms"][i] for d in ones) for i in range(len(plan["objects"]))]
-    frames = {f: med(d["frame_tight_delay_ms"].get(f) for d in ones)
-              for f in {k for d in ones for k in d["frame_tight_delay_ms"]}}
-    return {"compute_ms": comp, "tail_ms": med(d["tail_ms"] for d in ones),
-            "tight_delay_ms": med(d["tight_delay_ms"] for d in ones) or 0.0,
-            "frame_tight_delay_ms": {k: v for k, v in sorted(frames.items()) if v is not None},
-            "matched": min(d["matched"] for d in ones), "loads": len(ones)}
+    frames = {
+        f: med(d["frame_tight_delay_ms"].get(f) for d in ones)
+        for f in {k for d in ones for k in d["frame_tight_delay_ms"]}
+    }
+    return {
+        "compute_ms": comp,
+        "tail_ms": med(d["tail_ms"] for d in ones),
+        "tight_delay_ms": med(d["tight_delay_ms"] for d in ones) or 0.0,
+        "frame_tight_delay_ms": {k: v for k, v in sorted(frames.items()) if v is not None},
+        "matched": min(d["matched"] for d in ones),
+        "loads": len(ones),
+    }

@@ -10,7 +10,7 @@ from pltlab import dataplane
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders.browser import Chromium, collect, hsts
-from pltlab.net import Topology
+from pltlab.net.topology import Topology
 
 
 def shim_path(workdir: str) -> str:
@@ -22,8 +22,13 @@ def shim_path(workdir: str) -> str:
     return path
 
 
-TIMES = (("connect_start_ms", "connectStart"), ("connect_end_ms", "connectEnd"),
-         ("tls_start_ms", "sslStart"), ("request_ms", "sendStart"), ("first_byte_ms", "receiveHeadersEnd"))
+TIMES = (
+    ("connect_start_ms", "connectStart"),
+    ("connect_end_ms", "connectEnd"),
+    ("tls_start_ms", "sslStart"),
+    ("request_ms", "sendStart"),
+    ("first_byte_ms", "receiveHeadersEnd"),
+)
 
 
 def wire_times(r) -> dict:
@@ -63,13 +68,11 @@ def document_problem(res) -> str | None:
     return None
 
 
-def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None, tfo: bool,
-         check: bool = True) -> dict:
+def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None, tfo: bool, check: bool = True) -> dict:
     """One Chromium load. ``check``: raise PltError when the document did not arrive or the load
     event never fired; False: say why in the result's ``document_problem`` (an invalid load)."""
     env = {"LD_PRELOAD": shim_path(topo.workdir)} if tfo else {}
-    with Chromium(netns=topo.client_ns, host_rules=host_ips, spki=[spki] if spki else [], env=env,
-                  bodies=False) as c:
+    with Chromium(netns=topo.client_ns, host_rules=host_ips, spki=[spki] if spki else [], env=env, bodies=False) as c:
         res = c.load(page.url)
     problem = document_problem(res)
     if check and problem:
@@ -81,23 +84,43 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
         if hsts.is_hsts_redirect(r.status, r.headers):  # internal, never on the wire
             upgraded.append(r.url)
             continue
-        requests.append({
-            "index": i, "url": r.url, "host": r.url.split("/")[2] if "//" in r.url else "",
-            "conn_id": r.connection_id, "new_conn": r.connection_reused is False,
-            "start_ms": r.start_ms, "last_byte_ms": r.end_ms, "bytes": r.data_bytes,
-            "wire_bytes": r.encoded_bytes, "transfer_bytes": collect.transfer_bytes(r),
-            "header_bytes": r.head_bytes,
-            "body_bytes": r.data_bytes if r.finished and not r.redirect_url else None,
-            "encoding": collect.content_encoding(r), "protocol": r.protocol.lower() or None,
-            "status": r.status, "error": r.error or None,
-            "resource_type": r.resource_type, "initiator_type": r.initiator_type,
-            "initiator_url": r.initiator_url, **wire_times(r),
-        })
+        requests.append(
+            {
+                "index": i,
+                "url": r.url,
+                "host": r.url.split("/")[2] if "//" in r.url else "",
+                "conn_id": r.connection_id,
+                "new_conn": r.connection_reused is False,
+                "start_ms": r.start_ms,
+                "last_byte_ms": r.end_ms,
+                "bytes": r.data_bytes,
+                "wire_bytes": r.encoded_bytes,
+                "transfer_bytes": collect.transfer_bytes(r),
+                "header_bytes": r.head_bytes,
+                "body_bytes": r.data_bytes if r.finished and not r.redirect_url else None,
+                "encoding": collect.content_encoding(r),
+                "protocol": r.protocol.lower() or None,
+                "status": r.status,
+                "error": r.error or None,
+                "resource_type": r.resource_type,
+                "initiator_type": r.initiator_type,
+                "initiator_url": r.initiator_url,
+                **wire_times(r),
+            }
+        )
     # No load event: the load is invalid (document_problem); its PLT is then the last network
     # activity, reported but never averaged in.
-    plt = res.plt_ms if res.plt_ms is not None else max(
-        (r.end_ms for r in res.requests if r.end_ms is not None), default=0.0)
-    return {"plt_ms": plt, "document_problem": problem, "requests": requests,
-            "browser": res.browser_version,
-            "nav_timing": res.nav_timing,
-            "unfinished": res.unfinished, "hsts_upgraded": upgraded}
+    plt = (
+        res.plt_ms
+        if res.plt_ms is not None
+        else max((r.end_ms for r in res.requests if r.end_ms is not None), default=0.0)
+    )
+    return {
+        "plt_ms": plt,
+        "document_problem": problem,
+        "requests": requests,
+        "browser": res.browser_version,
+        "nav_timing": res.nav_timing,
+        "unfinished": res.unfinished,
+        "hsts_upgraded": upgraded,
+    }

@@ -113,7 +113,7 @@ class _Heads:
         last one)."""
         order, pos, last = self.order(doc)
         if upto is None:
-            return order[:last + 1]
+            return order[: last + 1]
         i = pos.get(id(upto))
         if i is None and upto in order:  # an equal object, not this one: the first equal
             i = order.index(upto)
@@ -131,8 +131,7 @@ def chromium_deps(page: Page, o: Obj, heads: _Heads | None = None) -> dict:
     by the look-ups of one unchanged page."""
     heads = heads if heads is not None else _Heads(synth.Structure(page))
     st = heads.st
-    out = {"parent": None, "at_first_byte": False, "after": [],
-           "delayable": kind(o.mime, o.url) == "image"}
+    out = {"parent": None, "at_first_byte": False, "after": [], "delayable": kind(o.mime, o.url) == "image"}
     if o is page.objects[0]:
         return out
     if o.initiator_type == "redirect" and o.initiator and st.find(o.initiator) is not None:
@@ -177,8 +176,9 @@ def frame_of(page: Page, o: Obj, st: synth.Structure | None = None) -> Obj:
     return st.document_of(st.loader(cur))
 
 
-def _tight_phases(page: Page, objs: list[Obj], out: list[dict], pos: dict, main: Obj,
-                  cal: dict | None, heads: _Heads) -> list[dict]:
+def _tight_phases(
+    page: Page, objs: list[Obj], out: list[dict], pos: dict, main: Obj, cal: dict | None, heads: _Heads
+) -> list[dict]:
     """Tight phases of the frames other than the main document's (whose phase is the plan's
     ``tight_until``): per synthesized document with delayable requests, until its head scripts
     and stylesheets arrived (+ its calibrated delay); sets each delayable object's
@@ -216,10 +216,19 @@ def tail_ms(page: Page, model: str, calibrated: bool = True) -> float | None:
     return None if cal is None else float(cal["tail_ms"])
 
 
-def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None,
-          max_conns_per_host: int = 6, compute_delays: bool = False, dns_delay_ms: float = 0.0,
-          timeout_s: float = 120.0, https_hosts=None, model: str = "archive",
-          calibrated: bool = True) -> dict:
+def build(
+    page: Page,
+    host_ips: dict[str, str],
+    tfo: bool,
+    ca: str | None = None,
+    max_conns_per_host: int = 6,
+    compute_delays: bool = False,
+    dns_delay_ms: float = 0.0,
+    timeout_s: float = 120.0,
+    https_hosts=None,
+    model: str = "archive",
+    calibrated: bool = True,
+) -> dict:
     """``https_hosts``: hosts a browser upgrades to https by itself (pltlab.loaders.browser.hsts); the
     objects it would then load over https are fetched over https (port 443 for a recorded 80),
     as Chromium does. None: every object on its recorded scheme.
@@ -252,8 +261,7 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
             p = pos.get(id(d["parent"])) if d["parent"] is not None else None
             parent = p if p is not None and p != i else 0
             after = sorted({pos[id(a)] for a in d["after"] if id(a) in pos} - {i, parent})
-            extra = {"at_first_byte": d["at_first_byte"] and p is not None, "after": after,
-                     "delayable": d["delayable"]}
+            extra = {"at_first_byte": d["at_first_byte"] and p is not None, "after": after, "delayable": d["delayable"]}
         elif model == "chromium":
             extra = {"at_first_byte": False, "after": [], "delayable": False}
         elif i > 0:
@@ -269,21 +277,39 @@ def build(page: Page, host_ips: dict[str, str], tfo: bool, ca: str | None = None
                 delay = max(0.0, o.start_ms - par.end_ms)
         url, port, sch = o.url.split("#", 1)[0], o.port, schemes.get(id(o), o.scheme)
         if sch != o.scheme:  # upgraded: https://host/... on 443 (or the recorded other port)
-            url = "https" + url[len(o.scheme):]
+            url = "https" + url[len(o.scheme) :]
             port = 443 if o.port == 80 else o.port
-        out.append({"url": url, "method": o.method, "host": o.host,
-                    "ip": host_ips[o.host], "port": port, "tls": sch == "https",
-                    "parent": parent, "delay_ms": round(delay, 3), **extra})
+        out.append(
+            {
+                "url": url,
+                "method": o.method,
+                "host": o.host,
+                "ip": host_ips[o.host],
+                "port": port,
+                "tls": sch == "https",
+                "parent": parent,
+                "delay_ms": round(delay, 3),
+                **extra,
+            }
+        )
     _check_acyclic(out)
-    plan = {"objects": out, "max_conns_per_host": max_conns_per_host, "tfo": tfo,
-            "dns_delay_ms": dns_delay_ms, "ca": ca, "timeout_s": timeout_s}
+    plan = {
+        "objects": out,
+        "max_conns_per_host": max_conns_per_host,
+        "tfo": tfo,
+        "dns_delay_ms": dns_delay_ms,
+        "ca": ca,
+        "timeout_s": timeout_s,
+    }
     if model == "chromium":
         main = heads.st.main_document()
-        tight = [pos[id(c)] for c in heads.blocking(main, None) if id(c) in pos] \
-            if main.body is None else []
-        plan.update(delayable_limit=DELAYABLE_LIMIT, tight_limit=TIGHT_LIMIT,
-                    tight_until=tight or [0],
-                    tight_phases=_tight_phases(page, objs, out, pos, main, cal, heads))
+        tight = [pos[id(c)] for c in heads.blocking(main, None) if id(c) in pos] if main.body is None else []
+        plan.update(
+            delayable_limit=DELAYABLE_LIMIT,
+            tight_limit=TIGHT_LIMIT,
+            tight_until=tight or [0],
+            tight_phases=_tight_phases(page, objs, out, pos, main, cal, heads),
+        )
         if cal:  # the renderer's time from the last head object to <body> (loaders.calibrate)
             plan["tight_delay_ms"] = float(cal.get("tight_delay_ms") or 0.0)
     return plan

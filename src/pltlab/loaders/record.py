@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pltlab.archive import deps
 from pltlab.archive.corpus import write_corpus
@@ -41,20 +41,46 @@ def _check_url(u: str, where: str) -> str:
 
 def _obj(r) -> Obj:
     t = r.timing or {}
-    ext = {"resource_type": r.resource_type, "protocol": r.protocol, "remote": r.remote,
-           "connection_id": r.connection_id, "connection_reused": r.connection_reused,
-           "transfer_bytes": r.encoded_bytes}
+    ext = {
+        "resource_type": r.resource_type,
+        "protocol": r.protocol,
+        "remote": r.remote,
+        "connection_id": r.connection_id,
+        "connection_reused": r.connection_reused,
+        "transfer_bytes": r.encoded_bytes,
+    }
     if t:  # CDP ResourceTiming, ms relative to its requestTime (-1: phase did not happen)
-        ext["timing"] = {k: round(t[k], 3) for k in ("dnsStart", "dnsEnd", "connectStart",
-                                                      "connectEnd", "sslStart", "sslEnd",
-                                                      "sendStart", "sendEnd",
-                                                      "receiveHeadersEnd") if k in t}
-    return Obj(url=r.url, method=r.method, status=r.status, status_text=r.status_text,
-               headers=r.headers, mime=r.mime, body=r.body, size=r.data_bytes,
-               initiator=r.initiator_url, initiator_type=r.initiator_type,
-               start_ms=round(r.start_ms, 3),
-               end_ms=round(r.end_ms, 3) if r.end_ms is not None else None,
-               redirect_url=r.redirect_url, extras=ext)
+        ext["timing"] = {
+            k: round(t[k], 3)
+            for k in (
+                "dnsStart",
+                "dnsEnd",
+                "connectStart",
+                "connectEnd",
+                "sslStart",
+                "sslEnd",
+                "sendStart",
+                "sendEnd",
+                "receiveHeadersEnd",
+            )
+            if k in t
+        }
+    return Obj(
+        url=r.url,
+        method=r.method,
+        status=r.status,
+        status_text=r.status_text,
+        headers=r.headers,
+        mime=r.mime,
+        body=r.body,
+        size=r.data_bytes,
+        initiator=r.initiator_url,
+        initiator_type=r.initiator_type,
+        start_ms=round(r.start_ms, 3),
+        end_ms=round(r.end_ms, 3) if r.end_ms is not None else None,
+        redirect_url=r.redirect_url,
+        extras=ext,
+    )
 
 
 def to_page(res) -> Page:
@@ -67,9 +93,13 @@ def to_page(res) -> Page:
             o.initiator_type = "css"
     if not objs:
         raise PltError(f"{res.url}: no response recorded")
-    started = datetime.fromtimestamp(res.started or 0, timezone.utc)
-    extras = {"source": "record", "recorder": f"chromium {res.browser_version}".strip(),
-              "final_url": res.final_url, "nav_timing": res.nav_timing}
+    started = datetime.fromtimestamp(res.started or 0, UTC)
+    extras = {
+        "source": "record",
+        "recorder": f"chromium {res.browser_version}".strip(),
+        "final_url": res.final_url,
+        "nav_timing": res.nav_timing,
+    }
     failed = [f"{r.url} ({r.error})" for r in reqs if not r.status and r.error]
     if failed:
         extras["failed"] = failed
@@ -77,9 +107,14 @@ def to_page(res) -> Page:
         extras["unfinished"] = res.unfinished
     if res.missing_bodies:
         extras["missing_bodies"] = res.missing_bodies
-    page = Page(url=res.url, objects=objs, title=res.title,
-                started=started.strftime("%Y-%m-%dT%H:%M:%S.") + f"{started.microsecond // 1000:03d}Z",
-                on_load_ms=res.plt_ms, extras=extras)
+    page = Page(
+        url=res.url,
+        objects=objs,
+        title=res.title,
+        started=started.strftime("%Y-%m-%dT%H:%M:%S.") + f"{started.microsecond // 1000:03d}Z",
+        on_load_ms=res.plt_ms,
+        extras=extras,
+    )
     # Chromium names no initiator for a few requests (e.g. some script-made images): infer those.
     counts = deps.complete(page)
     if counts["parsed"] or counts["timing"]:
@@ -98,6 +133,7 @@ def record(targets: list[str], out: str, progress=None, **chromium_opts) -> dict
             if progress:
                 progress(page)
     files = write_corpus(pages, out)
-    return {"files": files, "pages": [dict(p.summary(), plt_ms=p.on_load_ms,
-                                           failed=len(p.extras.get("failed", [])))
-                                      for p in pages]}
+    return {
+        "files": files,
+        "pages": [dict(p.summary(), plt_ms=p.on_load_ms, failed=len(p.extras.get("failed", []))) for p in pages],
+    }

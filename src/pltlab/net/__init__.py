@@ -1,6 +1,3 @@
-"""Emulated WAN: network namespaces, the link between them, and per-namespace TCP knobs."""
-
-from pltlab.net.spec import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
-from pltlab.net.topology import Topology
-
-__all__ = ["LinkSpec", "OriginOverride", "TcpKnobs", "TopologySpec", "Topology"]
+"""Emulated WAN: network namespaces, the link between them, and per-namespace TCP knobs
+(spec: what to build; topology: building it; emulator, supervise, lateness, clean, probes,
+check, shell)."""

@@ -17,17 +17,9 @@ import shutil
 
 from pltlab import dataplane
 from pltlab.errors import PltError
-from pltlab.net import (
-    LinkSpec,
-    TcpKnobs,
-    Topology,
-    TopologySpec,
-    lateness,
-    names,
-    netem,
-    nsutil,
-    probes,
-)
+from pltlab.net import lateness, names, netem, nsutil, probes
+from pltlab.net.spec import LinkSpec, TcpKnobs, TopologySpec
+from pltlab.net.topology import Topology
 
 RTTS_MS = (20, 100, 200)
 RATE_MBIT = 4
@@ -90,8 +82,13 @@ LATE_EVENT_US = 50  # the emulator logs delays from this size on: stalls are tol
 
 
 def _spec(backend: str, sched_fifo: bool, **link) -> TopologySpec:
-    return TopologySpec(link=LinkSpec.build(**link), knobs=TcpKnobs(cc="cubic"), backend=backend,
-                        sched_fifo=sched_fifo, late_event_us=LATE_EVENT_US)
+    return TopologySpec(
+        link=LinkSpec.build(**link),
+        knobs=TcpKnobs(cc="cubic"),
+        backend=backend,
+        sched_fifo=sched_fifo,
+        late_event_us=LATE_EVENT_US,
+    )
 
 
 def flows_for(rtt_ms: float, samples: int) -> int:
@@ -104,9 +101,23 @@ def rtt_test(rtt_ms: int, samples: int, backend: str, sched_fifo: bool, flows: i
     with Topology(_spec(backend, sched_fifo, rtt=f"{rtt_ms}ms")) as topo:
         probes.start_server(topo)
         limit = 30 + samples / flows * (rtt_ms / 1000 + 0.005) * 3
-        res = probes.client(topo, ["ping", "--connect", probes.target(topo), "--count", str(samples),
-                                   "--warmup", "5", "--flows", str(flows), "--timeout-s", str(limit)],
-                            timeout=limit + 10)
+        res = probes.client(
+            topo,
+            [
+                "ping",
+                "--connect",
+                probes.target(topo),
+                "--count",
+                str(samples),
+                "--warmup",
+                "5",
+                "--flows",
+                str(flows),
+                "--timeout-s",
+                str(limit),
+            ],
+            timeout=limit + 10,
+        )
         stats = topo.down() or {}
     return rtt_figures(rtt_ms, res, stats)
 
@@ -116,9 +127,13 @@ def rtt_figures(rtt_ms: float, res: dict, stats: dict, target_ms: float = MAX_P9
     beside it), its stalls by the stall rule, and the emulator's own lateness."""
     errs = [s / 1000.0 - rtt_ms for s in res["samples_us"]]
     app = [s / 1000.0 - rtt_ms for s in res["app_samples_us"]]
-    stalls = lateness.classify(errs, res.get("at_ns") or [0] * len(errs),
-                               [s / 1000.0 for s in res["app_samples_us"]], lateness.events(stats),
-                               target_ms)
+    stalls = lateness.classify(
+        errs,
+        res.get("at_ns") or [0] * len(errs),
+        [s / 1000.0 for s in res["app_samples_us"]],
+        lateness.events(stats),
+        target_ms,
+    )
     kept = [e for e, st in zip(errs, stalls) if not st]
     return {
         "configured_ms": rtt_ms,
@@ -156,35 +171,47 @@ def _lateness_summary(stats: dict) -> dict | None:
 def rate_test(seconds: float, backend: str, sched_fifo: bool, mtu: int = 1500) -> dict:
     with Topology(_spec(backend, sched_fifo, rtt="20ms", rate=f"{RATE_MBIT}mbit")) as topo:
         probes.start_server(topo)
-        res = probes.client(topo, ["bulk", "--connect", probes.target(topo), "--seconds", str(seconds),
-                                   "--warmup", "2"], timeout=seconds + 30)
+        res = probes.client(
+            topo,
+            ["bulk", "--connect", probes.target(topo), "--seconds", str(seconds), "--warmup", "2"],
+            timeout=seconds + 30,
+        )
     achieved = res["goodput_bps"] / 1e6
     # TCP payload per 1500-byte IP packet: 1500 - 20 (IP) - 20 (TCP) - 12 (timestamps) = 1448.
     expected = RATE_MBIT * (mtu - 52) / mtu
-    return {"configured_mbit": RATE_MBIT, "expected_goodput_mbit": round(expected, 4),
-            "achieved_mbit": round(achieved, 4), "seconds": res["seconds"],
-            "error": round(achieved / expected - 1, 5)}
+    return {
+        "configured_mbit": RATE_MBIT,
+        "expected_goodput_mbit": round(expected, 4),
+        "achieved_mbit": round(achieved, 4),
+        "seconds": res["seconds"],
+        "error": round(achieved / expected - 1, 5),
+    }
 
 
 def loss_test(packets: int, backend: str, sched_fifo: bool, seed: int = 1) -> dict:
     with Topology(_spec(backend, sched_fifo, rtt="2ms", loss=LOSS, seed=seed)) as topo:
         probes.start_server(topo)
-        res = probes.client(topo, ["udp", "--connect", probes.target(topo), "--count", str(packets),
-                                   "--pps", "20000"], timeout=60)
+        res = probes.client(
+            topo, ["udp", "--connect", probes.target(topo), "--count", str(packets), "--pps", "20000"], timeout=60
+        )
     return {"configured": LOSS, "packets": res["sent"], "measured": round(res["loss"], 5)}
 
 
 def throughput_test(seconds: float, backend: str, sched_fifo: bool) -> float:
     with Topology(_spec(backend, sched_fifo, rtt="0ms")) as topo:
         probes.start_server(topo)
-        res = probes.client(topo, ["bulk", "--connect", probes.target(topo), "--seconds", str(seconds),
-                                   "--warmup", "1"], timeout=seconds + 30)
+        res = probes.client(
+            topo,
+            ["bulk", "--connect", probes.target(topo), "--seconds", str(seconds), "--warmup", "1"],
+            timeout=seconds + 30,
+        )
     return round(res["goodput_bps"] / 1e9, 3)
 
 
-def run_check(quick: bool = False, backend: str = "auto", sched_fifo: bool = True,
-              progress=None) -> dict:
+def run_check(quick: bool = False, backend: str = "auto", sched_fifo: bool = True, progress=None) -> dict:
     say = progress or (lambda msg: None)
+    if os.geteuid() != 0:
+        raise PltError("pltlab needs root (network namespaces, TUN devices)")
     result: dict = {"env": environment()}
     if not result["env"]["tun"]:
         raise PltError("/dev/net/tun is missing: the link emulator needs TUN devices")
@@ -192,8 +219,7 @@ def run_check(quick: bool = False, backend: str = "auto", sched_fifo: bool = Tru
     # The floor: the same ping-pong with no delay (kernel stacks, TUN and wake-ups of this machine).
     say(f"RTT 0 ms baseline: {samples} ping-pong samples")
     base = rtt_test(0, samples, backend, sched_fifo, flows=1)
-    result["rtt_baseline"] = {"p50_ms": base["p50_err_ms"], "p99_ms": base["p99_err_ms"],
-                              "max_ms": base["max_err_ms"]}
+    result["rtt_baseline"] = {"p50_ms": base["p50_err_ms"], "p99_ms": base["p99_err_ms"], "max_ms": base["max_err_ms"]}
     result["rtt"] = []
     for rtt in RTTS_MS:
         say(f"RTT {rtt} ms: {samples} ping-pong samples")
@@ -206,20 +232,25 @@ def run_check(quick: bool = False, backend: str = "auto", sched_fifo: bool = Tru
     result["throughput_gbit"] = throughput_test(2 if quick else 5, backend, sched_fifo)
     result["quick"] = quick
     result["sched_fifo"] = sched_fifo
-    result["stall_rule"] = ("a sample above the target whose error minus the emulator's logged delays "
-                            f"during it (each >= its late_event_us) is within {MAX_P99_ERR_MS} ms")
+    result["stall_rule"] = (
+        "a sample above the target whose error minus the emulator's logged delays "
+        f"during it (each >= its late_event_us) is within {MAX_P99_ERR_MS} ms"
+    )
     problems = []
     for r in result["rtt"]:
         rtt = r["configured_ms"]
         if r["p99_err_without_stalls_ms"] > MAX_P99_ERR_MS or r["p50_err_ms"] < -0.05:
             problems.append(f"RTT {rtt} ms: p99 error {r['p99_err_without_stalls_ms']} ms without stalls")
         elif r["p99_err_ms"] > MAX_P99_ERR_MS:
-            problems.append(f"RTT {rtt} ms: p99 error {r['p99_err_ms']} ms: {r['stalls']} of "
-                            f"{r['samples']} samples stalled by the machine (without them "
-                            f"{r['p99_err_without_stalls_ms']} ms); loads during such stalls are re-run")
+            problems.append(
+                f"RTT {rtt} ms: p99 error {r['p99_err_ms']} ms: {r['stalls']} of "
+                f"{r['samples']} samples stalled by the machine (without them "
+                f"{r['p99_err_without_stalls_ms']} ms); loads during such stalls are re-run"
+            )
     if abs(result["rate"]["error"]) > MAX_RATE_ERR:
-        problems.append(f"goodput {result['rate']['achieved_mbit']} Mbit/s vs "
-                        f"{result['rate']['expected_goodput_mbit']} expected")
+        problems.append(
+            f"goodput {result['rate']['achieved_mbit']} Mbit/s vs {result['rate']['expected_goodput_mbit']} expected"
+        )
     if abs(result["loss"]["measured"] - LOSS) > MAX_LOSS_ERR:
         problems.append(f"loss measured {result['loss']['measured']:.4f} vs {LOSS}")
     if result["throughput_gbit"] < MIN_THROUGHPUT_GBIT:

@@ -24,16 +24,18 @@ def _found(run_id: str | None) -> dict[str, list[str]]:
     prefix = names.run_prefix(run_id) if run_id else names.PREFIX
     found = {"namespaces": [], "links": [], "workdirs": []}
     if os.path.isdir(nsutil.NETNS_DIR):
-        found["namespaces"] = sorted(n for n in os.listdir(nsutil.NETNS_DIR)
-                                     if n.startswith(prefix) and names.run_id_of(n))
+        found["namespaces"] = sorted(
+            n for n in os.listdir(nsutil.NETNS_DIR) if n.startswith(prefix) and names.run_id_of(n)
+        )
     with IPRoute() as ipr:
         for link in ipr.get_links():
             name = link.get_attr("IFLA_IFNAME") or ""
             if name.startswith(prefix) and names.run_id_of(name):
                 found["links"].append(name)
     tmp = tempfile.gettempdir()
-    found["workdirs"] = sorted(os.path.join(tmp, d) for d in os.listdir(tmp)
-                               if d.startswith(prefix) and names.run_id_of(d))
+    found["workdirs"] = sorted(
+        os.path.join(tmp, d) for d in os.listdir(tmp) if d.startswith(prefix) and names.run_id_of(d)
+    )
     return found
 
 
@@ -57,8 +59,7 @@ def leftovers(run_id: str | None = None, force: bool = False) -> dict[str, list[
     ids = {names.run_id_of(os.path.basename(x)) for items in found.values() for x in items}
     keep = {r for r in ids if not r.startswith(tag)}
     live = set() if force else {r for r in ids - keep if alive(r)}
-    out = {k: [x for x in v if names.run_id_of(os.path.basename(x)) not in keep | live]
-           for k, v in found.items()}
+    out = {k: [x for x in v if names.run_id_of(os.path.basename(x)) not in keep | live] for k, v in found.items()}
     out["live"] = sorted(live)
     return out
 
@@ -83,5 +84,10 @@ def clean(run_id: str | None = None, force: bool = False) -> dict[str, int]:
                     ipr.link("del", index=idx[0])
     for d in found["workdirs"]:
         shutil.rmtree(d, ignore_errors=True)
-    return {"namespaces": len(found["namespaces"]), "links": len(found["links"]),
-            "processes": killed, "workdirs": len(found["workdirs"]), "live runs kept": len(found["live"])}
+    return {
+        "namespaces": len(found["namespaces"]),
+        "links": len(found["links"]),
+        "processes": killed,
+        "workdirs": len(found["workdirs"]),
+        "live runs kept": len(found["live"]),
+    }

@@ -12,28 +12,43 @@ from pltlab.net import nsutil
 from pltlab.net.spec import LinkSpec, OriginOverride
 
 
-def link_config(client_ns: str, server_ns: str, tun: str, link: LinkSpec,
-                overrides: list[tuple[str, OriginOverride]], busy_wait_us: int, sched_fifo: bool,
-                pcap: str | None, stats: str | None, linger_us: int = 0, late_event_us: int = 0) -> dict:
+def link_config(
+    client_ns: str,
+    server_ns: str,
+    tun: str,
+    link: LinkSpec,
+    overrides: list[tuple[str, OriginOverride]],
+    busy_wait_us: int,
+    sched_fifo: bool,
+    pcap: str | None,
+    stats: str | None,
+    linger_us: int = 0,
+    late_event_us: int = 0,
+) -> dict:
     def direction(delay, rate, trace, loss, seed):
         return {
-            "delay_us": delay, "rate_bps": rate, "trace": trace,
-            "queue_packets": link.queue_packets, "queue_bytes": link.queue_bytes,
-            "loss": loss, "seed": seed,
+            "delay_us": delay,
+            "rate_bps": rate,
+            "trace": trace,
+            "queue_packets": link.queue_packets,
+            "queue_bytes": link.queue_bytes,
+            "loss": loss,
+            "seed": seed,
         }
 
     ovr = []
     for addr, o in overrides:
         up = o.rtt_us // 2
-        ovr.append({"addr": addr, "delay_us_up": up, "delay_us_down": o.rtt_us - up,
-                    "loss_up": o.loss, "loss_down": o.loss})
+        ovr.append(
+            {"addr": addr, "delay_us_up": up, "delay_us_down": o.rtt_us - up, "loss_up": o.loss, "loss_down": o.loss}
+        )
     return {
         "client": {"netns": nsutil.ns_path(client_ns), "tun": tun},
         "server": {"netns": nsutil.ns_path(server_ns), "tun": tun},
-        "uplink": direction(link.delay_up_us, link.rate_up_bps, link.trace_up, link.loss_up,
-                            link.seed * 2 + 1),
-        "downlink": direction(link.delay_down_us, link.rate_down_bps, link.trace_down,
-                              link.loss_down, link.seed * 2 + 2),
+        "uplink": direction(link.delay_up_us, link.rate_up_bps, link.trace_up, link.loss_up, link.seed * 2 + 1),
+        "downlink": direction(
+            link.delay_down_us, link.rate_down_bps, link.trace_down, link.loss_down, link.seed * 2 + 2
+        ),
         "overrides": ovr,
         "busy_wait_us": busy_wait_us,
         "linger_us": linger_us,
@@ -62,16 +77,22 @@ class UserspaceLink:
             json.dump(self.config, f, indent=1)
         err_path = os.path.join(self.workdir, "link.stderr")
         self._err = open(err_path, "w+")
-        self.proc = nsutil.popen(self.server_ns, [dataplane.binary(), "link", "--config", cfg_path],
-                                 new_group=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=self._err, text=True)
+        self.proc = nsutil.popen(
+            self.server_ns,
+            [dataplane.binary(), "link", "--config", cfg_path],
+            new_group=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+        )
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
             if not ready:
                 self.stop()
-                raise PltError("link emulator did not become ready within %.0f s" % timeout)
+                raise PltError(f"link emulator did not become ready within {timeout:.0f} s")
             line = self.proc.stdout.readline()
             if not line:  # exited
                 self.proc.wait()

@@ -44,8 +44,7 @@ def summary(snapshot: dict | None) -> dict | None:
         return None
     worst = lambda q: max((p.get(q) or 0.0) for p in parts.values())  # noqa: E731
     released = sum((snapshot.get(d) or {}).get("packets_out", 0) for d in ("uplink", "downlink"))
-    return {"count": released, "p50": worst("p50"), "p99": worst("p99"), "max": worst("max"),
-            "parts": parts}
+    return {"count": released, "p50": worst("p50"), "p99": worst("p99"), "max": worst("max"), "parts": parts}
 
 
 def late_reason(s: dict | None) -> str | None:
@@ -76,8 +75,9 @@ def explained_ms(start_ns: int, end_ns: int, evs: list[tuple[int, int]]) -> floa
     return total / 1e6
 
 
-def classify(errors_ms: list[float], starts_ns: list[int], spans_ms: list[float],
-             evs: list[tuple[int, int]], target_ms: float) -> list[bool]:
+def classify(
+    errors_ms: list[float], starts_ns: list[int], spans_ms: list[float], evs: list[tuple[int, int]], target_ms: float
+) -> list[bool]:
     """Which samples are stalls: error above ``target_ms`` but within it once the delays the
     emulator logged during the sample (from its start to start + span) are taken off."""
     out = []

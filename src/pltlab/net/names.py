@@ -78,7 +78,7 @@ def proc_start(pid: int) -> int | None:
             stat = f.read()
     except OSError:
         return None
-    fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ": field 3 onwards
+    fields = stat[stat.rfind(b")") + 2 :].split()  # after "pid (comm) ": field 3 onwards
     try:
         return int(fields[19])
     except (IndexError, ValueError):

@@ -15,8 +15,7 @@ def available(probe_ns: str) -> bool:
     """Whether this kernel can create a netem qdisc (probed once, in a namespace of ours)."""
     global _available
     if _available is None:
-        cp = nsutil.run(probe_ns, ["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
-                        check=False)
+        cp = nsutil.run(probe_ns, ["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"], check=False)
         _available = cp.returncode == 0
         if _available:
             nsutil.run(probe_ns, ["tc", "qdisc", "del", "dev", "lo", "root"], check=False)

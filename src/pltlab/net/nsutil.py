@@ -104,6 +104,7 @@ def _child_setup(ns: str | None, new_group: bool = False):
             os.close(fd)
         if new_group:
             os.setpgrp()  # keep the terminal's Ctrl-C away; the runner stops it in order
+
     return setup
 
 

@@ -11,13 +11,19 @@ from pltlab.net.topology import Topology
 PROBE_PORT = 9000
 
 
-def start_server(topo: Topology, origin: int = 0, port: int = PROBE_PORT, tfo_queue: int = 256,
-                 timeout: float = 5.0) -> subprocess.Popen:
+def start_server(
+    topo: Topology, origin: int = 0, port: int = PROBE_PORT, tfo_queue: int = 256, timeout: float = 5.0
+) -> subprocess.Popen:
     """Start the probe server on origin ``origin``'s address; returns once it listens."""
     addr = f"{topo.origin_ips[origin]}:{port}"
-    p = topo.popen(origin, [dataplane.binary(), "probe", "serve", "--listen", addr,
-                            "--tfo-queue", str(tfo_queue)],
-                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    p = topo.popen(
+        origin,
+        [dataplane.binary(), "probe", "serve", "--listen", addr, "--tfo-queue", str(tfo_queue)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     ready, _, _ = select.select([p.stdout], [], [], timeout)
     line = p.stdout.readline() if ready else ""
     if '"ready"' not in line:

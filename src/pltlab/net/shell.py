@@ -5,8 +5,10 @@ import signal
 import sys
 
 from pltlab import dataplane
-from pltlab.net import Topology, TopologySpec, names
+from pltlab.net import names
 from pltlab.net.probes import start_server
+from pltlab.net.spec import TopologySpec
+from pltlab.net.topology import Topology
 
 SHELL_PORT = 80
 
@@ -17,15 +19,20 @@ def run_shell(spec: TopologySpec, cmd: list[str], serve: bool = True) -> int:
             for i in range(spec.origins):
                 start_server(topo, origin=i, port=SHELL_PORT)
         env = dict(os.environ)
-        env.update({
-            "PLTLAB_RUN_ID": topo.run_id,
-            "PLTLAB_CLIENT_IP": names.CLIENT_IP,
-            "PLTLAB_ORIGINS": " ".join(topo.origin_ips),
-            "PLTLAB_BACKEND": topo.backend or "",
-            "PLTLAB_DP": dataplane.binary(),
-        })
-        print(f"pltlab shell: run {topo.run_id}, {topo.backend} link, origins {' '.join(topo.origin_ips)}"
-              + (f" (server on port {SHELL_PORT})" if serve else ""), file=sys.stderr)
+        env.update(
+            {
+                "PLTLAB_RUN_ID": topo.run_id,
+                "PLTLAB_CLIENT_IP": names.CLIENT_IP,
+                "PLTLAB_ORIGINS": " ".join(topo.origin_ips),
+                "PLTLAB_BACKEND": topo.backend or "",
+                "PLTLAB_DP": dataplane.binary(),
+            }
+        )
+        print(
+            f"pltlab shell: run {topo.run_id}, {topo.backend} link, origins {' '.join(topo.origin_ips)}"
+            + (f" (server on port {SHELL_PORT})" if serve else ""),
+            file=sys.stderr,
+        )
         child = topo.popen("client", cmd, env=env)
         # The terminal's Ctrl-C reaches the command itself; we only tear down after it has ended.
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)

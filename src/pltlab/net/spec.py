@@ -33,8 +33,19 @@ class LinkSpec:
         return self.delay_up_us + self.delay_down_us
 
     @classmethod
-    def build(cls, rtt="0ms", rate=None, rate_up=None, loss=None, loss_up=None, loss_down=None,
-              queue=None, seed: int = 1, trace_up=None, trace_down=None) -> "LinkSpec":
+    def build(
+        cls,
+        rtt="0ms",
+        rate=None,
+        rate_up=None,
+        loss=None,
+        loss_up=None,
+        loss_down=None,
+        queue=None,
+        seed: int = 1,
+        trace_up=None,
+        trace_down=None,
+    ) -> "LinkSpec":
         """From CLI-style values. ``rtt`` is split evenly over both directions; ``rate`` and
         ``loss`` apply to both directions unless the per-direction value is given."""
         rtt_us = units.duration_us(rtt, "rtt")
@@ -71,8 +82,11 @@ class OriginOverride:
     loss: float | None = None
 
     def __post_init__(self):
-        if isinstance(self.rtt_us, bool) or not isinstance(self.rtt_us, int) \
-                or not 0 <= self.rtt_us <= units.MAX_RTT_US:
+        if (
+            isinstance(self.rtt_us, bool)
+            or not isinstance(self.rtt_us, int)
+            or not 0 <= self.rtt_us <= units.MAX_RTT_US
+        ):
             raise PltError(f"invalid origin rtt {units.show(self.rtt_us)} us: at most 10 s")
         if self.loss is not None and not 0 <= self.loss <= 1:
             raise PltError(f"invalid origin loss {units.show(self.loss)}: must be between 0 and 100%")
@@ -111,8 +125,11 @@ class TcpKnobs:
                 raise PltError(f"invalid {name} {units.show(v)}: must be an integer from 1 to 1024 segments")
         if self.cc not in CC_CHOICES:
             raise PltError(f"unknown congestion control {units.show(self.cc)} (choose from {', '.join(CC_CHOICES)})")
-        if self.client_rmem is not None and (isinstance(self.client_rmem, bool) or not isinstance(
-                self.client_rmem, int) or not 4096 <= self.client_rmem <= 64 << 20):
+        if self.client_rmem is not None and (
+            isinstance(self.client_rmem, bool)
+            or not isinstance(self.client_rmem, int)
+            or not 4096 <= self.client_rmem <= 64 << 20
+        ):
             raise PltError(f"invalid client receive buffer {units.show(self.client_rmem)}: 4096 bytes to 64 MB")
         if not isinstance(self.mtu, int) or not 576 <= self.mtu <= 65535:
             raise PltError(f"invalid mtu {units.show(self.mtu)}: must be between 576 and 65535")

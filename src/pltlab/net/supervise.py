@@ -43,7 +43,7 @@ def command_name(args) -> str:
     prog = os.path.basename(str(argv[0])) if argv else "?"
     if prog == "pltlab-dp" and len(argv) > 1:
         sub = [str(a) for a in argv[1:3] if not str(a).startswith("-")]
-        return " ".join([prog] + sub[:2 if sub[:1] == ["probe"] else 1])
+        return " ".join([prog] + sub[: 2 if sub[:1] == ["probe"] else 1])
     return prog
 
 
@@ -62,11 +62,11 @@ def how_it_ended(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
-def describe(proc: subprocess.Popen, what: str | None = None,
-             stderr: Callable[[], str | None] | None = None) -> str:
+def describe(proc: subprocess.Popen, what: str | None = None, stderr: Callable[[], str | None] | None = None) -> str:
     """One line: who died and how, with the last thing it wrote to stderr if it exited itself."""
-    line = (f"{what or role(proc.args)} ({command_name(proc.args)}, pid {proc.pid}) died: "
-            f"{how_it_ended(proc.returncode)}")
+    line = (
+        f"{what or role(proc.args)} ({command_name(proc.args)}, pid {proc.pid}) died: {how_it_ended(proc.returncode)}"
+    )
     tail = None
     if stderr is not None and proc.returncode is not None and proc.returncode > 0:
         try:
@@ -122,15 +122,24 @@ class Supervisor:
         return fds
 
     # ---- a supervised child process ------------------------------------------------------
-    def run(self, argv: list[str], popen: Callable[..., subprocess.Popen], timeout: float | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        argv: list[str],
+        popen: Callable[..., subprocess.Popen],
+        timeout: float | None = None,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess:
         """Run ``argv`` (started by ``popen(argv, **pipes)``) to completion, its output captured as
         text, like subprocess.run(capture_output=True, text=True). Raises ProcessDied when a
         watched process dies meanwhile (the child is killed at once) or when the child itself is
         killed by a signal; subprocess.TimeoutExpired (child killed) after ``timeout`` s."""
         self.check()
-        p = popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = popen(
+            argv,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
             out, err = self._wait(p, timeout, input)
         except BaseException:

@@ -172,12 +172,19 @@ class Topology:
             idx = self._device(ipr, peer_ns=self.server_ns)
             ipr.addr("add", index=idx, address=names.CLIENT_IP, prefixlen=32)
             # Only the origin range is reachable, and only through the emulated link.
-            ipr.route("add", dst=names.ORIGIN_NET, oif=idx, prefsrc=names.CLIENT_IP,
-                      metrics=_tcp_knob_metrics(k.cc, k.client_initcwnd, k.initrwnd))
-            _write_sysctls({
-                "net.ipv4.tcp_fastopen": k.tfo_client,
-                "net.ipv4.tcp_no_metrics_save": 1,  # no cwnd/ssthresh carried from run to run
-            })
+            ipr.route(
+                "add",
+                dst=names.ORIGIN_NET,
+                oif=idx,
+                prefsrc=names.CLIENT_IP,
+                metrics=_tcp_knob_metrics(k.cc, k.client_initcwnd, k.initrwnd),
+            )
+            _write_sysctls(
+                {
+                    "net.ipv4.tcp_fastopen": k.tfo_client,
+                    "net.ipv4.tcp_no_metrics_save": 1,  # no cwnd/ssthresh carried from run to run
+                }
+            )
             if k.client_rmem:
                 _write_sysctls({"net.ipv4.tcp_rmem": f"4096 {k.client_rmem} {max(k.client_rmem, 6 << 20)}"})
 
@@ -188,8 +195,7 @@ class Topology:
             idx = self._device(ipr) if self.backend == "userspace" else ipr.link_lookup(ifname=self.tun)[0]
             if self.backend != "userspace":
                 ipr.link("set", index=idx, mtu=k.mtu, state="up")
-            ipr.route("add", dst=names.CLIENT_NET, oif=idx,
-                      metrics=_tcp_knob_metrics(k.cc, k.initcwnd, None))
+            ipr.route("add", dst=names.CLIENT_NET, oif=idx, metrics=_tcp_knob_metrics(k.cc, k.initcwnd, None))
             if self.spec.origin_namespaces:
                 ipr.addr("add", index=1, address=names.ROUTER_IP, prefixlen=32)
                 _write_sysctls({"net.ipv4.ip_forward": 1})
@@ -200,11 +206,13 @@ class Topology:
 
     def _server_sysctls(self) -> None:
         k = self.spec.knobs
-        _write_sysctls({
-            "net.ipv4.tcp_fastopen": k.tfo_server,
-            "net.ipv4.tcp_no_metrics_save": 1,
-            "net.ipv4.tcp_fastopen_key": _random_tfo_key(),
-        })
+        _write_sysctls(
+            {
+                "net.ipv4.tcp_fastopen": k.tfo_server,
+                "net.ipv4.tcp_no_metrics_save": 1,
+                "net.ipv4.tcp_fastopen_key": _random_tfo_key(),
+            }
+        )
 
     def _build_origin_namespaces(self) -> None:
         k = self.spec.knobs
@@ -226,8 +234,9 @@ class Topology:
                 idx = ipr.link_lookup(ifname=veth)[0]
                 ipr.link("set", index=idx, state="up", mtu=k.mtu)
                 ipr.addr("add", index=idx, address=ip, prefixlen=32)
-                ipr.route("add", dst="198.18.0.0/15", oif=idx, scope=253,
-                          metrics=_tcp_knob_metrics(k.cc, k.initcwnd, None))
+                ipr.route(
+                    "add", dst="198.18.0.0/15", oif=idx, scope=253, metrics=_tcp_knob_metrics(k.cc, k.initcwnd, None)
+                )
                 self._server_sysctls()
 
     def _start_link(self) -> None:
@@ -236,10 +245,19 @@ class Topology:
             self.link = netem.NetemLink(self.client_ns, self.server_ns, self.tun, s.link)
         else:
             overrides = [(self.origin_ips[o.origin], o) for o in s.overrides]
-            cfg = link_config(self.client_ns, self.server_ns, self.tun, s.link, overrides,
-                              s.busy_wait_us, s.sched_fifo, s.pcap,
-                              os.path.join(self.workdir, "link-stats.json"), s.linger_us,
-                              s.late_event_us)
+            cfg = link_config(
+                self.client_ns,
+                self.server_ns,
+                self.tun,
+                s.link,
+                overrides,
+                s.busy_wait_us,
+                s.sched_fifo,
+                s.pcap,
+                os.path.join(self.workdir, "link-stats.json"),
+                s.linger_us,
+                s.late_event_us,
+            )
             self.link = UserspaceLink(cfg, self.workdir, self.server_ns)
         self.link.start()
         if isinstance(self.link, UserspaceLink):
@@ -262,8 +280,7 @@ class Topology:
         self._procs.append(p)
         return p
 
-    def run(self, where, argv: list[str], check: bool = True, timeout: float | None = None,
-            input: str | None = None):
+    def run(self, where, argv: list[str], check: bool = True, timeout: float | None = None, input: str | None = None):
         """Run ``argv`` in a namespace of this run to completion, output captured as text (like
         nsutil.run). Supervised: if a watched process (the link emulator, servers registered with
         ``watch``) dies meanwhile, the command is killed at once and ProcessDied names the dead
@@ -337,7 +354,7 @@ def _write_sysctls(values: dict) -> None:
 
 def _random_tfo_key() -> str:
     h = secrets.token_hex(16)
-    return "-".join(h[i:i + 8] for i in range(0, 32, 8))
+    return "-".join(h[i : i + 8] for i in range(0, 32, 8))
 
 
 def _stop_process(p, timeout: float = 3.0) -> None:

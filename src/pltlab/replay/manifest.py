@@ -9,12 +9,28 @@ from pltlab.archive.model import Obj, Page
 
 # Framing headers are the server's business (it sends Content-Length for the encoded body);
 # Content-Encoding is kept when the body is sent encoded (archive.wire), dropped otherwise.
-_DROP = {"connection", "keep-alive", "transfer-encoding", "content-length",
-         "proxy-connection", "upgrade", "trailer", "te", "alt-svc", "strict-transport-security"}
+_DROP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "content-length",
+    "proxy-connection",
+    "upgrade",
+    "trailer",
+    "te",
+    "alt-svc",
+    "strict-transport-security",
+}
 
 
-def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict | None,
-          tfo_queue: int = 4096, think_time: bool = False) -> dict:
+def build(
+    pages: list[Page],
+    host_ips: dict[str, str],
+    workdir: str,
+    tls: dict | None,
+    tfo_queue: int = 4096,
+    think_time: bool = False,
+) -> dict:
     """Manifest serving every object of ``pages``; bodies (recorded or synthesized) go into one
     file in ``workdir``. With ``tls``, every origin also answers https on 443: browsers upgrade
     HSTS-preloaded hosts (wikipedia.org, ...) to https whatever the recorded scheme, and the
@@ -34,17 +50,26 @@ def build(pages: list[Page], host_ips: dict[str, str], workdir: str, tls: dict |
                 fit = wire.for_object(page, o, st)
                 offset = blob.tell()
                 blob.write(fit.wire)
-                headers = [[k, _location(v) if k.lower() == "location" and o.scheme == "http" else v]
-                           for k, v in o.headers if k.lower() not in _DROP
-                           and (k.lower() != "content-encoding" or fit.encoding)]
+                headers = [
+                    [k, _location(v) if k.lower() == "location" and o.scheme == "http" else v]
+                    for k, v in o.headers
+                    if k.lower() not in _DROP and (k.lower() != "content-encoding" or fit.encoding)
+                ]
                 if o.mime and not any(k.lower() == "content-type" for k, _ in headers):
                     headers.append(["Content-Type", o.mime])
                 chunked = (o.header("transfer-encoding") or "").lower() == "chunked"
                 r = {
-                    "method": o.method, "scheme": o.scheme, "host": o.host, "path": parts.path or "/",
-                    "query": parts.query, "status": o.status, "headers": headers,
+                    "method": o.method,
+                    "scheme": o.scheme,
+                    "host": o.host,
+                    "path": parts.path or "/",
+                    "query": parts.query,
+                    "status": o.status,
+                    "headers": headers,
                     "body": {"file": blob_path, "offset": offset, "length": len(fit.wire)},
-                    "chunked": chunked, "wait_ms": _wait_ms(o), "cross_scheme": not _self_upgrade(o),
+                    "chunked": chunked,
+                    "wait_ms": _wait_ms(o),
+                    "cross_scheme": not _self_upgrade(o),
                     "decoded_length": fit.decoded,
                 }
                 if o.request_body is not None:
@@ -70,8 +95,12 @@ def _self_upgrade(o: Obj) -> bool:
     if not (300 <= o.status < 400 and o.redirect_url):
         return False
     a, b = urlsplit(o.url), urlsplit(urljoin(o.url, o.redirect_url))
-    return (a.scheme != b.scheme and (a.hostname or "") == (b.hostname or "")
-            and (a.path or "/") == (b.path or "/") and a.query == b.query)
+    return (
+        a.scheme != b.scheme
+        and (a.hostname or "") == (b.hostname or "")
+        and (a.path or "/") == (b.path or "/")
+        and a.query == b.query
+    )
 
 
 def _location(v: str) -> str:

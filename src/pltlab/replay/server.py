@@ -9,14 +9,17 @@ import subprocess
 from pltlab import dataplane
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
-from pltlab.net import Topology
+from pltlab.net.topology import Topology
 from pltlab.replay import manifest
 
 
 def make_ca(workdir: str, hosts: list[str]) -> dict:
     """Per-corpus CA and one leaf certificate for every https host; returns paths and the SPKI."""
-    cp = subprocess.run([dataplane.binary(), "ca", "--out", workdir, *sum((["--host", h] for h in hosts), [])],
-                        capture_output=True, text=True)
+    cp = subprocess.run(
+        [dataplane.binary(), "ca", "--out", workdir, *sum((["--host", h] for h in hosts), [])],
+        capture_output=True,
+        text=True,
+    )
     if cp.returncode != 0:
         raise PltError(f"certificate generation failed: {(cp.stderr.strip().splitlines() or ['?'])[-1]}")
     info = json.loads(cp.stdout.strip().splitlines()[-1])
@@ -24,8 +27,9 @@ def make_ca(workdir: str, hosts: list[str]) -> dict:
 
 
 class ReplayServer:
-    def __init__(self, topo: Topology, pages: list[Page], host_ips: dict[str, str], workdir: str,
-                 think_time: bool = False):
+    def __init__(
+        self, topo: Topology, pages: list[Page], host_ips: dict[str, str], workdir: str, think_time: bool = False
+    ):
         self.topo, self.workdir = topo, workdir
         # Every host gets a certificate: a browser may upgrade any host to https (HSTS preload).
         self.tls = make_ca(workdir, sorted(host_ips))
@@ -47,9 +51,14 @@ class ReplayServer:
         with open(path, "w") as f:
             json.dump(self.manifest, f)
         self._err = open(os.path.join(self.workdir, "replay.stderr"), "w+")
-        self.proc = self.topo.popen("server", [dataplane.binary(), "replay", "--manifest", path],
-                                    stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
-                                    text=True)
+        self.proc = self.topo.popen(
+            "server",
+            [dataplane.binary(), "replay", "--manifest", path],
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else ""
         if '"ready"' not in line:

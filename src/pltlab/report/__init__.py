@@ -1,11 +1,15 @@
-"""`pltlab report DIR`: statistics, the seeds' table (Markdown/CSV), figures and an HTML report."""
+"""`pltlab report DIR`: statistics, the seeds' table (Markdown/CSV), figures and an HTML report;
+and a study's report (build_study): its tables, checks and figures with every experiment's
+validity notes, experiment file and environment, in the same report.html."""
 
+import json
 import os
 
 from pltlab.errors import PltError
 from pltlab.net import lateness
 from pltlab.report import analysis as an
 from pltlab.report import figures, html, tables
+from pltlab.studies import STUDIES, engine
 
 FIG_DIR = "output-figures"
 
@@ -17,13 +21,36 @@ def _write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def validity_notes(a: dict, runs: list[dict]) -> list[tuple[str, bool]]:
-    notes = [(f"{a['n_ok']} valid run(s) averaged; {len(a['invalid'])} invalid, "
-              f"{len(a['failed'])} failed attempt(s), {len(a['failed_final'])} run(s) failed twice.",
-              bool(a["invalid"] or a["failed_final"]))]
-    notes.append(("Validity is proven per run from the kernel's TFO counters: a TFO run must raise the "
-                  "client's TCPFastOpenActive, a run without TFO must not; invalid runs are never "
-                  "averaged in.", False))
+def counts(runs: list[dict]) -> dict:
+    """The run counts validity_notes reads, for results of any measurement kind."""
+    ok = [r for r in runs if r["status"] == "ok" and r["valid"]]
+    failed = [r for r in runs if r["status"] == "failed"]
+    keys_ok = {r["run_key"] for r in runs if r["status"] == "ok"}
+    return {
+        "n_ok": len(ok),
+        "failed": failed,
+        "invalid": [r for r in runs if r["status"] == "ok" and not r["valid"]],
+        "failed_final": [r for r in failed if r["run_key"] not in keys_ok],
+    }
+
+
+def validity_notes(a: dict, runs: list[dict], tfo: bool = True) -> list[tuple[str, bool]]:
+    notes = [
+        (
+            f"{a['n_ok']} valid run(s) {'averaged' if tfo else 'kept'}; {len(a['invalid'])} invalid, "
+            f"{len(a['failed'])} failed attempt(s), {len(a['failed_final'])} run(s) failed twice.",
+            bool(a["invalid"] or a["failed_final"]),
+        )
+    ]
+    if tfo:
+        notes.append(
+            (
+                "Validity is proven per run from the kernel's TFO counters: a TFO run must raise the "
+                "client's TCPFastOpenActive, a run without TFO must not; invalid runs are never "
+                "averaged in.",
+                False,
+            )
+        )
     reasons: dict[str, int] = {}
     for r in a["invalid"]:
         reasons[r["invalid_reason"]] = reasons.get(r["invalid_reason"], 0) + 1
@@ -36,9 +63,14 @@ def validity_notes(a: dict, runs: list[dict]) -> list[tuple[str, bool]]:
     if lat:
         worst = max(lat)
         bad = worst > lateness.LATE_P99_US
-        notes.append((f"Link emulator lateness (p99 per load): worst {worst / 1000:.2f} ms"
-                      + (" — the machine was loaded; timing noise is likely" if bad else ""), bad))
-    else:
+        notes.append(
+            (
+                f"Link emulator lateness (p99 per load): worst {worst / 1000:.2f} ms"
+                + (" — the machine was loaded; timing noise is likely" if bad else ""),
+                bad,
+            )
+        )
+    elif any(r.get("plt_ms") is not None for r in runs):  # (flows measure no load: none to record)
         notes.append(("Link emulator lateness: not recorded (sweep killed before its runners closed)", False))
     return notes
 
@@ -50,16 +82,31 @@ def late_rerun_notes(runs: list[dict]) -> list[tuple[str, bool]]:
         return []
     total = sum(r["late_reruns"] for r in rerun)
     still = sum(1 for r in rerun if not r.get("valid") and "link emulator late" in (r.get("invalid_reason") or ""))
-    return [(f"{len(rerun)} load(s) re-run because the link emulator was late during them "
-             f"(p99 > {lateness.LATE_P99_US / 1000:g} ms or max > {lateness.LATE_MAX_US / 1000:g} ms): "
-             f"{total} re-run(s) in all, {still} still late after them (invalid, not averaged in).", True)]
+    return [
+        (
+            f"{len(rerun)} load(s) re-run because the link emulator was late during them "
+            f"(p99 > {lateness.LATE_P99_US / 1000:g} ms or max > {lateness.LATE_MAX_US / 1000:g} ms): "
+            f"{total} re-run(s) in all, {still} still late after them (invalid, not averaged in).",
+            True,
+        )
+    ]
 
 
-def build(out_dir: str) -> dict:
-    """Write every report artefact into out_dir; returns the analysis and the paths."""
+def build(out_dir: str, study_sections=None) -> dict:
+    """Write every report artefact into out_dir; returns the analysis and the paths.
+    ``study_sections(analysis)``: a study's sections (pltlab.studies.engine.table/lines, e.g. its
+    comparison with the published results), shown after the tables."""
     runs, meta = an.load_runs(out_dir)
     if not runs:
         raise PltError(f"{out_dir}: the results database holds no run yet")
+    study = engine.read_study(out_dir)
+    if (
+        study_sections is None
+        and study
+        and study.get("study") in STUDIES
+        and set((study.get("experiments") or {"": ""}).values()) == {""}
+    ):
+        study_sections = STUDIES[study["study"]].sections  # a study run into this very folder (tfo)
     a = an.analyse(runs)
     seeds, st = tables.seeds_rows(a), tables.stats_rows(a)
     written = {}
@@ -68,14 +115,83 @@ def build(out_dir: str) -> dict:
             p = os.path.join(out_dir, f"{name}.{ext}")
             _write(p, fmt(headers, rows))
             written[f"{name}.{ext}"] = p
-    picks = [r["id"] for g in a["rows"] for side in (False, True)
-             for r in [figures.median_run(g["runs"][side])] if r]
+    picks = [r["id"] for g in a["rows"] for side in (False, True) for r in [figures.median_run(g["runs"][side])] if r]
     reqs = an.load_requests(out_dir, picks) if picks else {}
     figs = figures.all_figures(a, reqs, os.path.join(out_dir, FIG_DIR))
     notes = validity_notes(a, runs)
-    page = html.render(f"pltlab report: {meta.get('name', os.path.basename(out_dir))}",
-                       html.sections(a, meta, seeds, st, figs, notes))
+    page = html.render(
+        f"pltlab report: {meta.get('name', os.path.basename(out_dir))}",
+        html.sections(a, meta, seeds, st, figs, notes, study_sections(a) if study_sections else ()),
+    )
     written["report.html"] = os.path.join(out_dir, "report.html")
     _write(written["report.html"], page)
-    return {"analysis": a, "seeds": seeds, "stats": st, "figures": figs, "files": written,
-            "notes": notes, "meta": meta}
+    return {"analysis": a, "seeds": seeds, "stats": st, "figures": figs, "files": written, "notes": notes, "meta": meta}
+
+
+# ---- a study's report --------------------------------------------------------------------
+def section_markdown(sec: dict) -> str:
+    out = [f"## {sec['title']}", ""]
+    if sec.get("note"):
+        out += [sec["note"], ""]
+    if "rows" in sec:
+        out.append(tables.markdown(sec["headers"], sec["rows"]))
+    else:
+        out += [f"- {x}" for x in sec["lines"]] + [""]
+    return "\n".join(out)
+
+
+def study_report(out_dir: str, wall_time_s: float | None = None) -> dict:
+    """A study's results from its experiments' databases (the study and its parameters from
+    study.json), with its figures, results.json, tables.md and report.html written into
+    ``out_dir``; returns the study's results (``output_dir``, ``wall_time_s``, ``quick`` added)."""
+    doc = engine.read_study(out_dir)
+    study = STUDIES.get((doc or {}).get("study"))
+    if study is None or not hasattr(study, "results"):  # (tfo: one sweep in the folder, build())
+        raise PltError(f"{out_dir}: no {engine.STUDY_FILE} of a study with parts here")
+    p = study.params(doc["params"])
+    res = study.results(p, out_dir)
+    res.update(output_dir=os.path.abspath(out_dir), wall_time_s=wall_time_s, quick=p.quick)
+    res["figures"] = study.figures(res, out_dir)
+    build_study(
+        out_dir,
+        study.title(p, res),
+        study.sections(res),
+        res["figures"],
+        study.document(p, res, doc.get("config_file")),
+        {e.name: os.path.join(out_dir, sub) for sub, e in study.experiments(p)},
+    )
+    return res
+
+
+def build_study(
+    out_dir: str, title: str, sections: list[dict], figure_paths: list[str], results: dict, folders: dict[str, str]
+) -> dict:
+    """Write a study's results.json, tables.md and report.html into ``out_dir``: the study's
+    ``sections`` (pltlab.studies.engine.table/lines) and figures, then per experiment (name ->
+    its folder) its validity notes and experiment file, and the environment."""
+    written = {
+        "results.json": os.path.join(out_dir, "results.json"),
+        "tables.md": os.path.join(out_dir, "tables.md"),
+        "report.html": os.path.join(out_dir, "report.html"),
+    }
+    _write(written["results.json"], json.dumps(results, indent=1))
+    _write(written["tables.md"], f"# {title}\n\n" + "\n".join(section_markdown(s) for s in sections))
+    parts, notes, env = [], {}, {}
+    for name, folder in folders.items():
+        try:
+            runs, meta = an.load_runs(folder)
+        except PltError:
+            continue  # not run (yet)
+        tfo = any(r.get("tfo") for r in runs)
+        notes[name] = validity_notes(counts(runs), runs, tfo=tfo)
+        env = meta.get("last_environment") or meta.get("environment") or env
+        parts.append((f"{name}: validity", html.notes(notes[name])))
+        parts.append((f"{name}: experiment", html.pre(meta.get("experiment") or "(built in)")))
+    body = [(s["title"], html.section(s)) for s in sections]
+    pngs = [p for p in figure_paths if p.endswith(".png")]
+    if pngs:
+        body.append(("Figures", html.images(pngs)))
+    body += parts
+    body.append(("Environment", html.env_table(env)))
+    _write(written["report.html"], html.render(title, body))
+    return {"files": written, "notes": notes}

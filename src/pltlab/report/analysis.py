@@ -7,9 +7,12 @@ import sqlite3
 from pltlab.errors import PltError
 from pltlab.experiments import stats
 from pltlab.experiments.results import DB_NAME
+from pltlab.run import knobs
 
-# Configuration columns besides the RTT; the ones that vary name a row's configuration.
-DIMS = ("rate_down_bps", "rate_up_bps", "loss", "queue", "icw", "cc", "client", "warm", "overrides")
+# Configuration columns besides the RTT (the point knobs' columns): the ones that vary name a
+# row's configuration, in the words of their knob (knobs.Knob.describe).
+RTT = knobs.KNOBS["rtt"].column
+DIMS = tuple(k.column for k in knobs.point() if k.column and k.column != RTT)
 
 
 def load_runs(out_dir: str) -> tuple[list[dict], dict]:
@@ -44,32 +47,31 @@ def load_requests(out_dir: str, run_ids: list[int]) -> dict[int, list[dict]]:
         db.close()
 
 
-def _fmt_dim(k: str, v) -> str:
-    if k in ("rate_down_bps", "rate_up_bps"):
-        name = "down" if k == "rate_down_bps" else "up"
-        return f"{name} {'unlimited' if v is None else f'{v / 1e6:g} Mbit/s'}"
-    if k == "loss":
-        return f"loss {v * 100:g}%"
-    if k == "icw":
-        return f"initcwnd {v or 'default'}"
-    if k == "warm":
-        return "warm" if v else "cold"
-    if k == "overrides":
-        ov = json.loads(v) if isinstance(v, str) else v
-        return "origin RTT " + (", ".join(f"{t}={us / 1000:g}ms" for t, us, _ in ov) if ov else "none")
-    return f"{k} {v}"
+def _fmt_dim(column: str, v) -> str:
+    k = knobs.by_column(column)
+    return k.describe(v) if k and k.describe else f"{column} {v}"
 
 
 def analyse(runs: list[dict]) -> dict:
     """Per (page, configuration): both TFO sides' summaries and the improvement."""
-    ok = [r for r in runs if r["status"] == "ok" and r["valid"]]
-    varying = [k for k in DIMS if len({json.dumps(r[k]) for r in runs if r["status"] == "ok"}) > 1]
+    # runs of a kind that measures no PLT (flows) have none
+    ok = [r for r in runs if r["status"] == "ok" and r["valid"] and r["plt_ms"] is not None]
+    # (.get: a database older than a knob has no column for it)
+    varying = [k for k in DIMS if len({json.dumps(r.get(k)) for r in runs if r["status"] == "ok"}) > 1]
     groups: dict[tuple, dict] = {}
     for r in ok:
-        g = groups.setdefault((r["page"], r["config_key"]), {
-            "page": r["page"], "config_key": r["config_key"], "rtt_ms": r["rtt_ms"],
-            "config": ", ".join(_fmt_dim(k, r[k]) for k in varying),
-            "dims": {k: r[k] for k in DIMS}, "plt": {False: [], True: []}, "runs": {False: [], True: []}})
+        g = groups.setdefault(
+            (r["page"], r["config_key"]),
+            {
+                "page": r["page"],
+                "config_key": r["config_key"],
+                "rtt_ms": r[RTT],
+                "config": ", ".join(_fmt_dim(k, r.get(k)) for k in varying),
+                "dims": {k: r.get(k) for k in DIMS},
+                "plt": {False: [], True: []},
+                "runs": {False: [], True: []},
+            },
+        )
         g["plt"][bool(r["tfo"])].append(r["plt_ms"])
         g["runs"][bool(r["tfo"])].append(r)
     rows = []
@@ -83,6 +85,12 @@ def analyse(runs: list[dict]) -> dict:
     failed = [r for r in runs if r["status"] == "failed"]
     invalid = [r for r in runs if r["status"] == "ok" and not r["valid"]]
     keys_ok = {r["run_key"] for r in runs if r["status"] == "ok"}
-    return {"rows": rows, "varying": varying, "n_runs": len(runs), "n_ok": len(ok),
-            "failed": failed, "failed_final": [r for r in failed if r["run_key"] not in keys_ok],
-            "invalid": invalid}
+    return {
+        "rows": rows,
+        "varying": varying,
+        "n_runs": len(runs),
+        "n_ok": len(ok),
+        "failed": failed,
+        "failed_final": [r for r in failed if r["run_key"] not in keys_ok],
+        "invalid": invalid,
+    }

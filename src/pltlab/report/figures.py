@@ -63,8 +63,13 @@ def waterfall(group: dict, requests: dict, folder: str, suffix: str = "") -> lis
     axes[0].set_ylabel("request index")
     axes[0].invert_yaxis()
     handles = [plt.Rectangle((0, 0), 1, 1, color=SETUP), plt.Rectangle((0, 0), 1, 1, color=TRANSFER)]
-    fig.legend(handles, ["connection set-up (TCP + TLS handshakes)", "request sent → last byte received"],
-               loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.02))
+    fig.legend(
+        handles,
+        ["connection set-up (TCP + TLS handshakes)", "request sent → last byte received"],
+        loc="lower center",
+        ncol=2,
+        bbox_to_anchor=(0.5, -0.02),
+    )
     cfg = f" ({group['config']})" if group["config"] else ""
     fig.suptitle(f"{group['page']} @ {group['rtt_ms']:g} ms RTT{cfg}: one bar per request")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
@@ -92,9 +97,14 @@ def plt_vs_rtt(rows: list[dict], folder: str) -> list[str]:
                     continue
                 errs = list(zip(*[_err(g[side]) for g in pts]))
                 label = f"{name}{f' ({cfg})' if cfg else ''}"
-                ax.errorbar([g["rtt_ms"] for g in pts], [g[side]["mean"] / 1000 for g in pts],
-                            yerr=[[e / 1000 for e in errs[0]], [e / 1000 for e in errs[1]]],
-                            marker=mk, capsize=4, label=label)
+                ax.errorbar(
+                    [g["rtt_ms"] for g in pts],
+                    [g[side]["mean"] / 1000 for g in pts],
+                    yerr=[[e / 1000 for e in errs[0]], [e / 1000 for e in errs[1]]],
+                    marker=mk,
+                    capsize=4,
+                    label=label,
+                )
         ax.set_title(page)
         ax.set_xlabel("RTT (ms)")
         ax.set_ylabel("page load time (s), mean with 95 % CI")

@@ -22,26 +22,56 @@ def _img(path: str) -> str:
     with open(path, "rb") as f:
         data = base64.b64encode(f.read()).decode()
     name = os.path.basename(path)
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(name)}">'
-            f"<figcaption>{html.escape(name)}</figcaption></figure>")
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(name)}">'
+        f"<figcaption>{html.escape(name)}</figcaption></figure>"
+    )
 
 
 def render(title: str, sections: list[tuple[str, str]]) -> str:
     body = "".join(f"<h2>{html.escape(h)}</h2>{content}" for h, content in sections)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f'<link rel="icon" href="data:,"><style>{CSS}</style></head>'
-            f"<body><h1>{html.escape(title)}</h1>{body}</body></html>")
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f'<link rel="icon" href="data:,"><style>{CSS}</style></head>'
+        f"<body><h1>{html.escape(title)}</h1>{body}</body></html>"
+    )
 
 
-def sections(analysis, meta, seeds, stats, figures, notes) -> list[tuple[str, str]]:
-    env = meta.get("environment", {})
+def notes(items: list[tuple[str, bool]]) -> str:
+    return "<ul>" + "".join(f"<li{' class=bad' if bad else ''}>{html.escape(n)}</li>" for n, bad in items) + "</ul>"
+
+
+def pre(text: str) -> str:
+    return f"<pre>{html.escape(text)}</pre>"
+
+
+def images(pngs: list[str]) -> str:
+    return "".join(_img(p) for p in pngs)
+
+
+def env_table(env: dict) -> str:
+    return _table(["item", "value"], [[k, str(v)] for k, v in env.items()])
+
+
+def section(sec: dict) -> str:
+    """A study's report section (pltlab.studies.engine.table/lines) as HTML."""
+    out = f"<p>{html.escape(sec['note'])}</p>" if sec.get("note") else ""
+    if "rows" in sec:
+        return out + _table(sec["headers"], sec["rows"])
+    bad = tuple(sec.get("bad") or ())
+    return out + notes([(x, bool(bad) and x.startswith(bad)) for x in sec["lines"]])
+
+
+def sections(analysis, meta, seeds, stats, figures, notes_, extra=()) -> list[tuple[str, str]]:
+    """The sweep report; ``extra``: a study's sections (its comparison with the published
+    results) after the tables."""
     pngs = [p for p in figures if p.endswith(".png")]
-    notes_html = "".join(f"<li{' class=bad' if bad else ''}>{html.escape(n)}</li>" for n, bad in notes)
     return [
         ("PLT table (means; improvement = 1 − PLT_TFO / PLT_noTFO, signed)", _table(SEED_HEADERS, seeds)),
         ("Statistics (n, mean, median, geometric mean, 95 % bootstrap CIs)", _table(STATS_HEADERS, stats)),
-        ("Validity", f"<ul>{notes_html}</ul>"),
-        ("Figures", "".join(_img(p) for p in pngs)),
-        ("Experiment file", f"<pre>{html.escape(meta.get('experiment') or '(built in)')}</pre>"),
-        ("Environment", _table(["item", "value"], [[k, str(v)] for k, v in env.items()])),
+        *[(s["title"], section(s)) for s in extra],
+        ("Validity", notes(notes_)),
+        ("Figures", images(pngs)),
+        ("Experiment file", pre(meta.get("experiment") or "(built in)")),
+        ("Environment", env_table(meta.get("environment", {}))),
     ]

@@ -1,58 +1,89 @@
-"""The settings of one measured page load (network, servers, loader, run)."""
+"""The settings of one measured page load (network, servers, loader, run): one typed field per knob
+of pltlab.run.knobs, parsed once when the configuration is made.
 
-from dataclasses import dataclass, field
+    RunConfig(rtt="50ms", rate="4mbit", loss="1%", icw=10)        # user-facing values, parsed
+    RunConfig.from_knobs({"rtt": "50ms", "initcwnd": 10})          # the same from a dict
+    cfg.rtt_us, cfg.rate_bps, cfg.loss, cfg.queue, cfg.tfo_modes   # 50000, 4000000, 0.01, (1000, None), ...
+    cfg.link(), cfg.tcp(), cfg.topology(origins)                   # what the network is built from
+    cfg.columns()                                                  # the results database's run columns
+"""
 
-from pltlab.net import LinkSpec
-from pltlab.net.spec import DEFAULT_CLIENT_RMEM
+from dataclasses import dataclass
+
+from pltlab.errors import PltError
+from pltlab.net.spec import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
+from pltlab.run import knobs
 
 
-@dataclass
+@dataclass(init=False)
+@knobs.fields(knobs.KNOBS.values())
 class RunConfig:
-    rtt: str = "100ms"
-    rate: str | None = None
-    rate_up: str | None = None
-    loss: str | None = None
-    queue: str | None = None
-    icw: int | None = None
-    cc: str = "cubic"
-    client: str = "builtin"
-    warm: bool = True  # TFO cookies warmed by a prior visit (else: cold, keys reset)
-    reps: int = 1
-    seed: int = 1
-    tfo_modes: tuple[bool, ...] = (False, True)
-    max_conns_per_host: int = 6
-    think_time: bool = False
-    overrides: tuple = ()  # ((host name or origin index, rtt_us, loss or None), ...)
-    # "recorded": the built-in loader uses the archive's schemes; "chromium": also the https
-    # upgrades Chromium makes by itself (HSTS preload), for a like-for-like comparison.
-    schemes: str = "recorded"
-    # TcpKnobs.client_rmem, the client's initial receive buffer; None = the kernel's
-    client_rmem: int | None = DEFAULT_CLIENT_RMEM
-    load_timeout_s: float = 120.0  # the built-in loader gives up on a load after this long
-    # Built-in loader's model of the page (pltlab.loaders.plan.build): "archive" = recorded
-    # initiators, no priorities; "chromium" = what Chromium sees and how it schedules it.
-    model: str = "archive"
-    # model "chromium" on a calibrated page (pltlab calibrate): measured compute delays per
-    # object and the load-event tail (added to plt_ms, also reported as tail_ms); False: none
-    calibrated: bool = True
-    pcap: str | None = None  # the emulator's client-side packet trace of the runner's loads
-    backend: str = "auto"
-    # emulator under SCHED_FIFO (None: yes): on a busy machine its wake-ups are otherwise delayed
-    # by milliseconds (docs/performance.md)
-    sched_fifo: bool | None = None
-    # a load during which the emulator was late (pltlab.net.lateness) is re-run this many times
-    # at most; still late after them, it is invalid
-    late_reruns: int = 2
-    extra: dict = field(default_factory=dict)
+    def __init__(self, **values):
+        """Knobs by any of their names (pltlab.run.knobs): user values are parsed (a PltError line
+        names a bad one), values by field name are taken as parsed; the rest are the defaults."""
+        for f, v in knobs.parse(values).items():
+            setattr(self, f, v)
+
+    @classmethod
+    def from_knobs(cls, values: dict, where: str = "") -> "RunConfig":
+        """From user-facing values ("50ms", "4mbit", "1%", 10, "cubic", ...) by knob name, TOML key
+        or CLI option; errors are prefixed with ``where`` (e.g. "study.toml: key 'icw'")."""
+        cfg = cls.__new__(cls)
+        for f, v in knobs.parse(values, where=where).items():
+            setattr(cfg, f, v)
+        return cfg
 
     def columns(self) -> dict:
         """This configuration's values in the results database's run columns."""
-        link = self.link()
-        return {"rtt_ms": link.rtt_us / 1000, "rate_down_bps": link.rate_down_bps,
-                "rate_up_bps": link.rate_up_bps, "loss": link.loss_down, "queue": self.queue,
-                "icw": self.icw, "cc": self.cc, "client": self.client, "warm": self.warm,
-                "overrides": [list(o) for o in self.overrides], "seed": self.seed}
+        return {k.column: k.column_value(self) for k in knobs.KNOBS.values() if k.column}
 
     def link(self) -> LinkSpec:
-        return LinkSpec.build(rtt=self.rtt, rate=self.rate, rate_up=self.rate_up, loss=self.loss,
-                              queue=self.queue, seed=self.seed)
+        rtt = self.rtt_us
+        return LinkSpec(
+            delay_up_us=rtt // 2,
+            delay_down_us=rtt - rtt // 2,
+            rate_up_bps=self.rate_bps if self.rate_up_bps is None else self.rate_up_bps,
+            rate_down_bps=self.rate_bps,
+            trace_up=self.trace_up,
+            trace_down=self.trace_down,
+            queue_packets=self.queue[0],
+            queue_bytes=self.queue[1],
+            loss_up=self.loss,
+            loss_down=self.loss,
+            seed=self.seed,
+        )
+
+    def tcp(self) -> TcpKnobs:
+        return TcpKnobs(initcwnd=self.icw, cc=self.cc, client_rmem=self.client_rmem, mtu=self.mtu)
+
+    def topology(self, origins: int = 1, hosts: dict | None = None) -> TopologySpec:
+        """The emulated network for ``origins`` origins. ``hosts`` (host name -> origin index, a
+        page's) resolves per-origin overrides by host; a host not in it is another page's, skipped.
+        Without it (`pltlab shell`), origins are numbered."""
+        return TopologySpec(
+            origins=origins,
+            origin_namespaces=self.origin_namespaces,
+            link=self.link(),
+            knobs=self.tcp(),
+            overrides=self._overrides(origins, hosts),
+            backend=self.backend,
+            busy_wait_us=self.busy_wait_us,
+            pcap=self.pcap,
+            sched_fifo=self.sched_fifo,
+        )
+
+    def _overrides(self, origins: int, hosts: dict | None) -> tuple:
+        out = []
+        for target, rtt_us, loss in self.overrides:
+            if isinstance(target, str):
+                if hosts is None:
+                    raise PltError(f"origin override {target!r}: name origins by number here (N=RTT)")
+                if target not in hosts:
+                    continue  # a host of another page
+                idx = hosts[target]
+            else:
+                idx = target
+                if hosts is not None and not 0 <= idx < origins:
+                    raise PltError(f"origin override {target!r}: the page has {len(hosts)} origins")
+            out.append(OriginOverride(idx, rtt_us, loss))
+        return tuple(out)

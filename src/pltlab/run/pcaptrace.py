@@ -22,8 +22,10 @@ from pltlab.errors import PltError
 
 SYN, ACK, FIN, RST = 0x02, 0x10, 0x01, 0x04
 _MAGICS = {  # magic as read little-endian -> (byte order, ticks per second)
-    0xA1B2C3D4: ("<", 1_000_000), 0xA1B23C4D: ("<", 1_000_000_000),
-    0xD4C3B2A1: (">", 1_000_000), 0x4D3CB2A1: (">", 1_000_000_000),
+    0xA1B2C3D4: ("<", 1_000_000),
+    0xA1B23C4D: ("<", 1_000_000_000),
+    0xD4C3B2A1: (">", 1_000_000),
+    0x4D3CB2A1: (">", 1_000_000_000),
 }
 RAW_LINKTYPES = (101, 228)
 
@@ -62,7 +64,7 @@ def read_pcap(path: str) -> list[Segment]:
     while off + 16 <= n:
         sec, frac, incl, _orig = hdr.unpack_from(data, off)
         off += 16
-        pkt = data[off:off + incl]
+        pkt = data[off : off + incl]
         off += incl
         seg = _tcp(sec + frac / tps, pkt)
         if seg is not None:
@@ -79,8 +81,17 @@ def _tcp(t: float, p: bytes) -> Segment | None:
         return None
     sport, dport, seq, ack, off_flags = struct.unpack_from("!HHIIH", p, ihl)
     doff = (off_flags >> 12) * 4
-    return Segment(t, str(ipaddress.IPv4Address(p[12:16])), str(ipaddress.IPv4Address(p[16:20])),
-                   sport, dport, seq, ack, off_flags & 0x3F, max(0, total - ihl - doff))
+    return Segment(
+        t,
+        str(ipaddress.IPv4Address(p[12:16])),
+        str(ipaddress.IPv4Address(p[16:20])),
+        sport,
+        dport,
+        seq,
+        ack,
+        off_flags & 0x3F,
+        max(0, total - ihl - doff),
+    )
 
 
 def _rel(x: int, base: int) -> int:
@@ -97,8 +108,7 @@ class _Conn:
     acked_t: float | None = None  # first client ACK covering last_end (computed in pass 2)
 
 
-def trace_plt(segments: list[Segment], client_ip: str | None = None,
-              ports: tuple[int, ...] | None = (80, 443)) -> dict:
+def trace_plt(segments: list[Segment], client_ip: str | None = None, ports: tuple[int, ...] | None = (80, 443)) -> dict:
     """PLT of the page load in ``segments`` (one load per trace). ``client_ip`` defaults to the
     sender of the first SYN; ``ports`` = the servers' ports counted (None = any).
     Returns {"plt_ms", "start", "end", "connections", "unacked"}."""
@@ -162,9 +172,13 @@ def trace_plt(segments: list[Segment], client_ip: str | None = None,
     if not ends:
         raise PltError("packet trace has no response data")
     end = max(ends)
-    return {"plt_ms": round((end - start) * 1000, 3), "start": start, "end": end,
-            "connections": sum(1 for c in conns.values() if c.last_data_t is not None),
-            "unacked": unacked}
+    return {
+        "plt_ms": round((end - start) * 1000, 3),
+        "start": start,
+        "end": end,
+        "connections": sum(1 for c in conns.values() if c.last_data_t is not None),
+        "unacked": unacked,
+    }
 
 
 def plt_from_pcap(path: str, client_ip: str | None = "198.18.0.1", ports=(80, 443)) -> dict:
@@ -182,12 +196,21 @@ def write_pcap(path: str, packets: list[tuple[float, bytes]]) -> None:
             f.write(p)
 
 
-def ipv4_tcp(src: str, dst: str, sport: int, dport: int, seq: int, ack: int, flags: int,
-             payload: int = 0) -> bytes:
+def ipv4_tcp(src: str, dst: str, sport: int, dport: int, seq: int, ack: int, flags: int, payload: int = 0) -> bytes:
     """An IPv4/TCP packet (checksums zero) with ``payload`` zero bytes."""
-    tcp = struct.pack("!HHIIHHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF,
-                      (5 << 12) | flags, 65535, 0, 0)
+    tcp = struct.pack("!HHIIHHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, (5 << 12) | flags, 65535, 0, 0)
     total = 20 + len(tcp) + payload
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, 0x4000, 64, 6, 0,
-                     ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed)
+    ip = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45,
+        0,
+        total,
+        0,
+        0x4000,
+        64,
+        6,
+        0,
+        ipaddress.IPv4Address(src).packed,
+        ipaddress.IPv4Address(dst).packed,
+    )
     return ip + tcp + bytes(payload)

@@ -21,21 +21,15 @@ from pltlab.errors import PltError
 from pltlab.loaders import builtin, chromium
 from pltlab.loaders import plan as plans
 from pltlab.loaders.browser import hsts
-from pltlab.net import (
-    OriginOverride,
-    TcpKnobs,
-    Topology,
-    TopologySpec,
-    lateness,
-)
+from pltlab.net import lateness
 from pltlab.net.supervise import ProcessDied
+from pltlab.net.topology import Topology
 from pltlab.replay import hosts as hostmap
 from pltlab.replay.server import ReplayServer
 from pltlab.run.config import RunConfig
 
 COUNTERS_CLIENT = ("TCPFastOpenActive", "TCPFastOpenActiveFail", "TCPFastOpenCookieReqd")
-COUNTERS_SERVER = ("TCPFastOpenPassive", "TCPFastOpenPassiveFail", "TCPFastOpenListenOverflow",
-                   "TCPFastOpenCookieReqd")
+COUNTERS_SERVER = ("TCPFastOpenPassive", "TCPFastOpenPassiveFail", "TCPFastOpenListenOverflow", "TCPFastOpenCookieReqd")
 
 
 def _delta(after: dict, before: dict, keys) -> dict:
@@ -70,8 +64,7 @@ def document_chain(page: Page, host_ips) -> list[tuple[int, Obj]]:
     hops, cur = [], page.objects[0]
     while True:
         if id(cur) not in pos:
-            raise PltError(f"{name}: the recording's document {cur.url} cannot be replayed "
-                           f"(scheme {cur.scheme!r})")
+            raise PltError(f"{name}: the recording's document {cur.url} cannot be replayed (scheme {cur.scheme!r})")
         hops.append((pos[id(cur)], cur))
         key = _wire_url(cur.url)
         visits[key] = visits.get(key, 0) + 1
@@ -80,15 +73,18 @@ def document_chain(page: Page, host_ips) -> list[tuple[int, Obj]]:
         target = _wire_url(urljoin(cur.url, cur.redirect_url))
         recorded = by_url.get(target, [])
         if not recorded:
-            raise PltError(f"{name}: the recording's document {cur.url} answered {cur.status} "
-                           f"-> {target}, which was not recorded: no document to load")
+            raise PltError(
+                f"{name}: the recording's document {cur.url} answered {cur.status} "
+                f"-> {target}, which was not recorded: no document to load"
+            )
         if visits.get(target, 0) >= len(recorded):
-            raise PltError(f"{name}: the recording's document redirects in a loop "
-                           f"({' -> '.join(o.url for _, o in hops)} -> {target}): no document to load")
+            raise PltError(
+                f"{name}: the recording's document redirects in a loop "
+                f"({' -> '.join(o.url for _, o in hops)} -> {target}): no document to load"
+            )
         cur = recorded[visits.get(target, 0)]
     if not 200 <= cur.status < 300:
-        raise PltError(f"{name}: the recording's document {cur.url} answered {cur.status}: "
-                       "no document to load")
+        raise PltError(f"{name}: the recording's document {cur.url} answered {cur.status}: no document to load")
     return hops
 
 
@@ -98,8 +94,7 @@ def _what_came(status: int) -> str:
     return "replay served the wrong response"
 
 
-def document_problem(chain: list[tuple[int, Obj]], requests: list[dict],
-                     plan: dict | None = None) -> str | None:
+def document_problem(chain: list[tuple[int, Obj]], requests: list[dict], plan: dict | None = None) -> str | None:
     """Why the built-in loader's load did not get the page's document, or None: every hop of
     ``chain`` (document_chain) must have its request record (by plan index) with the recorded
     status and no error. A hop the plan upgraded to https (Chromium's HSTS upgrades) may instead
@@ -146,9 +141,11 @@ def tfo_note(tfo: bool, server: dict | None) -> str | None:
     """Why TFO, although used, could not save a round trip on some connections, or None."""
     if not tfo or not server or not server.get("tfo_tls_hello_split"):
         return None
-    return (f"TFO was used, but on {server['tfo_tls_hello_split']} of {server['tfo_tls_connections']} https "
-            f"connections with SYN data the TLS ClientHello ({server.get('tfo_tls_hello_max')} B) was larger "
-            f"than the data the SYN carried ({server.get('tfo_syn_bytes_max')} B): no round trip saved there")
+    return (
+        f"TFO was used, but on {server['tfo_tls_hello_split']} of {server['tfo_tls_connections']} https "
+        f"connections with SYN data the TLS ClientHello ({server.get('tfo_tls_hello_max')} B) was larger "
+        f"than the data the SYN carried ({server.get('tfo_syn_bytes_max')} B): no round trip saved there"
+    )
 
 
 class PageRunner:
@@ -158,34 +155,19 @@ class PageRunner:
         self.page, self.cfg = page, cfg
         self.hosts = hostmap.assign([page])
         self.chain = document_chain(page, self.hosts)  # refuses a page without a document
-        spec = TopologySpec(origins=max(1, len(self.hosts)), link=cfg.link(),
-                            knobs=TcpKnobs(initcwnd=cfg.icw, cc=cfg.cc, client_rmem=cfg.client_rmem),
-                            overrides=self._overrides(cfg.overrides), pcap=cfg.pcap,
-                            backend=cfg.backend,
-                            sched_fifo=True if cfg.sched_fifo is None else cfg.sched_fifo)
-        self.topo = Topology(spec)
+        self.topo = Topology(cfg.topology(max(1, len(self.hosts)), self.hosts))
         self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
         self.replay: ReplayServer | None = None
         self.https_hosts = None  # hosts the built-in loader upgrades to https (schemes="chromium")
         self.warmed = False  # TFO cookies cached for every origin (warm policy: once per runner)
         self._plans: dict[bool, dict] = {}
 
-    def _overrides(self, items) -> tuple:
-        out = []
-        for target, rtt_us, loss in items:
-            idx = self.hosts.get(target) if isinstance(target, str) else target
-            if idx is None:
-                continue  # a host of another page
-            if not 0 <= idx < max(1, len(self.hosts)):
-                raise PltError(f"origin override {target!r}: the page has {len(self.hosts)} origins")
-            out.append(OriginOverride(idx, rtt_us, loss))
-        return tuple(out)
-
     def __enter__(self):
         self.topo.__enter__()
         try:
-            self.replay = ReplayServer(self.topo, [self.page], self.host_ips, self.topo.workdir,
-                                       think_time=self.cfg.think_time)
+            self.replay = ReplayServer(
+                self.topo, [self.page], self.host_ips, self.topo.workdir, think_time=self.cfg.think_time
+            )
             self.replay.start()
             self.topo.watch("replay server", self.replay.proc, self.replay.error)
             if self.cfg.schemes == "chromium":
@@ -206,14 +188,19 @@ class PageRunner:
     def _load_once(self, tfo: bool) -> dict:
         if self.cfg.client == "chromium":
             with self.topo.guard("client"):  # a dead emulator/replay kills the browser at once
-                return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo,
-                                     check=False)
+                return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo, check=False)
         if tfo not in self._plans:
-            self._plans[tfo] = plans.build(self.page, self.host_ips, tfo=tfo, ca=self.replay.ca,
-                                           max_conns_per_host=self.cfg.max_conns_per_host,
-                                           https_hosts=self.https_hosts, model=self.cfg.model,
-                                           calibrated=self.cfg.calibrated,
-                                           timeout_s=self.cfg.load_timeout_s)
+            self._plans[tfo] = plans.build(
+                self.page,
+                self.host_ips,
+                tfo=tfo,
+                ca=self.replay.ca,
+                max_conns_per_host=self.cfg.max_conns_per_host,
+                https_hosts=self.https_hosts,
+                model=self.cfg.model,
+                calibrated=self.cfg.calibrated,
+                timeout_s=self.cfg.load_timeout_s,
+            )
         res = builtin.load(self.topo, self._plans[tfo], self.topo.workdir)
         tail = plans.tail_ms(self.page, self.cfg.model, self.cfg.calibrated)
         if tail is not None:  # Chromium's measured time from the last response to loadEventEnd
@@ -270,27 +257,38 @@ class PageRunner:
         server = None
         if s0 and s1:  # what the replay server saw during this load
             server = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TFO_KEYS}
-            server.update(tfo_tls_hello_max=s1.get("tfo_tls_hello_max"),
-                          tfo_syn_bytes_max=s1.get("tfo_syn_bytes_max"))
-        counters = {"client": _delta(c1["client"], c0["client"], COUNTERS_CLIENT),
-                    "server": _delta(c1["server"], c0["server"], COUNTERS_SERVER)}
+            server.update(tfo_tls_hello_max=s1.get("tfo_tls_hello_max"), tfo_syn_bytes_max=s1.get("tfo_syn_bytes_max"))
+        counters = {
+            "client": _delta(c1["client"], c0["client"], COUNTERS_CLIENT),
+            "server": _delta(c1["server"], c0["server"], COUNTERS_SERVER),
+        }
         requests = [_request_record(r, self.cfg.client) for r in res.get("requests", [])]
         if self.cfg.client == "chromium":
             doc = res.get("document_problem")
         else:
             doc = document_problem(self.chain, requests, self._plans.get(tfo))
         reason = judge(tfo, counters, requests, doc)
-        link = self.cfg.link()
+        cfg = self.cfg
         return {
-            "page": self.page.url, "page_id": page_label(self.page), "rtt_ms": link.rtt_us / 1000,
-            "rate_mbit": (link.rate_down_bps / 1e6) if link.rate_down_bps else None,
-            "loss": link.loss_down, "tfo": tfo, "icw": self.cfg.icw, "cc": self.cfg.cc,
-            "client": self.cfg.client, "rep": rep, "plt_ms": res["plt_ms"],
+            "page": self.page.url,
+            "page_id": page_label(self.page),
+            "rtt_ms": cfg.rtt_us / 1000,
+            "rate_mbit": (cfg.rate_bps / 1e6) if cfg.rate_bps else None,
+            "loss": cfg.loss,
+            "tfo": tfo,
+            "icw": self.cfg.icw,
+            "cc": self.cfg.cc,
+            "client": self.cfg.client,
+            "rep": rep,
+            "plt_ms": res["plt_ms"],
             # built-in loader with a calibrated model="chromium": plt_ms = network_plt_ms + tail_ms
-            "network_plt_ms": res.get("network_plt_ms", res["plt_ms"]), "tail_ms": res.get("tail_ms"),
+            "network_plt_ms": res.get("network_plt_ms", res["plt_ms"]),
+            "tail_ms": res.get("tail_ms"),
             "valid": reason is None,
-            "invalid_reason": reason, "tfo_counters": counters,
-            "server_tfo": server, "tfo_note": tfo_note(tfo, server),
+            "invalid_reason": reason,
+            "tfo_counters": counters,
+            "server_tfo": server,
+            "tfo_note": tfo_note(tfo, server),
             "emulator_lateness_us": late,  # the emulator's lateness during this load
             "not_found": sum(1 for r in requests if r.get("status") == 404),
             "requests": requests,
@@ -320,10 +318,18 @@ def summarize(runs: list[dict]) -> list[dict]:
     out = []
     for (page_id, page, rtt, tfo), v in sorted(groups.items()):
         mean = statistics.fmean(v)
-        out.append({"page": page, "page_id": page_id, "rtt_ms": rtt, "tfo": tfo, "n": len(v),
-                    "mean_ms": round(mean, 3),
-                    "median_ms": round(statistics.median(v), 3),
-                    "cv": round(statistics.pstdev(v) / mean, 5) if len(v) > 1 and mean else 0.0})
+        out.append(
+            {
+                "page": page,
+                "page_id": page_id,
+                "rtt_ms": rtt,
+                "tfo": tfo,
+                "n": len(v),
+                "mean_ms": round(mean, 3),
+                "median_ms": round(statistics.median(v), 3),
+                "cv": round(statistics.pstdev(v) / mean, 5) if len(v) > 1 and mean else 0.0,
+            }
+        )
     return out
 
 

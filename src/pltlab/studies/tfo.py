@@ -11,13 +11,19 @@ import os
 from pltlab.archive import bundled
 from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
-from pltlab.experiments.spec import Config, Experiment, PageEntry, page_label
+from pltlab.experiments.spec import Experiment, PageEntry, page_label
+from pltlab.studies.engine import config, lines, table
+
+NAME = "tfo"
 
 RTTS = ("20ms", "100ms", "200ms")
 REPS, QUICK_REPS = 5, 2
 # We know the paper's range reliably, not every cell of its Table 1: compare against the range.
-PAPER = {"source": "Radhakrishnan et al., TCP Fast Open, CoNEXT 2011, Table 1",
-         "improvement_range": [0.04, 0.41], "trend": "growing with RTT"}
+PAPER = {
+    "source": "Radhakrishnan et al., TCP Fast Open, CoNEXT 2011, Table 1",
+    "improvement_range": [0.04, 0.41],
+    "trend": "growing with RTT",
+}
 WHY = [
     "connection reuse: the loader keeps up to 6 persistent connections per host, so TFO saves one "
     "RTT per new connection only, not per request",
@@ -38,8 +44,13 @@ def _corpus_pages(path: str) -> list[PageEntry]:
     return [PageEntry(page_label(p.url), p) for p in import_pages_file(pf)[0]]
 
 
-def experiment(quick: bool = False, client: str = "builtin", corpus: str | None = None,
-               pages: str | None = None, reps: int | None = None) -> Experiment:
+def experiment(
+    quick: bool = False,
+    client: str = "builtin",
+    corpus: str | None = None,
+    pages: str | None = None,
+    reps: int | None = None,
+) -> Experiment:
     if client not in ("builtin", "chromium"):
         raise PltError(f"invalid --client {client!r}: builtin or chromium")
     entries = _corpus_pages(corpus) if corpus else [PageEntry(n, bundled.load(n)) for n in bundled.PAPER]
@@ -48,29 +59,43 @@ def experiment(quick: bool = False, client: str = "builtin", corpus: str | None 
         known = [e.label for e in entries]
         bad = [w for w in want if w not in known]
         if bad or not want:
-            raise PltError(f"--pages {pages!r}: unknown page {', '.join(bad) or '(none)'} "
-                           f"(choose from {', '.join(known)})")
+            raise PltError(
+                f"--pages {pages!r}: unknown page {', '.join(bad) or '(none)'} (choose from {', '.join(known)})"
+            )
         entries = [e for e in entries if e.label in want]
-    configs = [Config(rtt=f"{int(r[:-2]) * 1000}us", rate="4000000bit", rate_up="256000bit", loss="0",
-                      queue="1000", icw=None, cc="cubic", client=client, warm=True, overrides=())
-               for r in RTTS]
+    configs = [config(int(r[:-2]), rate="4mbit", rate_up="256kbit", cc="cubic", client=client, warm=True) for r in RTTS]
     n = reps or (QUICK_REPS if quick else REPS)
-    src = (f"# pltlab reproduce tfo{' --quick' if quick else ''}{' --client ' + client if client != 'builtin' else ''}"
-           f"{' --corpus ' + corpus if corpus else ''}\nname = \"reproduce-tfo\"\n"
-           f"pages = {[e.label for e in entries]!r}\nrtt = {list(RTTS)!r}\nrate = \"4mbit\"\n"
-           f"rate_up = \"256kbit\"\ncc = \"cubic\"\nwarmup = \"warm\"\ntfo = [\"off\", \"on\"]\n"
-           f"client = \"{client}\"\nrepetitions = {n}\nseed = 1\n").replace("'", '"')
-    return Experiment(name="reproduce-tfo", pages=entries, configs=configs, tfo_modes=(False, True),
-                      repetitions=n, seed=1, source=src)
+    src = (
+        f"# pltlab reproduce tfo{' --quick' if quick else ''}{' --client ' + client if client != 'builtin' else ''}"
+        f'{" --corpus " + corpus if corpus else ""}\nname = "reproduce-tfo"\n'
+        f'pages = {[e.label for e in entries]!r}\nrtt = {list(RTTS)!r}\nrate = "4mbit"\n'
+        f'rate_up = "256kbit"\ncc = "cubic"\nwarmup = "warm"\ntfo = ["off", "on"]\n'
+        f'client = "{client}"\nrepetitions = {n}\nseed = 1\n'
+    ).replace("'", '"')
+    return Experiment(
+        name="reproduce-tfo", pages=entries, configs=configs, tfo_modes=(False, True), repetitions=n, seed=1, source=src
+    )
+
+
+def experiments(params: dict) -> list[tuple[str, Experiment]]:
+    """The study's one experiment, run into the study's output folder itself."""
+    return [("", experiment(**params))]
 
 
 def rows(analysis: dict) -> list[dict]:
     out = []
     for g in analysis["rows"]:
-        out.append({"page": g["page"], "rtt_ms": g["rtt_ms"], "plt_notfo_ms": _r(g["notfo"]["mean"]),
-                    "plt_tfo_ms": _r(g["tfo"]["mean"]), "improvement": _r(g["improvement"], 4),
-                    "improvement_ci": [_r(x, 4) for x in g["improvement_ci"]],
-                    "n": min(g["notfo"]["n"], g["tfo"]["n"])})
+        out.append(
+            {
+                "page": g["page"],
+                "rtt_ms": g["rtt_ms"],
+                "plt_notfo_ms": _r(g["notfo"]["mean"]),
+                "plt_tfo_ms": _r(g["tfo"]["mean"]),
+                "improvement": _r(g["improvement"], 4),
+                "improvement_ci": [_r(x, 4) for x in g["improvement_ci"]],
+                "n": min(g["notfo"]["n"], g["tfo"]["n"]),
+            }
+        )
     return out
 
 
@@ -88,11 +113,36 @@ def differences(rs: list[dict]) -> list[str]:
     for r in rs:
         i = r["improvement"]
         if i is not None and not lo <= i <= hi:
-            out.append(f"{r['page']} @ {r['rtt_ms']:g} ms: {i:.1%} is outside the paper's "
-                       f"{lo:.0%}..{hi:.0%}")
+            out.append(f"{r['page']} @ {r['rtt_ms']:g} ms: {i:.1%} is outside the paper's {lo:.0%}..{hi:.0%}")
     for page in sorted({r["page"] for r in rs}):
         imps = [r["improvement"] for r in sorted(rs, key=lambda r: r["rtt_ms"]) if r["page"] == page]
         if None not in imps and any(b < a for a, b in zip(imps, imps[1:])):
-            out.append(f"{page}: the improvement does not grow with RTT "
-                       f"({' -> '.join(f'{x:.1%}' for x in imps)})")
+            out.append(f"{page}: the improvement does not grow with RTT ({' -> '.join(f'{x:.1%}' for x in imps)})")
     return out
+
+
+def sections(analysis: dict) -> list[dict]:
+    """The report's comparison with the paper: the improvements with their CIs, the published
+    range, where ours departs from it and why results can differ."""
+    rs = rows(analysis)
+    lo, hi = PAPER["improvement_range"]
+    ci = [
+        [
+            r["page"],
+            f"{r['rtt_ms']:g}",
+            "-" if r["improvement"] is None else f"{r['improvement']:.1%}",
+            "-" if r["improvement_ci"][0] is None else f"[{r['improvement_ci'][0]:.1%}, {r['improvement_ci'][1]:.1%}]",
+            str(r["n"]),
+        ]
+        for r in rs
+    ]
+    return [
+        table("TFO improvement with its 95 % bootstrap CI", ["page", "RTT ms", "improvement", "95 % CI", "n"], ci),
+        lines(
+            f"Published: {PAPER['source']}",
+            [f"improvements from {lo:.0%} to {hi:.0%}, {PAPER['trend']}"]
+            + [f"difference: {d}" for d in differences(rs)]
+            + [f"why results can differ: {w}" for w in WHY],
+            bad=["difference: "],
+        ),
+    ]

@@ -4,5 +4,4 @@ from pltlab.loaders.browser.collect import Request
 from pltlab.loaders.browser.driver import Chromium, LoadResult, load
 from pltlab.loaders.browser.flags import find_executable, parse_host_rules, spki_hash
 
-__all__ = ["Chromium", "LoadResult", "Request", "load", "find_executable", "parse_host_rules",
-           "spki_hash"]
+__all__ = ["Chromium", "LoadResult", "Request", "load", "find_executable", "parse_host_rules", "spki_hash"]

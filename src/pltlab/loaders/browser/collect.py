@@ -58,8 +58,14 @@ def _headers(h: dict) -> list[tuple[str, str]]:
 class Collector:
     """Subscribes to a CDP session's Network events; every handler only records."""
 
-    EVENTS = ("requestWillBeSent", "responseReceived", "responseReceivedExtraInfo", "dataReceived",
-              "loadingFinished", "loadingFailed")
+    EVENTS = (
+        "requestWillBeSent",
+        "responseReceived",
+        "responseReceivedExtraInfo",
+        "dataReceived",
+        "loadingFinished",
+        "loadingFailed",
+    )
 
     def __init__(self, cdp):
         self.requests: list[Request] = []
@@ -92,9 +98,15 @@ class Collector:
             prev.redirect_url, prev.end_ms, prev.finished = req["url"], self._ms(p["timestamp"]), True
             prev.body = b""  # Chromium does not keep redirect bodies
             itype, iurl = "redirect", prev.url
-        r = Request(url=req["url"], method=req.get("method", "GET"), resource_type=p.get("type", ""),
-                    initiator_type=itype, initiator_url=iurl, start_ms=self._ms(p["timestamp"]),
-                    request_id=rid)
+        r = Request(
+            url=req["url"],
+            method=req.get("method", "GET"),
+            resource_type=p.get("type", ""),
+            initiator_type=itype,
+            initiator_url=iurl,
+            start_ms=self._ms(p["timestamp"]),
+            request_id=rid,
+        )
         self.requests.append(r)
         self._live[rid] = r
 

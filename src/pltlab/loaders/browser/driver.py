@@ -57,27 +57,38 @@ class Chromium:
     removed, with every browser process, whatever happens.
     """
 
-    def __init__(self, netns: str | None = None, executable: str | None = None,
-                 host_rules: dict[str, str] | None = None, spki: list[str] | tuple = (),
-                 env: dict[str, str] | None = None, extra_args: list[str] | tuple = (),
-                 timeout_s: float = 60.0, quiet_ms: float = 500.0, bodies: bool = True,
-                 block: list[str] | tuple = ("*/favicon.ico",)):
+    def __init__(
+        self,
+        netns: str | None = None,
+        executable: str | None = None,
+        host_rules: dict[str, str] | None = None,
+        spki: list[str] | tuple = (),
+        env: dict[str, str] | None = None,
+        extra_args: list[str] | tuple = (),
+        timeout_s: float = 60.0,
+        quiet_ms: float = 500.0,
+        bodies: bool = True,
+        block: list[str] | tuple = ("*/favicon.ico",),
+    ):
         self.netns, self.host_rules = netns, dict(host_rules or {})
         self.env, self.timeout_s, self.quiet_ms, self.bodies = env, timeout_s, quiet_ms, bodies
         self.block = tuple(block)  # URL patterns never fetched: the browser's own favicon request
         self.args = flags.build_args(self.host_rules, spki, extra_args)
         if netns is None and any(flags.emulated(ip) for ip in self.host_rules.values()):
-            raise PltError("host rules point into the emulated network (198.18.0.0/15): "
-                           "run inside its client namespace (netns)")
+            raise PltError(
+                "host rules point into the emulated network (198.18.0.0/15): run inside its client namespace (netns)"
+            )
         self.executable = flags.find_executable(executable)
         self._pw = None
         self._driver_pid: int | None = None
 
     # ---- driver lifecycle ----------------------------------------------------------------
-    def __enter__(self) -> "Chromium":
+    def __enter__(self) -> Chromium:
         self._old_term = None
-        if threading.current_thread() is threading.main_thread() \
-                and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
+            signal.SIG_DFL,
+            None,
+        ):
             # SIGTERM unwinds like Ctrl-C, so the browser is killed and its profile removed.
             self._old_term = signal.signal(signal.SIGTERM, _raise_exit)
         try:
@@ -98,10 +109,12 @@ class Chromium:
 
     def start(self) -> None:
         try:
-            from playwright.sync_api import sync_playwright
+            from playwright.sync_api import sync_playwright  # noqa: PLC0415 (heavy: loaded only to drive Chromium)
         except ImportError:
-            raise PltError("the Python package playwright is missing: pip install playwright "
-                           "(no browser download needed: Debian's chromium is used)") from None
+            raise PltError(
+                "the Python package playwright is missing: pip install playwright "
+                "(no browser download needed: Debian's chromium is used)"
+            ) from None
 
         procs.remove_stale_profiles(tempfile.gettempdir(), PROFILE_PREFIX)
         where = nsutil.in_netns(self.netns) if self.netns else contextlib.nullcontext()
@@ -168,8 +181,13 @@ class Chromium:
         env = {**os.environ, **self.env} if self.env else None
         try:
             return self._pw.chromium.launch_persistent_context(
-                profile, executable_path=self.executable, headless=True, args=self.args, env=env,
-                timeout=self.timeout_s * 1000)
+                profile,
+                executable_path=self.executable,
+                headless=True,
+                args=self.args,
+                env=env,
+                timeout=self.timeout_s * 1000,
+            )
         except Exception as e:
             raise PltError(f"chromium ({self.executable}) failed to start: {_first_line(e)}") from None
 
@@ -195,10 +213,17 @@ class Chromium:
         except Exception:
             title = ""
         return LoadResult(
-            url=url, final_url=page.url, title=title, plt_ms=end or None, nav_timing=nav,
-            requests=col.requests, started=col.wall_start, browser_version=ctx.browser.version
-            if ctx.browser else "", missing_bodies=missing,
-            unfinished=[r.url for r in col.requests if not r.finished and not r.error])
+            url=url,
+            final_url=page.url,
+            title=title,
+            plt_ms=end or None,
+            nav_timing=nav,
+            requests=col.requests,
+            started=col.wall_start,
+            browser_version=ctx.browser.version if ctx.browser else "",
+            missing_bodies=missing,
+            unfinished=[r.url for r in col.requests if not r.finished and not r.error],
+        )
 
     def _wait_quiet(self, page, col: Collector, deadline: float) -> dict:
         """Until the load event has ended and the network was idle for quiet_ms (no request

@@ -16,22 +16,49 @@ EMULATED_NET = ipaddress.ip_network("198.18.0.0/15")  # pltlab's namespaces only
 
 # Superset of Playwright's own --disable-features list (a later switch may replace an earlier one).
 DISABLED_FEATURES = (
-    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
-    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "DialMediaRouteProvider",
-    "PaintHolding", "ThirdPartyStoragePartitioning", "AvoidCorsURLLoaderRestartOnRedirect",
-    "OptimizationHints", "NetworkTimeServiceQuerying", "AimEnabled", "PreconnectToSearch",
-    "Translate", "AutofillServerCommunication", "CertificateTransparencyComponentUpdater",
-    "InterestFeedContentSuggestions", "PrivacySandboxSettings4",
+    "AvoidUnnecessaryBeforeUnloadCheckSync",
+    "DestroyProfileOnBrowserClose",
+    "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable",
+    "LensOverlay",
+    "MediaRouter",
+    "DialMediaRouteProvider",
+    "PaintHolding",
+    "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect",
+    "OptimizationHints",
+    "NetworkTimeServiceQuerying",
+    "AimEnabled",
+    "PreconnectToSearch",
+    "Translate",
+    "AutofillServerCommunication",
+    "CertificateTransparencyComponentUpdater",
+    "InterestFeedContentSuggestions",
+    "PrivacySandboxSettings4",
     # One renderer for all frames, so the page's CDP session sees cross-site iframes' requests.
-    "IsolateOrigins", "site-per-process",
+    "IsolateOrigins",
+    "site-per-process",
 )
 
 BASE_ARGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--disable-default-apps", "--disable-extensions", "--disable-breakpad",
-    "--disable-domain-reliability", "--disable-client-side-phishing-detection", "--no-pings",
-    "--metrics-recording-only", "--password-store=basic", "--disable-site-isolation-trials",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-breakpad",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--no-pings",
+    "--metrics-recording-only",
+    "--password-store=basic",
+    "--disable-site-isolation-trials",
     "--disable-features=" + ",".join(DISABLED_FEATURES),
 )
 
@@ -47,8 +74,7 @@ def find_executable(path: str | None = None) -> str:
     for c in CANDIDATES:
         if os.access(c, os.X_OK):
             return c
-    raise PltError("chromium not found: apt-get install -y --no-install-recommends chromium "
-                   "(or set PLTLAB_CHROMIUM)")
+    raise PltError("chromium not found: apt-get install -y --no-install-recommends chromium (or set PLTLAB_CHROMIUM)")
 
 
 def host_rules(mapping: dict[str, str]) -> str:
@@ -84,16 +110,17 @@ def emulated(ip: str) -> bool:
 def spki_hash(cert_pem: bytes) -> str:
     """base64(sha256(SubjectPublicKeyInfo)) of a PEM certificate, as
     --ignore-certificate-errors-spki-list wants it."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+    from cryptography import x509  # noqa: PLC0415 (heavy: loaded only for HTTPS)
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat  # noqa: PLC0415
 
     cert = x509.load_pem_x509_certificate(cert_pem)
     der = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
     return base64.b64encode(hashlib.sha256(der).digest()).decode("ascii")
 
 
-def build_args(rules: dict[str, str] | None = None, spki: list[str] | tuple = (),
-               extra: list[str] | tuple = ()) -> list[str]:
+def build_args(
+    rules: dict[str, str] | None = None, spki: list[str] | tuple = (), extra: list[str] | tuple = ()
+) -> list[str]:
     args = list(BASE_ARGS)
     if rules:
         args.append("--host-resolver-rules=" + host_rules(rules))

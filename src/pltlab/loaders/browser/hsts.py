@@ -25,8 +25,9 @@ PROBE_BATCH = 400  # hosts per probe page
 
 def is_hsts_redirect(status: int, headers) -> bool:
     """Chromium's internal HSTS redirect (never sent on the wire)."""
-    return status == 307 and any(k.lower() == "non-authoritative-reason" and v.strip().upper() == "HSTS"
-                                 for k, v in headers)
+    return status == 307 and any(
+        k.lower() == "non-authoritative-reason" and v.strip().upper() == "HSTS" for k, v in headers
+    )
 
 
 def _version(executable: str) -> str:
@@ -42,8 +43,7 @@ def _cache_path(version: str) -> str:
     return os.path.join(base, "pltlab", f"hsts-{version}.json")
 
 
-def upgraded_hosts(hosts, netns: str | None = None, executable: str | None = None,
-                   cache: bool = True) -> set[str]:
+def upgraded_hosts(hosts, netns: str | None = None, executable: str | None = None, cache: bool = True) -> set[str]:
     """The subset of ``hosts`` that Chromium upgrades to https. ``netns``: namespace to run the
     probe browser in (no traffic is sent either way)."""
     hosts = sorted({h.lower().rstrip(".") for h in hosts if h})
@@ -58,7 +58,7 @@ def upgraded_hosts(hosts, netns: str | None = None, executable: str | None = Non
             known = {}
     todo = [h for h in hosts if h not in known]
     for i in range(0, len(todo), PROBE_BATCH):
-        known.update(_probe(todo[i:i + PROBE_BATCH], netns, exe))
+        known.update(_probe(todo[i : i + PROBE_BATCH], netns, exe))
     if cache and todo:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -72,11 +72,18 @@ def upgraded_hosts(hosts, netns: str | None = None, executable: str | None = Non
 
 
 def _probe(hosts: list[str], netns: str | None, exe: str) -> dict[str, bool]:
-    script = ("<script>for(const h of %s)fetch('http://'+h+'/',{mode:'no-cors'}).catch(()=>0)</script>"
-              % json.dumps(hosts))
+    script = (
+        f"<script>for(const h of {json.dumps(hosts)})fetch('http://'+h+'/',{{mode:'no-cors'}}).catch(()=>0)</script>"
+    )
     url = "data:text/html," + quote("<!DOCTYPE html><title>hsts probe</title>" + script)
-    with Chromium(netns=netns, executable=exe, extra_args=["--host-resolver-rules=MAP * ~NOTFOUND"],
-                  bodies=False, quiet_ms=300, timeout_s=60) as c:
+    with Chromium(
+        netns=netns,
+        executable=exe,
+        extra_args=["--host-resolver-rules=MAP * ~NOTFOUND"],
+        bodies=False,
+        quiet_ms=300,
+        timeout_s=60,
+    ) as c:
         res = c.load(url)
     out = {h: False for h in hosts}
     for r in res.requests:

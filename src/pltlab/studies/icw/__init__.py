@@ -1,11 +1,40 @@
-"""The initial-congestion-window study (Yahoo! CDN, IMC 2011): `pltlab reproduce icw`.
+"""The initial-congestion-window study (Yahoo! CDN, IMC 2011): `pltlab reproduce icw`, a plugin
+of the experiment engine. Its four parts are experiments the sweep engine runs (resumable, one
+results database each under the study's output folder); the statistics are
+pltlab.experiments.stats'; the report is pltlab.report's.
 
-Modules: page (the Yahoo-like page), pcaptrace (PLT from the emulator's packet trace),
-loads (one measured load with its trace), stats (geometric means, bootstrap CIs),
-study (the four runners), report (tables, figures, checks, reproduce_icw), commands (typer).
+Modules: config (the study's parameters and its files), parts (the Yahoo-like page, the parts as
+experiments), analysis (results and checks from the databases), report (tables, figures, JSON).
 """
 
 from pltlab.run.traced import check_icw
-from pltlab.studies.icw.page import yahoo_page
+from pltlab.studies.icw import analysis, config, parts, report
+from pltlab.studies.icw.parts import yahoo_page
 
-__all__ = ["check_icw", "yahoo_page"]
+NAME = "icw"
+Params = config.Params
+params = config.resolve  # the study's parameters from field values (defaults < file < flags)
+experiments = parts.experiments  # (folder, experiment) per part
+results = analysis.results  # the study's results from the parts' databases
+checks = analysis.checks  # against the published shapes
+sections = report.sections  # tables and checks for the report
+figures = report.figures
+title = report.title
+document = report.full  # results.json
+summary = report.slim  # what --json prints
+
+__all__ = [
+    "NAME",
+    "Params",
+    "check_icw",
+    "checks",
+    "document",
+    "experiments",
+    "figures",
+    "params",
+    "results",
+    "sections",
+    "summary",
+    "title",
+    "yahoo_page",
+]

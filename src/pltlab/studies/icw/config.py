@@ -1,7 +1,9 @@
 """ICW-study experiment files: every parameter of `pltlab reproduce icw` in one TOML table
 [icw] with a sub-table per part (examples/icw-study.toml is the default study, key by key).
-Precedence: CLI flags > file > defaults (full, or quick). Every error is one line; a file's
-errors name the file and the key."""
+Keys carry the names experiment files use where there is one (rtt, loss, initcwnd,
+repetitions, with their units: "50ms", "1%"); the study's older names (rtts_ms, losses, icws,
+reps, rtt_ms: numbers in ms and percent) are still read. Precedence: CLI flags > file > defaults
+(full, or quick). Every error is one line; a file's errors name the file and the key."""
 
 from __future__ import annotations
 
@@ -13,11 +15,11 @@ from pltlab.archive import bundled
 from pltlab.errors import PltError
 from pltlab.experiments.spec import read_toml
 from pltlab.net.spec import CC_CHOICES
+from pltlab.run.flows import LONG_FLOWS, SHORT_BYTES
 from pltlab.run.traced import check_icw
-from pltlab.studies.icw import study
+from pltlab.studies.icw import parts as study
 
 PARTS = ("rtt", "loss", "transfer", "fairness")
-LONG_FLOWS = ("iperf3", "probe")  # iperf3 -R, or `pltlab-dp probe bulk` (no 1-s intervals)
 
 
 @dataclass(frozen=True)
@@ -26,17 +28,17 @@ class Params:
 
     quick: bool = False
     cc: str = "cubic"
-    reps: int = 5                              # loads per point of Fig. 19/20
-    seed: int = 1                              # link seed (Fig. 20: seed + load - 1), bootstrap
+    reps: int = 5  # loads per point of Fig. 19/20
+    seed: int = 1  # link seed (Fig. 20: seed + load - 1), bootstrap
     parts: tuple = PARTS
-    rate: str | None = None                    # the page loads' link rate; None: unlimited
-    max_conns_per_host: int = 6                # the loader's limit: 12 connections, 2.5 obj/conn
-    load_timeout_s: float = 900                # one page load may take this long (25 % loss, ICW 1: ~2 min)
-    icws: tuple = study.FIG19_ICWS             # Fig. 19 and 20
-    rtts: tuple = study.FIG19_RTTS             # Fig. 19, ms
-    losses: tuple = study.FIG20_LOSSES         # Fig. 20, both directions
-    loss_rtt_ms: float = 100                   # Fig. 20
-    transfer_icws: tuple = study.FIG18_ICWS    # Fig. 18
+    rate: str | None = None  # the page loads' link rate; None: unlimited
+    max_conns_per_host: int = 6  # the loader's limit: 12 connections, 2.5 obj/conn
+    load_timeout_s: float = 900  # one page load may take this long (25 % loss, ICW 1: ~2 min)
+    icws: tuple = study.FIG19_ICWS  # Fig. 19 and 20
+    rtts: tuple = study.FIG19_RTTS  # Fig. 19, ms
+    losses: tuple = study.FIG20_LOSSES  # Fig. 20, both directions
+    loss_rtt_ms: float = 100  # Fig. 20
+    transfer_icws: tuple = study.FIG18_ICWS  # Fig. 18
     transfer_rtts: tuple = study.FIG18_RTTS
     transfer_pages: tuple = bundled.PAPER
     transfer_reps: int = 1
@@ -44,9 +46,9 @@ class Params:
     fairness_seconds: float = 300
     fairness_rtt_ms: float = 100
     fairness_rate: str = "4mbit"
-    fairness_loss: float = 0.25                # downlink (the data direction)
+    fairness_loss: float = 0.25  # downlink (the data direction)
     fairness_loss_up: float = 0.0
-    fairness_download_bytes: int = study.SHORT_BYTES
+    fairness_download_bytes: int = SHORT_BYTES
     fairness_long_flow: str = "iperf3"
 
     def as_json(self) -> dict:
@@ -54,8 +56,13 @@ class Params:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
 
-QUICK = {"reps": 2, "losses": (0.0, 0.02, 0.05, 0.10), "transfer_pages": ("amazon", "wikipedia"),
-         "transfer_rtts": (200,), "fairness_seconds": 60}
+QUICK = {
+    "reps": 2,
+    "losses": (0.0, 0.02, 0.05, 0.10),
+    "transfer_pages": ("amazon", "wikipedia"),
+    "transfer_rtts": (200,),
+    "fairness_seconds": 60,
+}
 FIELDS = tuple(f.name for f in dataclasses.fields(Params))
 
 
@@ -73,6 +80,7 @@ def _int(what: str, lo: int, hi: int):
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
             raise PltError(f"invalid {what} {units.show(v)}: must be an integer from {lo} to {hi}")
         return v
+
     return parse
 
 
@@ -87,6 +95,7 @@ def _choice(what: str, choices):
         if not isinstance(v, str) or v not in choices:
             raise PltError(f"unknown {what} {units.show(v)} (choose from {', '.join(choices)})")
         return v
+
     return parse
 
 
@@ -115,6 +124,25 @@ def percent(v) -> float:
     return v / 100
 
 
+def _knob_rtt(v):
+    """An RTT as experiment files write it ("50ms", "1.5s"; a bare number is ms) -> ms."""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise PltError(f'invalid RTT {units.show(v)}: e.g. "50ms"')
+    ms = units.duration_us(v, "RTT") / 1000
+    return _rtt(int(ms) if ms == int(ms) else ms)
+
+
+def loss(v) -> float:
+    """A loss rate: a string as experiment files write it ("1%", "0.01"), or a number in percent
+    (this file's older dialect, and --loss) -> a fraction."""
+    if isinstance(v, str):
+        f = units.loss_fraction(v, "loss")
+        if f >= 1:
+            raise PltError(f"invalid loss {units.show(v)}: must be below 100%")
+        return f
+    return percent(v)
+
+
 def _fraction(v):
     if not _is_num(v) or not 0 <= v < 1:
         raise PltError(f"invalid loss {units.show(v)}: a fraction in [0, 1)")
@@ -126,12 +154,13 @@ def _rate(unlimited_ok: bool):
         if v is None and unlimited_ok:
             return None
         if not isinstance(v, str):
-            raise PltError(f"invalid rate {units.show(v)}: a string such as \"4mbit\"")
+            raise PltError(f'invalid rate {units.show(v)}: a string such as "4mbit"')
         if units.rate_bps(v, "rate") is None:
             if not unlimited_ok:
                 raise PltError(f"invalid rate {units.show(v)}: the fairness runs need a bottleneck rate")
             return None
         return v
+
     return parse
 
 
@@ -146,31 +175,44 @@ def _page(v):
 KEYS = {
     "quick": ("quick", _bool, False),
     "cc": ("cc", _choice("congestion control", CC_CHOICES), False),
-    "reps": ("reps", _int("number of loads per point", 1, 10_000), False),
+    "repetitions": ("reps", _int("number of loads per point", 1, 10_000), False),
     "seed": ("seed", _int("seed", 0, 2**32 - 1), False),
     "parts": ("parts", _choice("part", PARTS), True),
     "rate": ("rate", _rate(True), False),
     "max_conns_per_host": ("max_conns_per_host", _int("connections per host", 1, 64), False),
     "load_timeout_s": ("load_timeout_s", _timeout, False),
+    "initcwnd": ("icws", check_icw, True),
+    "rtt.rtt": ("rtts", _knob_rtt, True),
+    "loss.loss": ("losses", loss, True),
+    "loss.rtt": ("loss_rtt_ms", _knob_rtt, False),
+    "transfer.initcwnd": ("transfer_icws", check_icw, True),
+    "transfer.rtt": ("transfer_rtts", _knob_rtt, True),
+    "transfer.pages": ("transfer_pages", _page, True),
+    "transfer.repetitions": ("transfer_reps", _int("number of loads per point", 1, 10_000), False),
+    "fairness.initcwnd": ("fairness_icws", check_icw, True),
+    "fairness.seconds": ("fairness_seconds", _seconds, False),
+    "fairness.rtt": ("fairness_rtt_ms", _knob_rtt, False),
+    "fairness.rate": ("fairness_rate", _rate(False), False),
+    "fairness.loss": ("fairness_loss", loss, False),
+    "fairness.loss_up": ("fairness_loss_up", loss, False),
+    "fairness.download_bytes": ("fairness_download_bytes", _int("download size", 1, 100_000_000), False),
+    "fairness.long_flow": ("fairness_long_flow", _choice("long-flow tool", LONG_FLOWS), False),
+}
+# the study's older key names (numbers in ms and percent), still read
+OLD_KEYS = {
+    "reps": ("reps", KEYS["repetitions"][1], False),
     "icws": ("icws", check_icw, True),
     "rtt.rtts_ms": ("rtts", _rtt, True),
     "loss.losses": ("losses", percent, True),
     "loss.rtt_ms": ("loss_rtt_ms", _rtt, False),
     "transfer.icws": ("transfer_icws", check_icw, True),
     "transfer.rtts_ms": ("transfer_rtts", _rtt, True),
-    "transfer.pages": ("transfer_pages", _page, True),
-    "transfer.reps": ("transfer_reps", _int("number of loads per point", 1, 10_000), False),
+    "transfer.reps": ("transfer_reps", KEYS["transfer.repetitions"][1], False),
     "fairness.icws": ("fairness_icws", check_icw, True),
-    "fairness.seconds": ("fairness_seconds", _seconds, False),
     "fairness.rtt_ms": ("fairness_rtt_ms", _rtt, False),
-    "fairness.rate": ("fairness_rate", _rate(False), False),
-    "fairness.loss": ("fairness_loss", percent, False),
-    "fairness.loss_up": ("fairness_loss_up", percent, False),
-    "fairness.download_bytes": ("fairness_download_bytes", _int("download size", 1, 100_000_000), False),
-    "fairness.long_flow": ("fairness_long_flow", _choice("long-flow tool", LONG_FLOWS), False),
 }
-# Params field -> element check in Params units (losses are fractions there)
-_CHECK = {f: (_fraction if p is percent else p, many) for f, p, many in KEYS.values()}
+# Params field -> element check in Params units (losses are fractions there, RTTs ms)
+_CHECK = {f: (_fraction if p is loss else _rtt if p is _knob_rtt else p, many) for f, p, many in KEYS.values()}
 
 
 def _values(v, parse, many: bool):
@@ -209,14 +251,17 @@ def from_dict(doc: dict, where: str = "icw study") -> dict:
             flat.update({f"{k}.{k2}": v2 for k2, v2 in v.items()})
         else:
             flat[k] = v
-    out = {}
+    out, by = {}, {}
     for key, v in flat.items():
-        if key not in KEYS:
+        if key not in KEYS and key not in OLD_KEYS:
             sec = key.rpartition(".")[0]
             known = [k.rpartition(".")[2] for k in KEYS if k.rpartition(".")[0] == sec]
             known += [] if sec else [f"[icw.{x}]" for x in PARTS]
             raise bad(f"icw.{key}", f"unknown key (known here: {', '.join(known)})")
-        field, parse, many = KEYS[key]
+        field, parse, many = KEYS.get(key) or OLD_KEYS[key]
+        if field in by:
+            raise bad(f"icw.{key}", f"set twice (also as icw.{by[field]})")
+        by[field] = key
         try:
             out[field] = _values(v, parse, many)
         except PltError as e:

@@ -1,20 +1,17 @@
-//! Request heads as the replay server reads them: httparse, then the framing
-//! rules of RFC 9112 (one unambiguous body length, or a refusal with a status
-//! code), and the short bounded answers sent when a request is refused.
-use crate::loader::http::Framing;
+//! Request heads. Parsing is the replay server's, strict: httparse, then the framing rules of
+//! RFC 9112 (one unambiguous body length, or a refusal with a status code). Writing is the
+//! loader's: a request line with an origin-form target, Host, then the caller's header lines.
 use std::borrow::Cow;
+
+use super::{keep_alive, Framing};
 
 /// Largest request head (request line + header lines + blank line); larger gets 431.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Most header lines in one request head; more gets 431.
 pub const MAX_HEADERS: usize = 100;
-/// URLs quoted in 404 bodies and in the stats' URL lists are cut to this many bytes.
-pub const MAX_QUOTED_URL: usize = 256;
-/// Methods quoted in 404 bodies are cut to this many bytes.
-pub const MAX_QUOTED_METHOD: usize = 32;
 
 #[derive(Debug)]
-pub struct Req {
+pub struct Request {
     pub method: String,
     pub target: String,
     pub host: Option<String>,
@@ -25,8 +22,8 @@ pub struct Req {
     pub expect_continue: bool,
 }
 
-/// A request the server will not serve: answered with `status` and `reason` as
-/// the text body, then the connection is closed.
+/// A request a server will not serve: to be answered with `status`, `reason` saying why, and
+/// the connection closed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reject {
     pub status: u16,
@@ -46,30 +43,6 @@ impl Reject {
     pub fn bad_chunked_body() -> Reject {
         bad("malformed chunked request body")
     }
-
-    /// The whole answer: status line, Connection: close, text body (bounded: reasons are short).
-    pub fn response(&self) -> Vec<u8> {
-        let body = format!("pltlab replay: {}\n", self.reason);
-        format!(
-            "HTTP/1.1 {} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.status,
-            super::manifest::reason(self.status),
-            body.len()
-        )
-        .into_bytes()
-    }
-}
-
-/// `s` cut to at most `max` bytes (at a character boundary), "..." marking a cut.
-pub fn quote(s: &str, max: usize) -> Cow<'_, str> {
-    if s.len() <= max {
-        return Cow::Borrowed(s);
-    }
-    let mut end = max.saturating_sub(3);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    Cow::Owned(format!("{}...", &s[..end]))
 }
 
 /// Whether a head may have ended in `buf[from..]`: a blank line ("\n\n" or
@@ -99,7 +72,7 @@ fn content_length(v: &[u8]) -> Result<u64, Reject> {
 }
 
 /// Parses a request head from `buf`. Ok(None) = incomplete (and within the limit).
-pub fn parse_request(buf: &[u8]) -> Result<Option<Req>, Reject> {
+pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, Reject> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut r = httparse::Request::new(&mut headers);
     let n = match r.parse(buf) {
@@ -129,10 +102,8 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Req>, Reject> {
             let v = std::str::from_utf8(h.value).map_err(|_| bad("bad Host header"))?;
             host = Some(v.trim().to_string());
         } else if name.eq_ignore_ascii_case("connection") {
-            for t in String::from_utf8_lossy(h.value).split(',') {
-                conn_close |= t.trim().eq_ignore_ascii_case("close");
-                conn_keep |= t.trim().eq_ignore_ascii_case("keep-alive");
-            }
+            conn_close |= super::has_token(h.value, "close");
+            conn_keep |= super::has_token(h.value, "keep-alive");
         } else if name.eq_ignore_ascii_case("content-length") {
             let l = content_length(h.value)?;
             if length.is_some_and(|o| o != l) {
@@ -170,17 +141,53 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Req>, Reject> {
             Framing::Chunked
         }
     };
-    let keep_alive = if minor == 0 { conn_keep && !conn_close } else { !conn_close };
-    Ok(Some(Req {
+    Ok(Some(Request {
         method: r.method.unwrap_or("GET").to_string(),
         target: r.path.unwrap_or("/").to_string(),
         host: host.filter(|h| !h.is_empty()),
         minor,
-        keep_alive,
+        keep_alive: keep_alive(minor, conn_close, conn_keep),
         body,
         head_len: n,
         expect_continue,
     }))
+}
+
+/// Request target (origin-form) of a URL: "/path?query" (fragment dropped).
+pub fn target_of(url: &str) -> String {
+    let rest = match url.find("://") {
+        Some(i) => &url[i + 3..],
+        None => return if url.starts_with('/') { url.split('#').next().unwrap().to_string() } else { "/".into() },
+    };
+    let t = match rest.find(['/', '?']) {
+        Some(i) => &rest[i..],
+        None => "/",
+    };
+    let t = t.split('#').next().unwrap_or("/");
+    if t.starts_with('?') {
+        format!("/{t}")
+    } else {
+        t.to_string()
+    }
+}
+
+/// A request head without body: "METHOD target HTTP/1.1", Host (with ":port" unless the
+/// scheme's default), then `headers`, then the blank line.
+pub fn write_request(method: &str, url: &str, host: &str, port: u16, tls: bool, headers: &[(&str, &str)]) -> Vec<u8> {
+    use std::fmt::Write;
+    let default_port = if tls { 443 } else { 80 };
+    let mut out = String::with_capacity(256);
+    // writing to a String cannot fail
+    let _ = write!(out, "{} {} HTTP/1.1\r\nHost: {host}", method.to_ascii_uppercase(), target_of(url));
+    if port != default_port {
+        let _ = write!(out, ":{port}");
+    }
+    out.push_str("\r\n");
+    for (k, v) in headers {
+        let _ = write!(out, "{k}: {v}\r\n");
+    }
+    out.push_str("\r\n");
+    out.into_bytes()
 }
 
 #[cfg(test)]
@@ -226,6 +233,22 @@ mod tests {
     }
 
     #[test]
+    fn keep_alive_and_expect() {
+        let req = |raw: &str| parse_request(raw.as_bytes()).unwrap().unwrap();
+        assert!(req("GET / HTTP/1.1\r\n\r\n").keep_alive);
+        assert!(!req("GET / HTTP/1.1\r\nConnection: Upgrade, close\r\n\r\n").keep_alive);
+        assert!(!req("GET / HTTP/1.0\r\n\r\n").keep_alive);
+        assert!(req("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive);
+        let r = req("POST /x?y HTTP/1.1\r\nHost:  a.test \r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n");
+        assert!(r.expect_continue);
+        assert_eq!(
+            (r.method.as_str(), r.target.as_str(), r.host.as_deref(), r.minor),
+            ("POST", "/x?y", Some("a.test"), 1)
+        );
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: \r\n\r\n").host, None);
+    }
+
+    #[test]
     fn head_limits() {
         let big = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD_BYTES));
         assert_eq!(status(&big), Some(431));
@@ -234,17 +257,6 @@ mod tests {
         let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: 1\r\n")).collect();
         assert_eq!(status(&format!("GET / HTTP/1.1\r\n{many}\r\n")), Some(431));
         assert_eq!(status("\x01\x02 nonsense\r\n\r\n"), Some(400));
-        let r = Reject::head_too_large().response();
-        assert!(r.starts_with(b"HTTP/1.1 431 Request Header Fields Too Large\r\n") && r.len() < 200);
-    }
-
-    #[test]
-    fn quote_cuts_at_char_boundaries() {
-        assert_eq!(quote("abc", 3), "abc");
-        assert_eq!(quote("abcdef", 5), "ab...");
-        let s = "é".repeat(200);
-        let q = quote(&s, 256);
-        assert!(q.len() <= 256 && q.ends_with("...") && q.starts_with("éé"), "{q}");
     }
 
     #[test]
@@ -253,5 +265,20 @@ mod tests {
         assert!(may_end_head(b"GET / HTTP/1.1\n\n", 10));
         assert!(!may_end_head(b"GET / HTTP/1.1\r\nHost: a\r\n", 0));
         assert!(!may_end_head(b"ab", 5));
+    }
+
+    #[test]
+    fn targets_and_written_requests() {
+        assert_eq!(target_of("https://a.b/x/y?q=1#f"), "/x/y?q=1");
+        assert_eq!(target_of("http://a.b"), "/");
+        assert_eq!(target_of("http://a.b?x"), "/?x");
+        assert_eq!(target_of("/p#f"), "/p");
+        assert_eq!(target_of("nonsense"), "/");
+        let r = write_request("get", "http://a.test:8080/x?y#z", "a.test", 8080, false, &[("Accept", "*/*")]);
+        assert_eq!(r, b"GET /x?y HTTP/1.1\r\nHost: a.test:8080\r\nAccept: */*\r\n\r\n");
+        let r = write_request("HEAD", "https://a.test/", "a.test", 443, true, &[]);
+        assert_eq!(r, b"HEAD / HTTP/1.1\r\nHost: a.test\r\n\r\n");
+        let p = parse_request(&write_request("GET", "http://a.test/", "a.test", 80, false, &[])).unwrap().unwrap();
+        assert_eq!((p.host.as_deref(), p.body), (Some("a.test"), Framing::Empty));
     }
 }

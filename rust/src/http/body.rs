@@ -1,10 +1,7 @@
-//! HTTP/1.x wire helpers shared by the loader and the replay server:
-//! response-head parsing, message framing, and an incremental body decoder
-//! (Content-Length, chunked, close-delimited). No I/O here.
+//! Message bodies: the framing of a message (RFC 9112 6), an incremental decoder that finds
+//! where a body ends (Content-Length, chunked, close-delimited) and hands out its payload, and
+//! the chunked encoder the replay server uses.
 use anyhow::{anyhow, bail, Result};
-
-pub const MAX_HEADERS: usize = 128;
-pub const MAX_HEAD_BYTES: usize = 256 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framing {
@@ -14,81 +11,6 @@ pub enum Framing {
     Chunked,
     /// Body ends when the peer closes the connection.
     Close,
-}
-
-#[derive(Debug, Clone)]
-pub struct ResponseHead {
-    pub status: u16,
-    pub head_len: usize,
-    pub framing: Framing,
-    /// The connection may carry another request after this response.
-    pub keep_alive: bool,
-    /// Content-Encoding as sent (several header lines joined by ", "), "" if none.
-    pub content_encoding: String,
-}
-
-fn has_token(v: &[u8], token: &str) -> bool {
-    std::str::from_utf8(v)
-        .map(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
-        .unwrap_or(false)
-}
-
-/// Parses a response head from `buf`. Ok(None) = incomplete.
-pub fn parse_response_head(buf: &[u8], head_request: bool) -> Result<Option<ResponseHead>> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut r = httparse::Response::new(&mut headers);
-    let n = match r.parse(buf).map_err(|e| anyhow!("malformed HTTP response head: {e}"))? {
-        httparse::Status::Complete(n) => n,
-        httparse::Status::Partial => {
-            if buf.len() > MAX_HEAD_BYTES {
-                bail!("HTTP response head larger than {MAX_HEAD_BYTES} bytes");
-            }
-            return Ok(None);
-        }
-    };
-    let status = r.code.unwrap_or(0);
-    let minor = r.version.unwrap_or(1);
-    let mut chunked = false;
-    let mut length: Option<u64> = None;
-    let mut conn_close = false;
-    let mut conn_keep = false;
-    let mut content_encoding = String::new();
-    for h in r.headers.iter() {
-        if h.name.eq_ignore_ascii_case("content-encoding") {
-            let v = String::from_utf8_lossy(h.value);
-            if !content_encoding.is_empty() {
-                content_encoding.push_str(", ");
-            }
-            content_encoding.push_str(v.trim());
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            if has_token(h.value, "chunked") {
-                chunked = true;
-            }
-        } else if h.name.eq_ignore_ascii_case("content-length") {
-            let s = std::str::from_utf8(h.value).unwrap_or("").trim();
-            let v: u64 = s.parse().map_err(|_| anyhow!("bad Content-Length {s:?}"))?;
-            if let Some(old) = length {
-                if old != v {
-                    bail!("conflicting Content-Length headers");
-                }
-            }
-            length = Some(v);
-        } else if h.name.eq_ignore_ascii_case("connection") {
-            conn_close |= has_token(h.value, "close");
-            conn_keep |= has_token(h.value, "keep-alive");
-        }
-    }
-    let framing = if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
-        Framing::Empty
-    } else if chunked {
-        Framing::Chunked
-    } else if let Some(l) = length {
-        Framing::Length(l)
-    } else {
-        Framing::Close
-    };
-    let keep_alive = framing != Framing::Close && if minor == 0 { conn_keep && !conn_close } else { !conn_close };
-    Ok(Some(ResponseHead { status, head_len: n, framing, keep_alive, content_encoding }))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,21 +189,14 @@ mod tests {
     }
 
     #[test]
-    fn content_length() {
-        let h = parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA", false).unwrap().unwrap();
-        assert_eq!(h.framing, Framing::Length(5));
-        assert!(h.keep_alive);
-        let mut d = BodyDecoder::new(h.framing);
+    fn content_length_stops_at_the_end() {
+        let mut d = BodyDecoder::new(Framing::Length(5));
         assert_eq!(d.feed(b"hel").unwrap(), 3);
         assert_eq!(d.feed(b"loEXTRA").unwrap(), 2);
         assert!(d.is_done());
         assert_eq!(d.body_bytes, 5);
-    }
-
-    #[test]
-    fn partial_head() {
-        assert!(parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Le", false).unwrap().is_none());
-        assert!(parse_response_head(b"garbage\r\n\r\n", false).is_err());
+        assert!(BodyDecoder::new(Framing::Length(0)).is_done());
+        assert!(BodyDecoder::new(Framing::Empty).is_done());
     }
 
     #[test]
@@ -293,15 +208,21 @@ mod tests {
         wire.extend_from_slice(b"0;ext=1\r\nX-Trailer: 1\r\n\r\nNEXT");
         for step in [1, 2, 3, 7, 100, 4096, wire.len()] {
             let mut d = BodyDecoder::new(Framing::Chunked);
-            let used = feed_all(&mut d, &wire, step);
+            let mut payload = Vec::new();
+            let mut used = 0;
+            for c in wire.chunks(step) {
+                if d.is_done() {
+                    break;
+                }
+                used += d.feed_with(c, |p| payload.extend_from_slice(p)).unwrap();
+            }
             assert!(d.is_done(), "step {step}");
             assert_eq!(d.body_bytes, body.len() as u64);
+            assert_eq!(payload, body, "step {step}");
             assert_eq!(used, wire.len() - 4, "step {step}");
+            let mut d = BodyDecoder::new(Framing::Chunked);
+            assert_eq!(feed_all(&mut d, &wire, step), wire.len() - 4, "step {step}");
         }
-        let h = parse_response_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", false)
-            .unwrap()
-            .unwrap();
-        assert_eq!(h.framing, Framing::Chunked);
     }
 
     #[test]
@@ -313,37 +234,21 @@ mod tests {
         let mut d = BodyDecoder::new(Framing::Chunked);
         d.feed(b"3\r\nab").unwrap();
         assert!(d.eof().is_err());
+        let mut d = BodyDecoder::new(Framing::Chunked);
+        assert!(d.feed(&[b'1'; 9000]).is_err(), "size line without end");
     }
 
     #[test]
-    fn close_delimited_and_keepalive_rules() {
-        let h = parse_response_head(b"HTTP/1.1 200 OK\r\n\r\n", false).unwrap().unwrap();
-        assert_eq!(h.framing, Framing::Close);
-        assert!(!h.keep_alive);
-        let mut d = BodyDecoder::new(h.framing);
+    fn close_delimited_ends_at_eof() {
+        let mut d = BodyDecoder::new(Framing::Close);
         d.feed(b"abc").unwrap();
         d.feed(b"de").unwrap();
         assert!(!d.is_done());
         d.eof().unwrap();
         assert!(d.is_done());
         assert_eq!(d.body_bytes, 5);
-
-        let h = parse_response_head(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", false).unwrap().unwrap();
-        assert!(!h.keep_alive);
-        let h = parse_response_head(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 1\r\n\r\n", false)
-            .unwrap()
-            .unwrap();
-        assert!(h.keep_alive);
-        let h = parse_response_head(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n", false)
-            .unwrap()
-            .unwrap();
-        assert!(!h.keep_alive);
-        for (s, head) in [("204 No Content", false), ("304 Not Modified", false), ("200 OK", true)] {
-            let raw = format!("HTTP/1.1 {s}\r\nContent-Length: 10\r\n\r\n");
-            let h = parse_response_head(raw.as_bytes(), head).unwrap().unwrap();
-            assert_eq!(h.framing, Framing::Empty, "{s}");
-            assert!(BodyDecoder::new(h.framing).is_done());
-        }
-        assert!(parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false).is_err());
+        let mut d = BodyDecoder::new(Framing::Length(3));
+        d.feed(b"ab").unwrap();
+        assert!(d.eof().is_err());
     }
 }

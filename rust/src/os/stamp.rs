@@ -55,7 +55,12 @@ pub fn tx<F: AsFd>(fd: &F, wait_ms: u16) -> std::io::Result<Option<i128>> {
             let mut cmsg = nix::cmsg_space!(TimeSpec, [TimeSpec; 3], [u8; 64]);
             let mut b = [0u8; 1];
             let mut iov = [IoSliceMut::new(&mut b)];
-            match recvmsg::<SockaddrStorage>(raw, &mut iov, Some(&mut cmsg), MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT) {
+            match recvmsg::<SockaddrStorage>(
+                raw,
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT,
+            ) {
                 Ok(m) => {
                     if let Ok(it) = m.cmsgs() {
                         for c in it {

@@ -73,6 +73,10 @@ pub struct TcpInfo {
     pub bytes_retrans: u64,
 }
 
+/// tcpi_state of an established connection, and of a closed one.
+pub const TCP_ESTABLISHED: u8 = 1;
+pub const TCP_CLOSE: u8 = 7;
+
 impl TcpInfo {
     pub fn fastopen_client_fail(&self) -> u8 {
         (self.flags >> 1) & 3
@@ -85,6 +89,7 @@ impl TcpInfo {
     }
 }
 
+/// TCP_INFO of a TCP socket (the prefix above; older kernels fill less of it).
 pub fn get<S: AsRawFd>(s: &S) -> std::io::Result<TcpInfo> {
     let mut ti = TcpInfo::default();
     let mut len = std::mem::size_of::<TcpInfo>() as libc::socklen_t;
@@ -105,7 +110,24 @@ pub fn get<S: AsRawFd>(s: &S) -> std::io::Result<TcpInfo> {
     Ok(ti)
 }
 
-/// setsockopt(IPPROTO_TCP, opt, int val)
-pub fn set_tcp_int<S: AsRawFd>(s: &S, opt: libc::c_int, val: libc::c_int) -> std::io::Result<()> {
-    crate::sockopt::set_tcp_int(s.as_raw_fd(), opt, val)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_loopback_connection() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        for sock in [&c, &s] {
+            let ti = get(sock).unwrap();
+            assert_eq!(ti.state, TCP_ESTABLISHED);
+            assert!(ti.snd_mss > 0 && ti.snd_cwnd > 0, "{ti:?}");
+            assert!(!ti.syn_data_acked() && !ti.syn_data_sent());
+        }
+        let ti = TcpInfo { options: TCPI_OPT_SYN_DATA, flags: 0b110, ..Default::default() };
+        assert!(ti.syn_data_acked() && ti.syn_data_sent() && ti.fastopen_client_fail() == 3);
+        let ti = TcpInfo { flags: 0b100, ..Default::default() };
+        assert!(!ti.syn_data_acked() && ti.syn_data_sent());
+    }
 }

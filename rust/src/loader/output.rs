@@ -1,0 +1,97 @@
+//! What a load returns (one JSON object on stdout): a record per request in plan order, one
+//! per connection, and the page figures (docs/dataplane-interfaces.md).
+use serde::Serialize;
+
+use super::plan::Plan;
+
+#[derive(Serialize, Debug, Clone, Default)]
+pub struct Rec {
+    pub index: usize,
+    pub url: String,
+    pub host: String,
+    pub conn_id: usize,
+    pub new_conn: bool,
+    pub tfo: bool,
+    pub ready_ms: f64,
+    /// When the delayable-request limits let it go to its pool (= ready_ms if not held).
+    pub released_ms: f64,
+    pub connect_start_ms: Option<f64>,
+    pub connect_end_ms: Option<f64>,
+    pub tls_end_ms: Option<f64>,
+    pub request_ms: f64,
+    pub first_byte_ms: f64,
+    pub last_byte_ms: f64,
+    /// Body bytes after de-chunking, still content-encoded.
+    pub bytes: u64,
+    pub header_bytes: u64,
+    /// Everything received for this response: heads (1xx ones too) + body as on the wire
+    /// (chunk framing included).
+    pub transfer_bytes: u64,
+    /// The body once its Content-Encoding is undone (= `bytes` for identity or a decode error).
+    pub body_bytes: u64,
+    /// Content-Encoding as received, "" if none.
+    pub encoding: String,
+    /// Why the body could not be decoded (the load goes on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_error: Option<String>,
+    pub status: u16,
+}
+
+#[derive(Serialize, Debug, Clone, Default)]
+pub struct ConnRec {
+    pub id: usize,
+    pub host: String,
+    pub ip: String,
+    pub port: u16,
+    pub tls: bool,
+    pub dns_end_ms: f64,
+    pub connect_start_ms: f64,
+    pub connect_end_ms: f64,
+    pub tls_end_ms: Option<f64>,
+    /// SYN data sent and acked (tcpi_options & 32).
+    pub tfo: bool,
+    /// tcpi_fastopen_client_fail (0 none, 1 no cookie, 2/3 SYN data not acked).
+    pub tfo_client_fail: u8,
+    pub requests: Vec<usize>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Output {
+    pub plt_ms: f64,
+    pub objects: usize,
+    pub bytes: u64,
+    pub tfo_requested: bool,
+    /// TCP_FASTOPEN_CONNECT was accepted by the kernel (always false if not requested).
+    pub tfo_available: bool,
+    pub max_conns_per_host: usize,
+    pub requests: Vec<Rec>,
+    pub connections: Vec<ConnRec>,
+    pub errors: Vec<String>,
+}
+
+impl Output {
+    /// The load's figures from its records (`requests` in plan order, `connections` by id);
+    /// `tfo_refused`: why the kernel refused TCP_FASTOPEN_CONNECT, if it did.
+    pub fn new(plan: &Plan, mut requests: Vec<Rec>, connections: Vec<ConnRec>, tfo_refused: Option<String>) -> Output {
+        for r in &mut requests {
+            let c = &connections[r.conn_id];
+            r.tfo = c.tfo;
+            if r.new_conn {
+                r.connect_start_ms = Some(c.connect_start_ms);
+                r.connect_end_ms = Some(c.connect_end_ms);
+                r.tls_end_ms = c.tls_end_ms;
+            }
+        }
+        Output {
+            plt_ms: requests.iter().map(|r| r.last_byte_ms).fold(0.0, f64::max),
+            objects: plan.objects.len(),
+            bytes: requests.iter().map(|r| r.bytes).sum(),
+            tfo_requested: plan.tfo,
+            tfo_available: plan.tfo && tfo_refused.is_none(),
+            max_conns_per_host: plan.max_conns_per_host,
+            requests,
+            connections,
+            errors: tfo_refused.into_iter().collect(),
+        }
+    }
+}

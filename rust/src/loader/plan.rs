@@ -1,0 +1,281 @@
+//! The loader's plan (JSON, docs/dataplane-interfaces.md): the objects, their prerequisites
+//! (parent, `after`, `at_first_byte`) and delays, the connection limit, TFO and DNS settings,
+//! and the Chromium model's delayable limits and tight phases; and its validation.
+use anyhow::{bail, Result};
+use serde::Deserialize;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+fn get() -> String {
+    "GET".into()
+}
+fn six() -> usize {
+    6
+}
+fn timeout_default() -> f64 {
+    120.0
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct Object {
+    pub url: String,
+    #[serde(default = "get")]
+    pub method: String,
+    pub host: String,
+    pub ip: IpAddr,
+    pub port: u16,
+    #[serde(default)]
+    pub tls: bool,
+    #[serde(default)]
+    pub parent: Option<usize>,
+    #[serde(default)]
+    pub delay_ms: f64,
+    /// Requestable at the parent's first response byte instead of its last (a browser's
+    /// parser/preload scanner sees the references at the start of a document).
+    #[serde(default)]
+    pub at_first_byte: bool,
+    /// Further objects that must all have arrived (last byte) before this one is requestable
+    /// (script execution order, body reached).
+    #[serde(default)]
+    pub after: Vec<usize>,
+    /// Low priority (Chromium: images): subject to `delayable_limit`/`tight_limit`, and behind
+    /// every other queued request of its pool.
+    #[serde(default)]
+    pub delayable: bool,
+    /// The tight phase (index into `tight_phases`) that limits this delayable request: its
+    /// frame's (Chromium schedules per frame). None: the `tight_until` phase, if any.
+    #[serde(default)]
+    pub tight_phase: Option<usize>,
+}
+
+/// One frame's tight mode: until every object of `until` has arrived, and `delay_ms` more, at
+/// most `tight_limit` of its delayable requests are released at once.
+#[derive(Deserialize, Debug, Clone)]
+pub struct TightPhase {
+    pub until: Vec<usize>,
+    #[serde(default)]
+    pub delay_ms: f64,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct Plan {
+    pub objects: Vec<Object>,
+    #[serde(default = "six")]
+    pub max_conns_per_host: usize,
+    #[serde(default)]
+    pub tfo: bool,
+    #[serde(default)]
+    pub dns_delay_ms: f64,
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
+    #[serde(default = "timeout_default")]
+    pub timeout_s: f64,
+    /// At most this many delayable requests released (queued for or on a connection) at once;
+    /// None = no limit.
+    #[serde(default)]
+    pub delayable_limit: Option<usize>,
+    /// While some object of `tight_until` has not arrived: at most this many delayable
+    /// requests released at once (None = only `delayable_limit`).
+    #[serde(default)]
+    pub tight_limit: Option<usize>,
+    #[serde(default)]
+    pub tight_until: Vec<usize>,
+    /// Tight mode lasts this long after the last object of `tight_until` arrived (the
+    /// renderer's time until its parser inserts <body>: Blink leaves tight mode then).
+    #[serde(default)]
+    pub tight_delay_ms: f64,
+    /// Further tight phases (per frame), chosen by each object's `tight_phase`.
+    #[serde(default)]
+    pub tight_phases: Vec<TightPhase>,
+}
+
+impl Plan {
+    pub fn validate(&self) -> Result<()> {
+        let n = self.objects.len();
+        if n == 0 {
+            bail!("plan has no objects");
+        }
+        if self.max_conns_per_host == 0 {
+            bail!("max_conns_per_host must be >= 1");
+        }
+        for (i, o) in self.objects.iter().enumerate() {
+            if let Some(p) = o.parent {
+                if p >= n || p == i {
+                    bail!("object {i}: bad parent {p}");
+                }
+            }
+            if o.delay_ms.is_nan() || o.delay_ms < 0.0 {
+                bail!("object {i}: delay_ms must be >= 0");
+            }
+            if let Some(&a) = o.after.iter().find(|&&a| a >= n || a == i) {
+                bail!("object {i}: bad \"after\" index {a}");
+            }
+        }
+        if let Some(&t) = self.tight_until.iter().find(|&&t| t >= n) {
+            bail!("bad \"tight_until\" index {t}");
+        }
+        for (k, ph) in self.tight_phases.iter().enumerate() {
+            if let Some(&t) = ph.until.iter().find(|&&t| t >= n) {
+                bail!("tight phase {k}: bad \"until\" index {t}");
+            }
+            if !(ph.delay_ms >= 0.0 && ph.delay_ms.is_finite()) {
+                bail!("tight phase {k}: delay_ms must be a number >= 0");
+            }
+        }
+        if let Some((i, _)) =
+            self.objects.iter().enumerate().find(|(_, o)| o.tight_phase.is_some_and(|k| k >= self.tight_phases.len()))
+        {
+            bail!("object {i}: bad \"tight_phase\"");
+        }
+        if !(self.tight_delay_ms >= 0.0 && self.tight_delay_ms.is_finite()) {
+            bail!("tight_delay_ms must be a number >= 0");
+        }
+        if self.delayable_limit == Some(0) || self.tight_limit == Some(0) {
+            bail!("delayable_limit and tight_limit must be >= 1");
+        }
+        // acyclic over the parent and "after" edges (Kahn's algorithm)
+        let mut indeg: Vec<usize> = self.objects.iter().map(|o| o.parent.is_some() as usize + o.after.len()).collect();
+        let mut out = vec![Vec::new(); n];
+        for (i, o) in self.objects.iter().enumerate() {
+            for p in o.parent.iter().chain(o.after.iter()) {
+                out[*p].push(i);
+            }
+        }
+        let mut stack: Vec<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
+        let mut seen = 0;
+        while let Some(k) = stack.pop() {
+            seen += 1;
+            for &c in &out[k] {
+                indeg[c] -= 1;
+                if indeg[c] == 0 {
+                    stack.push(c);
+                }
+            }
+        }
+        if seen < n {
+            bail!("parents and \"after\" lists form a cycle");
+        }
+        if self.objects.iter().any(|o| o.tls) && self.ca.is_none() {
+            bail!("plan has https objects but no \"ca\"");
+        }
+        Ok(())
+    }
+}
+
+/// Builders for tests: an object with every option at its default, a plan around objects.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use std::net::SocketAddr;
+
+    pub fn obj(url: &str, host: &str, addr: SocketAddr, tls: bool, parent: Option<usize>) -> Object {
+        Object {
+            url: url.into(),
+            method: "GET".into(),
+            host: host.into(),
+            ip: addr.ip(),
+            port: addr.port(),
+            tls,
+            parent,
+            delay_ms: 0.0,
+            at_first_byte: false,
+            after: Vec::new(),
+            delayable: false,
+            tight_phase: None,
+        }
+    }
+
+    pub fn plan(objects: Vec<Object>, ca: Option<PathBuf>) -> Plan {
+        Plan {
+            objects,
+            max_conns_per_host: 6,
+            tfo: false,
+            dns_delay_ms: 0.0,
+            ca,
+            timeout_s: 20.0,
+            delayable_limit: None,
+            tight_limit: None,
+            tight_until: Vec::new(),
+            tight_delay_ms: 0.0,
+            tight_phases: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{obj, plan};
+    use super::*;
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    fn err(p: &Plan) -> String {
+        format!("{:#}", p.validate().unwrap_err())
+    }
+
+    #[test]
+    fn plan_validation() {
+        let a = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9);
+        let mut p =
+            plan(vec![obj("http://a/", "a", a, false, Some(1)), obj("http://a/b", "a", a, false, Some(0))], None);
+        assert!(err(&p).contains("cycle"));
+        p.objects[0].parent = Some(5);
+        assert!(err(&p).contains("bad parent"));
+        assert!(err(&plan(vec![obj("https://a/", "a", a, true, None)], None)).contains("no \"ca\""));
+        assert!(err(&plan(vec![], None)).contains("no objects"));
+        // "after" edges: bad index, cycle through parent + after; bad tight_until, zero limits
+        let mut p = plan(vec![obj("http://a/", "a", a, false, None), obj("http://a/b", "a", a, false, Some(0))], None);
+        p.objects[1].after = vec![7];
+        assert!(err(&p).contains("bad \"after\""));
+        p.objects.push(obj("http://a/c", "a", a, false, Some(1)));
+        p.objects[1].after = vec![2];
+        assert!(err(&p).contains("cycle"));
+        p.objects[1].after.clear();
+        p.tight_until = vec![3];
+        assert!(err(&p).contains("tight_until"));
+        p.tight_until.clear();
+        p.delayable_limit = Some(0);
+        assert!(err(&p).contains(">= 1"));
+        p.delayable_limit = None;
+        p.max_conns_per_host = 0;
+        assert!(err(&p).contains("max_conns_per_host"));
+        p.max_conns_per_host = 6;
+        p.objects[2].delay_ms = f64::NAN;
+        assert!(err(&p).contains("delay_ms"));
+        p.objects[2].delay_ms = 0.0;
+        assert!(p.validate().is_ok());
+    }
+
+    #[test]
+    fn tight_phase_validation() {
+        let a = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9);
+        let mut p = plan(vec![obj("http://a/", "a", a, false, None), obj("http://a/b", "a", a, false, Some(0))], None);
+        p.objects[1].delayable = true;
+        p.objects[1].tight_phase = Some(1);
+        p.tight_phases =
+            vec![TightPhase { until: vec![0], delay_ms: 0.0 }, TightPhase { until: vec![], delay_ms: 5.0 }];
+        assert!(p.validate().is_ok());
+        let mut q = p.clone();
+        q.objects[1].tight_phase = Some(2);
+        assert!(err(&q).contains("tight_phase"));
+        let mut q = p.clone();
+        q.tight_phases[1].until = vec![99];
+        assert!(err(&q).contains("tight phase 1: bad \"until\""));
+        let mut q = p.clone();
+        q.tight_phases[0].delay_ms = f64::NAN;
+        assert!(err(&q).contains("tight phase 0: delay_ms"));
+        let mut q = p.clone();
+        q.tight_delay_ms = -1.0;
+        assert!(err(&q).contains("tight_delay_ms"));
+    }
+
+    #[test]
+    fn json_defaults() {
+        let p: Plan =
+            serde_json::from_str(r#"{"objects": [{"url": "http://a/", "host": "a", "ip": "10.0.0.1", "port": 80}]}"#)
+                .unwrap();
+        assert_eq!((p.max_conns_per_host, p.tfo, p.dns_delay_ms, p.timeout_s), (6, false, 0.0, 120.0));
+        let o = &p.objects[0];
+        assert_eq!((o.method.as_str(), o.tls, o.parent, o.delay_ms, o.delayable), ("GET", false, None, 0.0, false));
+        assert!(p.delayable_limit.is_none() && p.tight_phases.is_empty() && p.validate().is_ok());
+    }
+}

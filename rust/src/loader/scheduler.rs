@@ -1,0 +1,333 @@
+//! The loader's scheduling as a pure state machine (like link/pipeline.rs): the driver
+//! (connections.rs) passes `now` (ms since the load started) and what happened, and carries
+//! out the actions returned. No sockets, no clock, no tokio here.
+//!
+//! * an object becomes requestable when its prerequisites are met (its parent's last byte, or
+//!   its first byte with `at_first_byte`, and the last byte of every object of `after`; objects
+//!   without any at the start), ready `delay_ms` later; the policy (policy.rs: archive or
+//!   Chromium) may hold a ready request back before releasing it to its pool;
+//! * connections are pooled per (scheme, host, port), at most `max_conns_per_host` each, one
+//!   request at a time per connection (no pipelining); a pool's queue is FIFO within the
+//!   policy's priorities;
+//! * late binding: a released request goes to the idle connection of its pool freed most
+//!   recently, else a new connection is opened while queued requests outnumber the
+//!   connections being set up; a connection that finishes setting up or a response takes the
+//!   head of the queue;
+//! * the DNS delay is paid once per pool, before its first connection.
+use std::collections::{HashMap, VecDeque};
+
+use super::plan::Plan;
+use super::policy::Policy;
+
+/// What the driver reports.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Event {
+    /// A timer set by `Action::Timer` fired.
+    Timer(Timer),
+    /// Connection `conn` finished setting up (TCP, and TLS if any): it can take a request.
+    Connected(usize),
+    /// The first byte of object `.0`'s response arrived.
+    FirstByte(usize),
+    /// The response on `conn` arrived completely; `keep_alive`: the connection can take another.
+    Done { conn: usize, keep_alive: bool },
+    /// The server closed idle connection `conn` (a request just sent to it is queued again).
+    Closed(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    /// Object `.0`'s delay after its prerequisites is over.
+    Ready(usize),
+    /// Pool `.0`'s DNS delay is over.
+    Dns(usize),
+    /// Tight phase `.0` ends (policy.rs).
+    TightEnd(usize),
+}
+
+/// What the driver does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// Open connection `conn` (numbered from 0 in this order) for pool `pool`: the host,
+    /// address and scheme of `Scheduler::pool_object(pool)`.
+    Open { conn: usize, pool: usize, dns_end_ms: f64 },
+    /// Send object `object`'s request on connection `conn`.
+    Send { conn: usize, object: usize },
+    /// Report `timer` back (`Event::Timer`) at `at` ms.
+    Timer { at: f64, timer: Timer },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dns {
+    NotStarted,
+    Pending,
+    Done,
+}
+
+struct Pool {
+    /// The first object of the pool (its host, address and scheme stand for the pool's).
+    first: usize,
+    queue: VecDeque<usize>,
+    /// Idle connections, the most recently freed last.
+    idle: Vec<usize>,
+    open: usize,
+    connecting: usize,
+    dns: Dns,
+    dns_end_ms: f64,
+}
+
+struct Conn {
+    pool: usize,
+    /// The object whose request it carries.
+    busy: Option<usize>,
+}
+
+pub struct Scheduler {
+    max_conns: usize,
+    dns_delay_ms: f64,
+    delay_ms: Vec<f64>,
+    obj_pool: Vec<usize>,
+    pools: Vec<Pool>,
+    conns: Vec<Conn>,
+    /// Objects waiting for this one's last byte (as parent or in `after`).
+    children: Vec<Vec<usize>>,
+    /// Objects waiting for this one's first byte (`at_first_byte`).
+    fb_children: Vec<Vec<usize>>,
+    /// Prerequisites (parent, `after`) not yet met, per object.
+    waiting: Vec<usize>,
+    ready_ms: Vec<f64>,
+    released_ms: Vec<f64>,
+    policy: Policy,
+    done: usize,
+    out: Vec<Action>,
+}
+
+impl Scheduler {
+    /// For a validated plan.
+    pub fn new(plan: &Plan) -> Scheduler {
+        let n = plan.objects.len();
+        let mut keys: HashMap<(bool, String, u16), usize> = HashMap::new();
+        let mut pools = Vec::new();
+        let mut obj_pool = Vec::with_capacity(n);
+        for (i, o) in plan.objects.iter().enumerate() {
+            let p = *keys.entry((o.tls, o.host.to_ascii_lowercase(), o.port)).or_insert_with(|| {
+                pools.push(Pool {
+                    first: i,
+                    queue: VecDeque::new(),
+                    idle: Vec::new(),
+                    open: 0,
+                    connecting: 0,
+                    dns: Dns::NotStarted,
+                    dns_end_ms: 0.0,
+                });
+                pools.len() - 1
+            });
+            obj_pool.push(p);
+        }
+        let mut children = vec![Vec::new(); n];
+        let mut fb_children = vec![Vec::new(); n];
+        let mut waiting = vec![0usize; n];
+        for (i, o) in plan.objects.iter().enumerate() {
+            if let Some(p) = o.parent {
+                if o.at_first_byte {
+                    fb_children[p].push(i)
+                } else {
+                    children[p].push(i)
+                }
+                waiting[i] += 1;
+            }
+            for &a in &o.after {
+                children[a].push(i);
+                waiting[i] += 1;
+            }
+        }
+        Scheduler {
+            max_conns: plan.max_conns_per_host,
+            dns_delay_ms: plan.dns_delay_ms,
+            delay_ms: plan.objects.iter().map(|o| o.delay_ms).collect(),
+            obj_pool,
+            pools,
+            conns: Vec::new(),
+            children,
+            fb_children,
+            waiting,
+            ready_ms: vec![0.0; n],
+            released_ms: vec![0.0; n],
+            policy: Policy::for_plan(plan),
+            done: 0,
+            out: Vec::new(),
+        }
+    }
+
+    /// The load starts: objects without prerequisites become requestable.
+    pub fn start(&mut self, now: f64) -> Vec<Action> {
+        for i in 0..self.waiting.len() {
+            if self.waiting[i] == 0 {
+                self.requestable(i, now);
+            }
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// Handles one event at `now`; returns the actions, in order.
+    pub fn handle(&mut self, now: f64, ev: Event) -> Vec<Action> {
+        match ev {
+            Event::Timer(Timer::Ready(i)) => self.ready(i, now),
+            Event::Timer(Timer::Dns(p)) => {
+                self.pools[p].dns = Dns::Done;
+                self.pools[p].dns_end_ms = now;
+                self.dispatch(p, now);
+            }
+            Event::Timer(Timer::TightEnd(k)) => {
+                self.policy.phase_ended(k);
+                self.release_held(now);
+            }
+            Event::FirstByte(i) => {
+                for k in 0..self.fb_children[i].len() {
+                    self.prereq_met(self.fb_children[i][k], now);
+                }
+            }
+            Event::Connected(c) => {
+                let p = self.conns[c].pool;
+                self.pools[p].connecting -= 1;
+                self.pools[p].open += 1;
+                self.free(c);
+            }
+            Event::Done { conn, keep_alive } => self.done(conn, keep_alive, now),
+            Event::Closed(c) => {
+                let p = self.conns[c].pool;
+                self.pools[p].idle.retain(|&x| x != c);
+                self.pools[p].open -= 1;
+                if let Some(i) = self.conns[c].busy.take() {
+                    // handed to it while the server closed it: first in line again
+                    self.pools[p].queue.push_front(i);
+                }
+                self.dispatch(p, now);
+            }
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// Every object has arrived.
+    pub fn is_done(&self) -> bool {
+        self.done == self.waiting.len()
+    }
+
+    /// When object `i` became ready (prerequisites met, delay over).
+    pub fn ready_ms(&self, i: usize) -> f64 {
+        self.ready_ms[i]
+    }
+
+    /// When the policy let object `i` go to its pool (= `ready_ms` unless held).
+    pub fn released_ms(&self, i: usize) -> f64 {
+        self.released_ms[i]
+    }
+
+    /// An object of pool `p` (its first): host, address and scheme of the pool's connections.
+    pub fn pool_object(&self, p: usize) -> usize {
+        self.pools[p].first
+    }
+
+    fn done(&mut self, c: usize, keep_alive: bool, now: f64) {
+        let i = self.conns[c].busy.expect("a response on a connection without a request");
+        self.done += 1;
+        if keep_alive {
+            self.free(c);
+        } else {
+            let p = self.conns[c].pool;
+            self.conns[c].busy = None;
+            self.pools[p].open -= 1;
+            self.dispatch(p, now);
+        }
+        self.policy.arrived(i, now, &mut self.out);
+        for k in 0..self.children[i].len() {
+            self.prereq_met(self.children[i][k], now);
+        }
+        self.release_held(now);
+    }
+
+    /// One prerequisite of `i` met.
+    fn prereq_met(&mut self, i: usize, now: f64) {
+        self.waiting[i] -= 1;
+        if self.waiting[i] == 0 {
+            self.requestable(i, now);
+        }
+    }
+
+    /// Every prerequisite of `i` met: ready after its delay.
+    fn requestable(&mut self, i: usize, now: f64) {
+        let d = self.delay_ms[i];
+        if d > 0.0 {
+            self.out.push(Action::Timer { at: now + d, timer: Timer::Ready(i) });
+        } else {
+            self.ready(i, now);
+        }
+    }
+
+    fn ready(&mut self, i: usize, now: f64) {
+        self.ready_ms[i] = now;
+        if self.policy.admit(i) {
+            self.release(i, now);
+        }
+    }
+
+    fn release(&mut self, i: usize, now: f64) {
+        self.released_ms[i] = now;
+        let p = self.obj_pool[i];
+        self.policy.enqueue(i, &mut self.pools[p].queue);
+        self.dispatch(p, now);
+    }
+
+    fn release_held(&mut self, now: f64) {
+        while let Some(i) = self.policy.next_held() {
+            self.release(i, now);
+        }
+    }
+
+    fn assign(&mut self, c: usize, i: usize) {
+        self.conns[c].busy = Some(i);
+        self.out.push(Action::Send { conn: c, object: i });
+    }
+
+    /// Connection `c` can take a request: the head of its pool's queue, else it idles.
+    fn free(&mut self, c: usize) {
+        let p = self.conns[c].pool;
+        self.conns[c].busy = None;
+        if let Some(i) = self.pools[p].queue.pop_front() {
+            self.assign(c, i);
+        } else {
+            self.pools[p].idle.push(c);
+        }
+    }
+
+    /// Queued requests of pool `p` to idle connections, then DNS and new connections for the rest.
+    fn dispatch(&mut self, p: usize, now: f64) {
+        while !self.pools[p].queue.is_empty() {
+            let Some(c) = self.pools[p].idle.pop() else { break };
+            let i = self.pools[p].queue.pop_front().unwrap();
+            self.assign(c, i);
+        }
+        let pool = &mut self.pools[p];
+        if pool.queue.is_empty() {
+            return;
+        }
+        match pool.dns {
+            Dns::NotStarted if self.dns_delay_ms > 0.0 => {
+                pool.dns = Dns::Pending;
+                self.out.push(Action::Timer { at: now + self.dns_delay_ms, timer: Timer::Dns(p) });
+                return;
+            }
+            Dns::NotStarted => {
+                pool.dns = Dns::Done;
+                pool.dns_end_ms = now;
+            }
+            Dns::Pending => return,
+            Dns::Done => {}
+        }
+        while pool.queue.len() > pool.connecting && pool.open + pool.connecting < self.max_conns {
+            pool.connecting += 1;
+            let conn = self.conns.len();
+            self.conns.push(Conn { pool: p, busy: None });
+            self.out.push(Action::Open { conn, pool: p, dns_end_ms: pool.dns_end_ms });
+        }
+    }
+}

@@ -1,0 +1,93 @@
+"""`pltlab run`: every page an argument names (a HAR file, corpus directory, bundled page or URL),
+loaded under one RunConfig, page by page. A page that fails (a file that cannot be read, a page
+refused, a topology, replay or load error) is reported and the others still run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+from pltlab.archive import pages as resolver
+from pltlab.archive.calibration import machine
+from pltlab.archive.model import Page
+from pltlab.errors import PltError
+from pltlab.loaders import plan
+from pltlab.run.config import RunConfig
+from pltlab.run.runner import page_label, run_page
+
+
+def calibration_note(page: Page, cfg: RunConfig) -> str | None:
+    """Why the built-in loader's model of Chromium lacks Chromium's measured compute, or was
+    measured elsewhere (docs/loaders.md "Compute calibration"); None when all is well."""
+    if cfg.client != "builtin" or cfg.model != "chromium" or not cfg.calibrated:
+        return None
+    cal = plan.calibration(page)
+    if cal is None:
+        return (
+            f"{page.url} has no calibration: Chromium's compute is not modelled (`pltlab calibrate`, docs/loaders.md)"
+        )
+    if cal.get("machine") and cal["machine"] != machine():
+        return f"{page.url} was calibrated on another machine ({cal['machine']}): recalibrate here"
+    return None
+
+
+def named_pages(what: str, corpus: str | None = None) -> Iterator[tuple[str, Page | None, str | None]]:
+    """(page id, page, None) for every page ``what`` names, or (file, None, why) for a file of a
+    corpus directory that cannot be read: a directory's files are read one by one."""
+    if not os.path.isdir(what):
+        for p in resolver.resolve(what, corpus):
+            yield page_label(p), p, None
+        return
+    files = sorted(os.path.join(what, n) for n in os.listdir(what) if n.endswith(".har"))
+    if not files:
+        raise PltError(f"{what}: no .har pages in this directory")
+    for path in files:
+        try:
+            found = resolver.resolve(path)
+        except PltError as e:
+            yield path, None, str(e)
+            continue
+        for p in found:
+            yield page_label(p), p, None
+
+
+def run_pages(
+    what: str,
+    cfg: RunConfig,
+    corpus: str | None = None,
+    on_run: Callable[[dict], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    on_page: Callable[[dict, list[dict]], None] | None = None,
+) -> dict:
+    """Load every page ``what`` names under ``cfg`` (run.runner.run_page each). Returns
+    {"runs": every load's record, "pages": [{page_id, page, status "ok"|"failed", error, loads}]};
+    ``on_run(record)`` after each load, ``on_note(text)`` for a page's calibration note,
+    ``on_page(page entry, its records)`` after each page."""
+    runs: list[dict] = []
+    pages: list[dict] = []
+    for label, p, err in named_pages(what, corpus):
+        n0 = len(runs)
+        if err is None:
+            try:
+                note = calibration_note(p, cfg)
+                if note and on_note:
+                    on_note(note)
+                run_page(p, cfg, on_run=lambda r: (runs.append(r), on_run and on_run(r)))
+            except PltError as e:
+                err = str(e)
+            except Exception as e:  # noqa: BLE001 - one page's bug must not end the others
+                err = f"{type(e).__name__}: {e}"
+        if err is not None and err.startswith(label + ": "):
+            err = err[len(label) + 2 :]
+        pages.append(
+            {
+                "page_id": label,
+                "page": p.url if p else None,
+                "status": "failed" if err is not None else "ok",
+                "error": err,
+                "loads": len(runs) - n0,
+            }
+        )
+        if on_page:
+            on_page(pages[-1], runs[n0:])
+    return {"runs": runs, "pages": pages}

@@ -1,0 +1,143 @@
+"""What every study shares: its experiments as the sweep engine runs them (one results database
+per experiment, in a folder of the study's output folder), and running them all, resumable."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+from rich.console import Console
+
+from pltlab import __version__, units
+from pltlab.errors import PltError
+from pltlab.experiments import sweep
+from pltlab.experiments.spec import Config, Experiment
+from pltlab.run.config import RunConfig
+
+STUDY_FILE = "study.json"  # in a study's output folder: which study, with which parameters
+
+
+@dataclass
+class StudyExperiment(Experiment):
+    """An Experiment with RunConfig settings common to all its configurations (``run``: e.g. a
+    load timeout, the kind's parameters in ``extra``), part of its digest, so a resume with other
+    settings is refused like any other experiment."""
+
+    run: dict = field(default_factory=dict)
+
+    def run_config(self, c: int) -> RunConfig:
+        return dataclasses.replace(super().run_config(c), **self.run)
+
+    def digest(self) -> str:
+        base = super().digest()
+        if not self.run:
+            return base
+        return hashlib.sha256(json.dumps([base, self.run], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def table(title: str, headers: list[str], rows: list[list[str]], note: str = "") -> dict:
+    """A report section: a table of text cells (pltlab.report renders it in Markdown and HTML)."""
+    return {"title": title, "headers": headers, "rows": rows, "note": note}
+
+
+def lines(title: str, items: list[str], bad: list[str] | tuple = ()) -> dict:
+    """A report section: a list of lines; those starting with an entry of ``bad`` are marked."""
+    return {"title": title, "lines": items, "bad": list(bad)}
+
+
+def config(
+    rtt_ms: float,
+    icw: int | None = None,
+    loss: float = 0.0,
+    rate: str | None = None,
+    rate_up: str | None = None,
+    cc: str = "cubic",
+    client: str = "builtin",
+    warm: bool = True,
+) -> Config:
+    """One configuration from user-facing values (RTT in ms, loss a fraction, rates such as
+    "4mbit"), in the canonical form experiment files give (spec._parse): run keys stay stable."""
+    rate_bps = units.rate_bps(rate, "rate")
+    up_bps = units.rate_bps(rate_up, "uplink rate") if rate_up is not None else None
+    return Config(
+        rtt=f"{units.duration_us(f'{rtt_ms}ms', 'rtt')}us",
+        rate=None if rate_bps is None else f"{rate_bps}bit",
+        rate_up=None if up_bps is None else f"{up_bps}bit",
+        loss=f"{units.loss_fraction(loss, 'loss'):.6g}",
+        queue="1000",
+        icw=icw,
+        cc=cc,
+        client=client,
+        warm=warm,
+        overrides=(),
+    )
+
+
+def plan(experiments: list[tuple[str, Experiment]], out_dir: str) -> list[tuple[str, Experiment]]:
+    """(folder, experiment) with each folder under ``out_dir`` ("" = the folder itself)."""
+    return [(os.path.join(out_dir, sub) if sub else out_dir, exp) for sub, exp in experiments]
+
+
+def prepare(name: str, params: dict, experiments: list[tuple[str, Experiment]], out_dir: str, resume: bool) -> None:
+    """Refuse before anything is written: a study folder that is not empty without ``resume``,
+    another study's folder, or an experiment folder holding a different experiment."""
+    sweep.check_out_dir(out_dir)
+    if os.path.isdir(out_dir) and os.listdir(out_dir):
+        if not resume:
+            raise PltError(
+                f"{out_dir} exists and is not empty: pass --resume to continue that study, "
+                f"or choose another output folder (-o)"
+            )
+        other = read_study(out_dir)
+        if other is not None and other.get("study") != name:
+            raise PltError(f"{out_dir} holds another study ({other.get('study')!r}): choose another output folder (-o)")
+    for d, exp in plan(experiments, out_dir):
+        sweep.prepare(exp, d, resume)
+
+
+def read_study(out_dir: str) -> dict | None:
+    try:
+        with open(os.path.join(out_dir, STUDY_FILE)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def run(
+    name: str,
+    params: dict,
+    experiments: list[tuple[str, Experiment]],
+    out_dir: str,
+    resume: bool = False,
+    console: Console | None = None,
+    note: dict | None = None,
+) -> dict:
+    """Run every experiment of a study through the sweep engine, one after the other, each into
+    its folder (resumable run by run). ``study.json`` records the study, its parameters (``params``:
+    JSON) and ``note`` (e.g. the parameters file). Returns {experiment name: the sweep's
+    statistics} and the session's wall time."""
+    prepare(name, params, experiments, out_dir, resume)
+    os.makedirs(out_dir, exist_ok=True)
+    prev = read_study(out_dir) or {}
+    doc = {
+        "study": name,
+        "params": params,
+        "pltlab": __version__,
+        "started": prev.get("started", time.strftime("%Y-%m-%d %H:%M:%S %z")),
+        "sessions": prev.get("sessions", 0) + 1,
+        "experiments": {exp.name: sub for sub, exp in experiments},
+        **(note or {}),
+    }
+    tmp = os.path.join(out_dir, STUDY_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, os.path.join(out_dir, STUDY_FILE))
+    t0 = time.monotonic()
+    out = {}
+    for d, exp in plan(experiments, out_dir):
+        out[exp.name] = sweep.Sweep(exp, d, console).run()
+    return {"sweeps": out, "wall_s": time.monotonic() - t0}
