@@ -11,4 +11,5 @@ for path in sorted(here.glob("bench_*.py")):
     if only and not any(o in path.stem for o in only):
         continue
     print(f"== {path.stem}", flush=True)
+    sys.argv = [str(path)]  # each bench with its default arguments, not run.py's filters
     runpy.run_path(str(path), run_name="__main__")
