@@ -203,6 +203,11 @@ class FakeTraced(FakeRunner):
         }
 
 
+# parts rtt and loss, 2 ICWs x 2 RTTs / 2 losses, 3 loads per point
+MINI_STUDY = ["--reps", "3", "--icw", "1", "--icw", "3", "--rtt", "50", "--rtt", "100", "--loss", "0", "--loss", "10"]
+MINI_STUDY += ["--only", "rtt", "--only", "loss"]
+
+
 def test_study_runs_through_the_engine_and_checks_its_results(tmp_path, monkeypatch):
     """Parts rtt and loss as sweeps (one database each), a load failing twice recorded and left
     out of its point (not the end of the study), statistics from experiments.stats."""
@@ -211,30 +216,7 @@ def test_study_runs_through_the_engine_and_checks_its_results(tmp_path, monkeypa
     out = tmp_path / "icw"
     r = CliRunner().invoke(
         _app(),
-        [
-            "icw",
-            "--json",
-            "--out",
-            str(out),
-            "--reps",
-            "3",
-            "--icw",
-            "1",
-            "--icw",
-            "3",
-            "--rtt",
-            "50",
-            "--rtt",
-            "100",
-            "--loss",
-            "0",
-            "--loss",
-            "10",
-            "--only",
-            "rtt",
-            "--only",
-            "loss",
-        ],
+        ["icw", "--json", "--out", str(out), *MINI_STUDY],
     )
     assert r.exit_code == 0, r.stderr
     assert "icw-rtt" in r.stderr and "Experiment 1 yahoo-like @ 50ms delay, ICW 3 (no TFO)" in r.stderr
@@ -284,31 +266,7 @@ def test_study_runs_through_the_engine_and_checks_its_results(tmp_path, monkeypa
     FakeTraced.calls = []
     r = CliRunner().invoke(
         _app(),
-        [
-            "icw",
-            "--json",
-            "--out",
-            str(out),
-            "--reps",
-            "3",
-            "--icw",
-            "1",
-            "--icw",
-            "3",
-            "--rtt",
-            "50",
-            "--rtt",
-            "100",
-            "--loss",
-            "0",
-            "--loss",
-            "10",
-            "--only",
-            "rtt",
-            "--only",
-            "loss",
-            "--resume",
-        ],
+        ["icw", "--json", "--out", str(out), *MINI_STUDY, "--resume"],
     )
     assert r.exit_code == 0, r.stderr
     assert FakeTraced.calls == [] and json.loads(r.stdout.strip().splitlines()[-1])["checks"] == res["checks"]

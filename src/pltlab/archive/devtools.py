@@ -45,6 +45,19 @@ LR_HEADERS = (
     "x-totalms",
 )
 
+# CDP ResourceTiming phases (ms from its requestTime; -1: the phase did not happen)
+TIMING_KEYS = (
+    "dnsStart",
+    "dnsEnd",
+    "connectStart",
+    "connectEnd",
+    "sslStart",
+    "sslEnd",
+    "sendStart",
+    "sendEnd",
+    "receiveHeadersEnd",
+)
+
 
 def is_log_name(path: str) -> bool:
     """A name that says DevTools log (a directory listing picks these up)."""
@@ -402,20 +415,7 @@ def _timings(hop: _Hop, end: float) -> dict:
         and _num(t.get("receiveHeadersEnd"))
         and t["receiveHeadersEnd"] >= 0
     ):
-        g = {
-            k: (t[k] if _num(t.get(k)) else -1)
-            for k in (
-                "dnsStart",
-                "dnsEnd",
-                "connectStart",
-                "connectEnd",
-                "sslStart",
-                "sslEnd",
-                "sendStart",
-                "sendEnd",
-                "receiveHeadersEnd",
-            )
-        }
+        g = {k: (t[k] if _num(t.get(k)) else -1) for k in TIMING_KEYS}
         first = min((g[k] for k in ("dnsStart", "connectStart", "sendStart") if g[k] >= 0), default=0)
         out["blocked"] = max(0.0, (t["requestTime"] - hop.start) * 1000) + first
         for name, a, b in (

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from pltlab.archive import deps
 from pltlab.archive.corpus import write_corpus
+from pltlab.archive.devtools import TIMING_KEYS
 from pltlab.archive.model import Obj, Page
 from pltlab.errors import PltError
 from pltlab.loaders.browser import Chromium
@@ -50,21 +51,7 @@ def _obj(r) -> Obj:
         "transfer_bytes": r.encoded_bytes,
     }
     if t:  # CDP ResourceTiming, ms relative to its requestTime (-1: phase did not happen)
-        ext["timing"] = {
-            k: round(t[k], 3)
-            for k in (
-                "dnsStart",
-                "dnsEnd",
-                "connectStart",
-                "connectEnd",
-                "sslStart",
-                "sslEnd",
-                "sendStart",
-                "sendEnd",
-                "receiveHeadersEnd",
-            )
-            if k in t
-        }
+        ext["timing"] = {k: round(t[k], 3) for k in TIMING_KEYS if k in t}
     return Obj(
         url=r.url,
         method=r.method,
