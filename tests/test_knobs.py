@@ -91,6 +91,7 @@ def test_runconfig_holds_parsed_values():
         "icw": 10,
         "cc": "cubic",
         "client": "builtin",
+        "protocol": "recorded",
         "warm": True,
         "overrides": [],
         "seed": 3,
@@ -479,6 +480,7 @@ def test_report_labels_are_the_knobs():
         fmt("overrides", '[["cdn.test", 5000, null]]'),
         fmt("cc", "bbr"),
         fmt("queue", "1000"),
+        fmt("protocol", "h2"),
     ] == [
         "down unlimited",
         "up 0.256 Mbit/s",
@@ -488,6 +490,7 @@ def test_report_labels_are_the_knobs():
         "origin RTT cdn.test=5ms",
         "cc bbr",
         "queue 1000",
+        "protocol h2",
     ]
     assert analysis.DIMS == (
         "rate_down_bps",
@@ -497,6 +500,7 @@ def test_report_labels_are_the_knobs():
         "icw",
         "cc",
         "client",
+        "protocol",
         "warm",
         "overrides",
     )

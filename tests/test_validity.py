@@ -169,8 +169,8 @@ class _Serving(replay_server.ReplayServer):
 
     pages = None
 
-    def __init__(self, topo, pages, host_ips, workdir, think_time=False):
-        super().__init__(topo, self.pages, host_ips, workdir, think_time)
+    def __init__(self, topo, pages, host_ips, workdir, **kw):
+        super().__init__(topo, self.pages, host_ips, workdir, **kw)
 
 
 def _load_serving(monkeypatch, tmp_path, recorded, served, client="builtin"):

@@ -152,8 +152,9 @@ pub fn load_key(path: &Path) -> Result<rustls::pki_types::PrivateKeyDer<'static>
         .with_context(|| format!("no private key in {}", path.display()))
 }
 
-/// Server config: one certificate chain for every host, ALPN http/1.1 only.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
+/// Server config: one certificate chain for every host; `alpn`: the protocols offered, in
+/// preference order (the server picks its first one the client also offers).
+pub fn server_config(cert: &Path, key: &Path, alpn: &[&str]) -> Result<Arc<rustls::ServerConfig>> {
     let certs = load_certs(cert)?;
     let key = load_key(key)?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
@@ -161,12 +162,12 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .context("certificate and key do not match")?;
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
     Ok(Arc::new(cfg))
 }
 
-/// Client config trusting exactly the CA(s) in `ca`, ALPN http/1.1 only.
-pub fn client_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>> {
+/// Client config trusting exactly the CA(s) in `ca`; `alpn`: the protocols offered, in order.
+pub fn client_config(ca: &Path, alpn: &[&str]) -> Result<Arc<rustls::ClientConfig>> {
     let mut roots = rustls::RootCertStore::empty();
     for c in load_certs(ca)? {
         roots.add(c).with_context(|| format!("bad CA certificate in {}", ca.display()))?;
@@ -175,7 +176,7 @@ pub fn client_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>> {
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
     Ok(Arc::new(cfg))
 }
 
@@ -197,8 +198,8 @@ mod tests {
         std::fs::write(dir.join("ca.pem"), &g.ca_pem).unwrap();
         std::fs::write(dir.join("hosts.pem"), &g.leaf_pem).unwrap();
         std::fs::write(dir.join("hosts.key"), &g.leaf_key_pem).unwrap();
-        server_config(&dir.join("hosts.pem"), &dir.join("hosts.key")).unwrap();
-        client_config(&dir.join("ca.pem")).unwrap();
+        server_config(&dir.join("hosts.pem"), &dir.join("hosts.key"), &["h2", "http/1.1"]).unwrap();
+        client_config(&dir.join("ca.pem"), &["http/1.1"]).unwrap();
         let certs = load_certs(&dir.join("hosts.pem")).unwrap();
         let roots = {
             let mut r = rustls::RootCertStore::empty();

@@ -46,7 +46,7 @@ pub fn load(plan: Plan) -> Result<Output> {
     plan.validate()?;
     let tls = match &plan.ca {
         Some(ca) if plan.objects.iter().any(|o| o.tls) => {
-            Some(tokio_rustls::TlsConnector::from(crate::certs::client_config(ca)?))
+            Some(tokio_rustls::TlsConnector::from(crate::certs::client_config(ca, &["http/1.1"])?))
         }
         _ => None,
     };

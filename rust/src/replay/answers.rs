@@ -28,13 +28,18 @@ pub fn refusal(r: &Reject) -> Vec<u8> {
     response::text(r.status, "text/plain", body.as_bytes(), false)
 }
 
-/// The 404 for a request no recording answers: its head appended to `head`, its body returned.
-pub fn not_found(head: &mut Vec<u8>, method: &str, url: &str, keep_alive: bool) -> String {
-    let body = format!(
+/// The body of a 404 (text/plain), quoting the method and URL cut to a few hundred bytes.
+pub fn not_found_body(method: &str, url: &str) -> String {
+    format!(
         "pltlab replay: no recorded response for {} {}\n",
         quote(method, MAX_QUOTED_METHOD),
         quote(url, MAX_QUOTED_URL)
-    );
+    )
+}
+
+/// The 404 for a request no recording answers: its head appended to `head`, its body returned.
+pub fn not_found(head: &mut Vec<u8>, method: &str, url: &str, keep_alive: bool) -> String {
+    let body = not_found_body(method, url);
     response::status_line(head, 1, 404);
     head.extend_from_slice(b"Content-Type: text/plain\r\n");
     response::end_head(head, Framing::Length(body.len() as u64), keep_alive);

@@ -15,7 +15,17 @@ pub struct Listen {
     pub port: u16,
     #[serde(default)]
     pub tls: bool,
+    /// ALPN protocols offered on a TLS address, in preference order: "h2", "http/1.1".
+    #[serde(default = "http11_only")]
+    pub alpn: Vec<String>,
 }
+
+fn http11_only() -> Vec<String> {
+    vec!["http/1.1".into()]
+}
+
+/// The ALPN protocols the replay server speaks.
+pub const ALPN_PROTOCOLS: &[&str] = &["h2", "http/1.1"];
 
 #[derive(Deserialize, Debug, Clone)]
 pub struct TlsFiles {
@@ -122,6 +132,10 @@ pub struct Prepared {
     pub no_body: bool,
     pub scheme: Option<Scheme>,
     pub body_sha256: Option<[u8; 32]>,
+    /// The same response for HTTP/2 (h2.rs): status and the recorded headers, names lower-case,
+    /// connection-specific ones left out (RFC 9113 8.2.2) like the h1 head's hop-by-hop ones.
+    pub status: u16,
+    pub h2_headers: ::http::HeaderMap,
 }
 
 const HOP_BY_HOP: &[&str] = &[
@@ -154,7 +168,26 @@ pub fn load(path: &std::path::Path) -> Result<Manifest> {
     if m.listen.iter().any(|l| l.tls) && m.tls.is_none() {
         bail!("manifest has a tls listen address but no \"tls\": {{\"cert\", \"key\"}}");
     }
+    for l in &m.listen {
+        check_alpn(l).with_context(|| format!("bad manifest {}", path.display()))?;
+    }
     Ok(m)
+}
+
+/// A listen entry's `alpn`: not empty, only protocols the server speaks, no repeats.
+pub fn check_alpn(l: &Listen) -> Result<()> {
+    if l.alpn.is_empty() {
+        bail!("listen {}:{}: \"alpn\" is empty (offer at least \"http/1.1\")", l.ip, l.port);
+    }
+    for (i, p) in l.alpn.iter().enumerate() {
+        if !ALPN_PROTOCOLS.contains(&p.as_str()) {
+            bail!("listen {}:{}: ALPN protocol {p:?} is not one of {ALPN_PROTOCOLS:?}", l.ip, l.port);
+        }
+        if l.alpn[..i].contains(p) {
+            bail!("listen {}:{}: ALPN protocol {p:?} listed twice", l.ip, l.port);
+        }
+    }
+    Ok(())
 }
 
 pub fn prepare(m: &Manifest) -> Result<Vec<Prepared>> {
@@ -226,6 +259,16 @@ fn prepare_one(
     let mut head = Vec::new();
     http::response::status_line(&mut head, 1, r.status);
     let mut has_ct = false;
+    let mut h2_headers = ::http::HeaderMap::new();
+    let mut add = |head: &mut Vec<u8>, k: &str, piece: &str| {
+        head.extend_from_slice(format!("{k}: {piece}\r\n").as_bytes());
+        if let (Ok(n), Ok(v)) = (
+            ::http::HeaderName::from_bytes(k.to_ascii_lowercase().as_bytes()),
+            ::http::HeaderValue::from_bytes(piece.trim().as_bytes()),
+        ) {
+            h2_headers.append(n, v);
+        }
+    };
     for (k, v) in &r.headers {
         let lk = k.to_ascii_lowercase();
         if HOP_BY_HOP.contains(&lk.as_str()) || !valid_name(k) {
@@ -236,12 +279,12 @@ fn prepare_one(
         for piece in v.split('\n') {
             let piece: String = piece.chars().filter(|&c| c == '\t' || !c.is_ascii_control()).collect();
             if !piece.trim().is_empty() {
-                head.extend_from_slice(format!("{k}: {piece}\r\n").as_bytes());
+                add(&mut head, k, &piece);
             }
         }
     }
     if let (false, Some(mime)) = (has_ct, synth_mime) {
-        head.extend_from_slice(format!("Content-Type: {mime}\r\n").as_bytes());
+        add(&mut head, "Content-Type", &mime);
     }
     let no_body = http::status_has_no_body(r.status);
     let chunked_wire = (r.chunked && !no_body).then(|| http::encode_chunked(body.bytes(), 16 * 1024));
@@ -249,7 +292,7 @@ fn prepare_one(
         Some(w) if think_time && w > 0.0 => Some(std::time::Duration::from_secs_f64(w / 1000.0)),
         _ => None,
     };
-    Ok(Prepared { head, body, chunked_wire, wait, no_body, scheme, body_sha256 })
+    Ok(Prepared { head, body, chunked_wire, wait, no_body, scheme, body_sha256, status: r.status, h2_headers })
 }
 
 /// A header name that can go on the wire: an RFC 9110 token (so not empty, no pseudo-header

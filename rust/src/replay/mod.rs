@@ -12,6 +12,7 @@
 //! framing) are refused with 400/431/501 and a lingering close (answers.rs),
 //! quoted URLs are cut to 256 bytes, accept errors back off (accept.rs).
 use anyhow::{Context, Result};
+use std::collections::HashMap;
 use std::io::IoSlice;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -21,6 +22,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub mod accept;
 pub mod answers;
+pub mod h2;
+#[cfg(test)]
+mod h2_tests;
 #[cfg(test)]
 mod hostile_tests;
 pub mod manifest;
@@ -60,6 +64,13 @@ pub struct Stats {
     pub accept_errors: AtomicU64,
     pub tls_connections: AtomicU64,
     pub tls_handshake_errors: AtomicU64,
+    /// Connections served as HTTP/1.x (plain or TLS) and as h2 (TLS, ALPN "h2").
+    pub h1_connections: AtomicU64,
+    pub h2_connections: AtomicU64,
+    /// Requests answered over h2 (also counted in `requests`).
+    pub h2_streams: AtomicU64,
+    /// h2 connections ended by a protocol error (GOAWAY with an error code, either way).
+    pub h2_errors: AtomicU64,
     pub tfo_connections: AtomicU64,
     /// TLS connections whose SYN carried data; of those, the ones whose
     /// ClientHello was larger than that data (TFO then saves no round trip).
@@ -146,6 +157,10 @@ impl Stats {
             "accept_errors": self.accept_errors.load(Relaxed),
             "tls_connections": self.tls_connections.load(Relaxed),
             "tls_handshake_errors": self.tls_handshake_errors.load(Relaxed),
+            "h1_connections": self.h1_connections.load(Relaxed),
+            "h2_connections": self.h2_connections.load(Relaxed),
+            "h2_streams": self.h2_streams.load(Relaxed),
+            "h2_errors": self.h2_errors.load(Relaxed),
             "tfo_connections": self.tfo_connections.load(Relaxed),
             "tfo_tls_connections": self.tfo_tls_connections.load(Relaxed),
             "tfo_tls_hello_split": self.tfo_tls_hello_split.load(Relaxed),
@@ -211,23 +226,29 @@ pub struct Server {
 
 /// Binds every listen socket and spawns the accept loops on the current runtime.
 pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
-    let tls = match &m.tls {
-        Some(t) if m.listen.iter().any(|l| l.tls) => {
-            Some(tokio_rustls::TlsAcceptor::from(crate::certs::server_config(&t.cert, &t.key)?))
+    // one TLS acceptor per distinct ALPN list (addresses offering the same protocols share it)
+    let mut acceptors: HashMap<Vec<String>, tokio_rustls::TlsAcceptor> = HashMap::new();
+    if let Some(t) = &m.tls {
+        for l in m.listen.iter().filter(|l| l.tls) {
+            if !acceptors.contains_key(&l.alpn) {
+                let alpn: Vec<&str> = l.alpn.iter().map(String::as_str).collect();
+                let cfg = crate::certs::server_config(&t.cert, &t.key, &alpn)?;
+                acceptors.insert(l.alpn.clone(), tokio_rustls::TlsAcceptor::from(cfg));
+            }
         }
-        _ => None,
-    };
+    }
     let mut addrs = Vec::new();
     let mut listeners = Vec::new();
     for l in &m.listen {
+        manifest::check_alpn(l)?;
         let std_l = tfo_listener(std::net::SocketAddr::new(l.ip, l.port), m.tfo_queue)?;
         let local = std_l.local_addr()?;
         addrs.push((local, l.tls));
-        listeners.push((tokio::net::TcpListener::from_std(std_l)?, l.tls));
+        let acceptor = if l.tls { acceptors.get(&l.alpn).cloned() } else { None };
+        listeners.push((tokio::net::TcpListener::from_std(std_l)?, acceptor));
     }
-    for (lst, is_tls) in listeners {
+    for (lst, acceptor) in listeners {
         let shared = shared.clone();
-        let acceptor = if is_tls { tls.clone() } else { None };
         tokio::spawn(async move {
             let mut backoff = accept::Backoff::default();
             let local = lst.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -247,7 +268,7 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                 if let Ok(ti) = tcpinfo::get(&tcp) {
                     if ti.syn_data_acked() {
                         st.tfo_connections.fetch_add(1, Relaxed);
-                        if is_tls {
+                        if acceptor.is_some() {
                             st.note_tfo_tls(&tcp);
                         }
                     }
@@ -256,19 +277,28 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                 let shared = shared.clone();
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
+                    let st = &shared.stats;
                     match acceptor {
                         None => {
+                            st.h1_connections.fetch_add(1, Relaxed);
                             let _ = serve_conn(tcp, &shared, Scheme::Http, None).await;
                         }
                         Some(acc) => {
-                            shared.stats.tls_connections.fetch_add(1, Relaxed);
+                            st.tls_connections.fetch_add(1, Relaxed);
                             match acc.accept(tcp).await {
                                 Ok(tls) => {
-                                    let sni = tls.get_ref().1.server_name().map(|s| s.to_string());
-                                    let _ = serve_conn(tls, &shared, Scheme::Https, sni).await;
+                                    let (_, conn) = tls.get_ref();
+                                    let sni = conn.server_name().map(|s| s.to_string());
+                                    if conn.alpn_protocol() == Some(b"h2") {
+                                        st.h2_connections.fetch_add(1, Relaxed);
+                                        h2::serve(tls, shared.clone(), sni).await;
+                                    } else {
+                                        st.h1_connections.fetch_add(1, Relaxed);
+                                        let _ = serve_conn(tls, &shared, Scheme::Https, sni).await;
+                                    }
                                 }
                                 Err(_) => {
-                                    shared.stats.tls_handshake_errors.fetch_add(1, Relaxed);
+                                    st.tls_handshake_errors.fetch_add(1, Relaxed);
                                 }
                             }
                         }
@@ -428,42 +458,19 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
         }
         check = len > 0;
 
-        let (thost, path, query) = matcher::split_target(&req.target);
-        let host = thost.or_else(|| req.host.clone()).or_else(|| sni.clone());
         // an empty body (Content-Length: 0) is no body: recordings without one have no digest
         let body_sha256 = digest.filter(|_| dec.body_bytes > 0).map(|d| {
             let mut out = [0u8; 32];
             out.copy_from_slice(d.finish().as_ref());
             out
         });
-        let m = sh.matcher.lookup(&matcher::Request {
-            method: &req.method,
-            scheme,
-            host: host.as_deref(),
-            path: &path,
-            query: &query,
-            body_sha256,
-        });
-        let url = || {
-            let q = if query.is_empty() { String::new() } else { format!("?{query}") };
-            format!("{}{}{}", host.as_deref().map(matcher::normalize_host).unwrap_or_default(), path, q)
-        };
         let is_head = req.method.eq_ignore_ascii_case("HEAD");
         let keep = req.keep_alive;
         head.clear();
-        let idx = match m {
-            Match::Exact(i) | Match::CrossScheme(i) => {
-                sh.stats.responses_exact.fetch_add(1, Relaxed);
-                Some(i)
-            }
-            Match::Fallback { idx, .. } => {
-                sh.stats.note_fallback(&url(), idx);
-                Some(idx)
-            }
-            Match::None => {
-                let u = url();
+        let idx = match choose(sh, &req.method, scheme, &req.target, req.host.as_deref(), sni.as_deref(), body_sha256) {
+            Choice::Recorded(i) => i,
+            Choice::NotFound(u) => {
                 let body = answers::not_found(&mut head, &req.method, &u, keep);
-                sh.stats.note_404(&u);
                 let b: &[u8] = if is_head { b"" } else { body.as_bytes() };
                 write_all_vectored(&mut s, &[&head, b]).await?;
                 sh.stats.bytes_out.fetch_add((head.len() + b.len()) as u64, Relaxed);
@@ -474,10 +481,7 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
                 continue;
             }
         };
-        if matches!(m, Match::CrossScheme(_) | Match::Fallback { cross: true, .. }) {
-            sh.stats.cross_scheme_matches.fetch_add(1, Relaxed);
-        }
-        let p = &sh.responses[idx.unwrap()];
+        let p = &sh.responses[idx];
         if let Some(w) = p.wait {
             tokio::time::sleep(w).await;
         }
@@ -497,6 +501,60 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
         if !keep {
             close_lingering(&mut s).await;
             return Ok(());
+        }
+    }
+}
+
+/// What answers a request.
+pub(crate) enum Choice {
+    /// A recorded response (index into `Shared::responses`).
+    Recorded(usize),
+    /// None: a 404 quoting this URL (host, path, query).
+    NotFound(String),
+}
+
+/// The answer to a request, HTTP/1.x or h2 alike, counted in the stats: `target` as on the
+/// request line (or h2's :path), its host from an absolute target, else `host` (Host header or
+/// h2's :authority), else the TLS SNI.
+pub(crate) fn choose(
+    sh: &Shared,
+    method: &str,
+    scheme: Scheme,
+    target: &str,
+    host: Option<&str>,
+    sni: Option<&str>,
+    body_sha256: Option<[u8; 32]>,
+) -> Choice {
+    let (thost, path, query) = matcher::split_target(target);
+    let host = thost.or_else(|| host.map(str::to_string)).or_else(|| sni.map(str::to_string));
+    let m = sh.matcher.lookup(&matcher::Request {
+        method,
+        scheme,
+        host: host.as_deref(),
+        path: &path,
+        query: &query,
+        body_sha256,
+    });
+    let url = || {
+        let q = if query.is_empty() { String::new() } else { format!("?{query}") };
+        format!("{}{}{}", host.as_deref().map(matcher::normalize_host).unwrap_or_default(), path, q)
+    };
+    if matches!(m, Match::CrossScheme(_) | Match::Fallback { cross: true, .. }) {
+        sh.stats.cross_scheme_matches.fetch_add(1, Relaxed);
+    }
+    match m {
+        Match::Exact(i) | Match::CrossScheme(i) => {
+            sh.stats.responses_exact.fetch_add(1, Relaxed);
+            Choice::Recorded(i)
+        }
+        Match::Fallback { idx, .. } => {
+            sh.stats.note_fallback(&url(), idx);
+            Choice::Recorded(idx)
+        }
+        Match::None => {
+            let u = url();
+            sh.stats.note_404(&u);
+            Choice::NotFound(u)
         }
     }
 }

@@ -12,6 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 pub struct TestServer {
     pub http: SocketAddr,
     pub https: SocketAddr,
+    pub addrs: Vec<SocketAddr>,
     pub shared: Arc<Shared>,
     pub stop: Option<tokio::sync::oneshot::Sender<()>>,
     th: Option<std::thread::JoinHandle<()>>,
@@ -32,13 +33,20 @@ impl Drop for TestServer {
 
 /// Starts a replay server (http + https on 127.0.0.1, port 0) for `responses`.
 pub fn start_server(responses: serde_json::Value, think_time: bool) -> TestServer {
+    let listen =
+        serde_json::json!([{"ip": "127.0.0.1", "port": 0, "tls": false}, {"ip": "127.0.0.1", "port": 0, "tls": true}]);
+    start_server_on(listen, responses, think_time)
+}
+
+/// The same with these `listen` entries (`http`/`https`: the first two addresses, `addrs`: all).
+pub fn start_server_on(listen: serde_json::Value, responses: serde_json::Value, think_time: bool) -> TestServer {
     let dir = tmpdir("srv");
     let g = crate::certs::generate(&["a.test".into(), "b.test".into()]).unwrap();
     std::fs::write(dir.join("ca.pem"), &g.ca_pem).unwrap();
     std::fs::write(dir.join("hosts.pem"), &g.leaf_pem).unwrap();
     std::fs::write(dir.join("hosts.key"), &g.leaf_key_pem).unwrap();
     let m: manifest::Manifest = serde_json::from_value(serde_json::json!({
-        "listen": [{"ip": "127.0.0.1", "port": 0, "tls": false}, {"ip": "127.0.0.1", "port": 0, "tls": true}],
+        "listen": listen,
         "tls": {"cert": dir.join("hosts.pem"), "key": dir.join("hosts.key")},
         "think_time": think_time,
         "responses": responses,
@@ -57,7 +65,16 @@ pub fn start_server(responses: serde_json::Value, think_time: bool) -> TestServe
         });
     });
     let addrs = arx.recv().unwrap();
-    TestServer { http: addrs[0].0, https: addrs[1].0, shared, stop: Some(stx), th: Some(th), dir }
+    let addrs: Vec<SocketAddr> = addrs.into_iter().map(|a| a.0).collect();
+    TestServer {
+        http: addrs[0],
+        https: addrs[addrs.len().min(2) - 1],
+        addrs,
+        shared,
+        stop: Some(stx),
+        th: Some(th),
+        dir,
+    }
 }
 
 fn raw_exchange(addr: SocketAddr, req: &[u8]) -> Vec<u8> {
@@ -117,7 +134,7 @@ fn tagged(out: &[u8]) -> (u16, String, usize) {
     (h.status, tag, out.len() - h.head_len)
 }
 
-fn sha256(b: &[u8]) -> String {
+pub(crate) fn sha256(b: &[u8]) -> String {
     ring::digest::digest(&ring::digest::SHA256, b).as_ref().iter().map(|x| format!("{x:02x}")).collect()
 }
 

@@ -400,7 +400,7 @@ def read_entry(
             counts.add(repairs.CACHE_NO_SIZE if body is None and size == 0 else None)
             if status == 304:
                 status, status_text = 200, "OK"
-        if protocol in ("h2", "h3", "spdy"):
+        if protocol in ("h3", "spdy"):
             counts.add(repairs.over(protocol))
 
     for n in (size, transfer or 0):

@@ -147,4 +147,13 @@ class Page:
             "size_only": len(self.objects) - with_body,
             "origins": len(self.origins),
             "bytes": self.total_bytes,
+            "protocols": self.protocols(),
         }
+
+    def protocols(self) -> dict[str, int]:
+        """Objects per recorded protocol, most used first ("unknown": not recorded)."""
+        n: dict[str, int] = {}
+        for o in self.objects:
+            k = o.protocol or "unknown"
+            n[k] = n.get(k, 0) + 1
+        return dict(sorted(n.items(), key=lambda kv: (-kv[1], kv[0])))

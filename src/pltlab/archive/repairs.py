@@ -46,14 +46,14 @@ REPEAT_VIEW = "recorded in a warm-cache repeat view: what the cache served is no
 REQUEST_IN_POSTDATA = "request fields recorded inside postData: read from there"
 BAD_REQUEST_BASE64 = "request body not valid base64: matched without it"
 PROTOCOL_INFERRED = "protocol not recorded: HTTP/2 inferred from the request's pseudo-headers"
-_LATER = {"h2": "HTTP/2", "h3": "HTTP/3"}
 
 
 def over(protocol: str) -> str:
-    """The line for entries recorded over a protocol the replay does not speak yet."""
-    if protocol in _LATER:
-        return f"recorded over {protocol}: replayed over HTTP/1.1 until {_LATER[protocol]} exists"
-    return f"recorded over {protocol}: replayed over HTTP/1.1"
+    """The line for entries recorded over a protocol the replay does not speak (h3, spdy): they
+    are replayed over HTTP/2, as h2 ones (knob protocol "recorded")."""
+    if protocol == "h3":
+        return "recorded over h3: replayed over HTTP/2 until HTTP/3 exists"
+    return f"recorded over {protocol}: replayed over HTTP/2"
 
 
 def is_drop(kind: str) -> bool:

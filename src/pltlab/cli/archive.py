@@ -108,7 +108,7 @@ def pages(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ):
     """List the pages of an archive (in the order they were imported): objects, bodies vs
-    sizes only, origins, bytes; --json adds each page's file, id and import repairs."""
+    sizes only, origins, bytes, objects per recorded protocol; --json adds each page's file, id and import repairs."""
     from rich.console import Console
     from rich.table import Table
 
@@ -119,13 +119,21 @@ def pages(
         print(json.dumps(rows))
         return
     t = Table(title=f"pages in {directory}")
-    for col in ("page", "objects", "with body", "size only", "origins", "bytes"):
-        t.add_column(col, justify="left" if col == "page" else "right", overflow="fold")
+    for col in ("page", "objects", "with body", "size only", "origins", "bytes", "protocols"):
+        t.add_column(col, justify="left" if col in ("page", "protocols") else "right", overflow="fold")
     for r in rows:
+        protocols = ", ".join(f"{k} {v}" for k, v in r["protocols"].items())
         t.add_row(
-            r["page"], str(r["objects"]), str(r["with_body"]), str(r["size_only"]), str(r["origins"]), f"{r['bytes']:,}"
+            r["page"],
+            str(r["objects"]),
+            str(r["with_body"]),
+            str(r["size_only"]),
+            str(r["origins"]),
+            f"{r['bytes']:,}",
+            protocols,
         )
-    Console().print(t)
+    c = Console()
+    Console(width=max(c.width, 140) if not c.is_terminal else None).print(t)  # a pipe: do not fold URLs
 
 
 def register(app: typer.Typer) -> None:

@@ -30,12 +30,14 @@ def build(
     tls: dict | None,
     tfo_queue: int = 4096,
     think_time: bool = False,
+    protocol: str = "recorded",
 ) -> dict:
     """Manifest serving every object of ``pages``; bodies (recorded or synthesized) go into one
     file in ``workdir``. With ``tls``, every origin also answers https on 443: browsers upgrade
     HSTS-preloaded hosts (wikipedia.org, ...) to https whatever the recorded scheme, and the
     sub-resources of an upgraded page follow it (scheme-relative references, see synth.ref; a
-    recorded ``Location: http://...`` of an http response is served scheme-relative)."""
+    recorded ``Location: http://...`` of an http response is served scheme-relative).
+    ``protocol`` (the knob): which https addresses offer h2 (``alpn``, see h2_addresses)."""
     blob_path = os.path.join(workdir, "bodies.bin")
     responses, listen = [], set()
     with open(blob_path, "wb") as blob:
@@ -79,14 +81,35 @@ def build(
         listen |= {(ip, 443, True) for ip in host_ips.values()}
     elif any(t for _, _, t in listen):
         raise ValueError("https origins need TLS material")
+    h2 = h2_addresses(pages, host_ips, protocol)
     return {
-        "listen": [{"ip": ip, "port": port, "tls": t} for ip, port, t in sorted(listen)],
+        "listen": [_listen(ip, port, t, ip in h2) for ip, port, t in sorted(listen)],
         "tls": tls,
         "tfo_queue": tfo_queue,
         "think_time": think_time,
         "responses": responses,
         "stats": os.path.join(workdir, "replay-stats.json"),
     }
+
+
+MULTIPLEXED = ("h2", "h3", "spdy")  # recorded protocols replayed as h2 (h3: until HTTP/3 exists)
+
+
+def h2_addresses(pages: list[Page], host_ips: dict[str, str], protocol: str) -> set[str]:
+    """The replay addresses whose https listen offers h2: every one for protocol "h2", none for
+    "h1", for "recorded" those serving a host some page recorded over h2, h3 or spdy."""
+    if protocol == "h1":
+        return set()
+    if protocol == "h2":
+        return set(host_ips.values())
+    return {host_ips[o.host] for p in pages for o in p.objects if o.protocol in MULTIPLEXED and o.host in host_ips}
+
+
+def _listen(ip: str, port: int, tls: bool, h2: bool) -> dict:
+    entry = {"ip": ip, "port": port, "tls": tls}
+    if tls:
+        entry["alpn"] = ["h2", "http/1.1"] if h2 else ["http/1.1"]
+    return entry
 
 
 def _self_upgrade(o: Obj) -> bool:

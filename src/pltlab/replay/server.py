@@ -28,13 +28,21 @@ def make_ca(workdir: str, hosts: list[str]) -> dict:
 
 class ReplayServer:
     def __init__(
-        self, topo: Topology, pages: list[Page], host_ips: dict[str, str], workdir: str, think_time: bool = False
+        self,
+        topo: Topology,
+        pages: list[Page],
+        host_ips: dict[str, str],
+        workdir: str,
+        think_time: bool = False,
+        protocol: str = "recorded",
     ):
         self.topo, self.workdir = topo, workdir
         # Every host gets a certificate: a browser may upgrade any host to https (HSTS preload).
         self.tls = make_ca(workdir, sorted(host_ips))
         tls_cfg = {"cert": self.tls["cert"], "key": self.tls["key"]} if self.tls else None
-        self.manifest = manifest.build(pages, host_ips, workdir, tls_cfg, think_time=think_time)
+        self.manifest = manifest.build(pages, host_ips, workdir, tls_cfg, think_time=think_time, protocol=protocol)
+        # addresses whose https answers over h2 (ALPN), for the loads' protocol checks
+        self.h2_ips = {e["ip"] for e in self.manifest["listen"] if "h2" in e.get("alpn", ())}
         self.proc = None
         self.stats: dict | None = None
 

@@ -41,6 +41,7 @@ from pltlab.loaders.plan import MODELS
 from pltlab.net.spec import BACKENDS, CC_CHOICES, DEFAULT_CLIENT_RMEM
 
 SCOPES = ("run", "shell", "sweep")
+PROTOCOLS = ("recorded", "h1", "h2")
 MAX_CLIENT_RMEM = 64 << 20
 _HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
 
@@ -439,6 +440,19 @@ _ALL = (
         scopes=("run", "sweep"),
     ),
     Knob(
+        "protocol",
+        _choice(PROTOCOLS, "protocol"),
+        "recorded",
+        "HTTP version on https origins: recorded (h2 where the page used h2, h3 or spdy), h1 or h2 "
+        "(plain http is always HTTP/1.1). h2 needs --client chromium for now.",
+        type=str,
+        label="protocol",
+        column="protocol",
+        describe=lambda v: f"protocol {v}",
+        sweep=True,
+        scopes=("run", "sweep"),
+    ),
+    Knob(
         "warm",
         _warm,
         "warm",
@@ -706,6 +720,12 @@ def parse(values: dict, ks=None, where: str = "") -> dict[str, Any]:
     for k in ks:
         if k.field not in out:
             out[k.field] = _copy(k.value)
+    if out.get("protocol") == "h2" and out.get("client") == "builtin":
+        # the built-in loader offers only http/1.1 (ALPN) until it speaks h2 (issue 14)
+        raise PltError(
+            f"{where + ': ' if where else ''}protocol h2 needs the chromium client: the built-in loader "
+            "speaks HTTP/1.1 only so far (use --client chromium, or --protocol recorded/h1)"
+        )
     return out
 
 

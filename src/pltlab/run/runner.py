@@ -11,6 +11,10 @@ Timing: every load carries the link emulator's lateness during it (pltlab.net.la
 during which the emulator was late beyond the bounds there is re-run, at most
 RunConfig.late_reruns times; the record counts its re-runs (``late_reruns``), and a load still late
 after them is invalid.
+
+Protocol: every request records the HTTP version it went over; a load where one went over another
+than the replay offered its origin (h2 on https addresses offering it, to a client that speaks
+h2; else HTTP/1.1) is invalid with the URL named.
 """
 
 import statistics
@@ -134,6 +138,33 @@ def judge(tfo: bool, counters: dict, requests: list[dict], document: str | None 
     return None
 
 
+def expected_protocol(url: str, host_ips: dict, h2_ips: set, client: str) -> str:
+    """The protocol a request should go over: h2 to an https origin whose address offers it (ALPN),
+    for a client that speaks h2 (Chromium; the built-in loader offers http/1.1 only so far)."""
+    parts = urlsplit(url)
+    h2 = parts.scheme == "https" and host_ips.get(parts.hostname or "") in h2_ips and client == "chromium"
+    return "h2" if h2 else "http/1.1"
+
+
+def protocol_problem(requests: list[dict], host_ips: dict, h2_ips: set, client: str) -> str | None:
+    """Why a load's requests did not go over the protocols offered, or None (the first one named;
+    requests without a reported protocol, e.g. failed ones, are not judged)."""
+    bad = []
+    for r in requests:
+        got = (r.get("protocol") or "").lower()
+        if not got or not str(r.get("url", "")).startswith(("http://", "https://")):
+            continue
+        want = expected_protocol(r["url"], host_ips, h2_ips, client)
+        if got != want:
+            bad.append((r["url"], got, want))
+    if not bad:
+        return None
+    url, got, want = bad[0]
+    more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+    return f"protocol: {url} went over {got} where the replay offered {want}{more}"
+
+
+SERVER_CONN_KEYS = ("h1_connections", "h2_connections", "h2_streams", "h2_errors")
 SERVER_TFO_KEYS = ("tls_connections", "tfo_connections", "tfo_tls_connections", "tfo_tls_hello_split")
 
 
@@ -155,7 +186,8 @@ class PageRunner:
         self.page, self.cfg = page, cfg
         self.hosts = hostmap.assign([page])
         self.chain = document_chain(page, self.hosts)  # refuses a page without a document
-        self.topo = Topology(cfg.topology(max(1, len(self.hosts)), self.hosts))
+        # hosts recorded at one server address share an origin (replay/hosts.py)
+        self.topo = Topology(cfg.topology(max(self.hosts.values(), default=0) + 1, self.hosts))
         self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
         self.replay: ReplayServer | None = None
         self.https_hosts = None  # hosts the built-in loader upgrades to https (schemes="chromium")
@@ -166,7 +198,12 @@ class PageRunner:
         self.topo.__enter__()
         try:
             self.replay = ReplayServer(
-                self.topo, [self.page], self.host_ips, self.topo.workdir, think_time=self.cfg.think_time
+                self.topo,
+                [self.page],
+                self.host_ips,
+                self.topo.workdir,
+                think_time=self.cfg.think_time,
+                protocol=self.cfg.protocol,
             )
             self.replay.start()
             self.topo.watch("replay server", self.replay.proc, self.replay.error)
@@ -254,9 +291,10 @@ class PageRunner:
         res = self._load_once(tfo)
         c1, s1 = self.topo.counters(), self.replay.snapshot()
         late = lateness.summary(self.topo.link_snapshot())
-        server = None
+        server = conns = None
         if s0 and s1:  # what the replay server saw during this load
             server = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TFO_KEYS}
+            conns = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_CONN_KEYS}
             server.update(tfo_tls_hello_max=s1.get("tfo_tls_hello_max"), tfo_syn_bytes_max=s1.get("tfo_syn_bytes_max"))
         counters = {
             "client": _delta(c1["client"], c0["client"], COUNTERS_CLIENT),
@@ -267,7 +305,9 @@ class PageRunner:
             doc = res.get("document_problem")
         else:
             doc = document_problem(self.chain, requests, self._plans.get(tfo))
-        reason = judge(tfo, counters, requests, doc)
+        reason = judge(tfo, counters, requests, doc) or protocol_problem(
+            requests, self.host_ips, self.replay.h2_ips, self.cfg.client
+        )
         cfg = self.cfg
         return {
             "page": self.page.url,
@@ -279,6 +319,7 @@ class PageRunner:
             "icw": self.cfg.icw,
             "cc": self.cfg.cc,
             "client": self.cfg.client,
+            "protocol": self.cfg.protocol,
             "rep": rep,
             "plt_ms": res["plt_ms"],
             # built-in loader with a calibrated model="chromium": plt_ms = network_plt_ms + tail_ms
@@ -289,6 +330,7 @@ class PageRunner:
             "tfo_counters": counters,
             "server_tfo": server,
             "tfo_note": tfo_note(tfo, server),
+            "server_connections": conns,  # HTTP/1.x and h2 connections, h2 streams and errors
             "emulator_lateness_us": late,  # the emulator's lateness during this load
             "not_found": sum(1 for r in requests if r.get("status") == 404),
             "requests": requests,

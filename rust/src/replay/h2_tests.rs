@@ -1,0 +1,322 @@
+//! The replay server over HTTP/2: ALPN per listen address, answers identical to HTTP/1.1,
+//! multiplexing, flow control, request-body matching, and hostile clients (malformed frames,
+//! reset floods, oversized header blocks) ending only their own connection.
+use super::tests::{sha256, start_server_on, TestServer};
+use bytes::Bytes;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// TLS to `addr` for host a.test offering `alpn`; returns the stream and the protocol picked.
+async fn tls(srv: &TestServer, addr: SocketAddr, alpn: &[&str]) -> (Tls, Option<String>) {
+    let cfg = crate::certs::client_config(&srv.dir.join("ca.pem"), alpn).unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("a.test").unwrap();
+    let s = tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await.unwrap();
+    let p = s.get_ref().1.alpn_protocol().map(|p| String::from_utf8_lossy(p).to_string());
+    (s, p)
+}
+
+/// An h2 client on `addr` (its connection driven on a local task).
+async fn h2_client(srv: &TestServer, addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
+    let (s, p) = tls(srv, addr, &["h2", "http/1.1"]).await;
+    assert_eq!(p.as_deref(), Some("h2"));
+    let (send, conn) = h2::client::Builder::new()
+        .initial_window_size(6 << 20)
+        .initial_connection_window_size(15 << 20)
+        .handshake(s)
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    send
+}
+
+/// (status, headers, body) of one h2 request.
+async fn get(
+    send: &mut h2::client::SendRequest<Bytes>,
+    method: &str,
+    url: &str,
+    body: Option<&[u8]>,
+) -> (u16, http::HeaderMap, Vec<u8>) {
+    let req = http::Request::builder().method(method).uri(url).body(()).unwrap();
+    let mut s = send.clone().ready().await.unwrap();
+    let (resp, mut tx) = s.send_request(req, body.is_none()).unwrap();
+    if let Some(b) = body {
+        tx.send_data(Bytes::copy_from_slice(b), true).unwrap();
+    }
+    let resp = resp.await.unwrap();
+    let (parts, mut rb) = resp.into_parts();
+    let mut out = Vec::new();
+    while let Some(c) = rb.data().await {
+        let c = c.unwrap();
+        let _ = rb.flow_control().release_capacity(c.len());
+        out.extend_from_slice(&c);
+    }
+    (parts.status.as_u16(), parts.headers, out)
+}
+
+/// The body of an HTTP/1.1 answer from the plain-http address.
+fn h1_body(srv: &TestServer, path: &str) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(srv.http).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: a.test\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let h = crate::http::parse_response_head(&out, false).unwrap().unwrap();
+    (h.status, out[h.head_len..].to_vec())
+}
+
+fn listen_h2() -> serde_json::Value {
+    serde_json::json!([
+        {"ip": "127.0.0.1", "port": 0, "tls": false},
+        {"ip": "127.0.0.1", "port": 0, "tls": true, "alpn": ["h2", "http/1.1"]},
+        {"ip": "127.0.0.1", "port": 0, "tls": true},
+    ])
+}
+
+fn responses() -> serde_json::Value {
+    serde_json::json!([
+        {"host": "a.test", "path": "/a", "body": {"synth": 40000, "mime": "text/css"},
+         "headers": [["Content-Type", "text/css"], ["X-Tag", "a"], ["Connection", "keep-alive"], ["Keep-Alive", "x"]]},
+        {"host": "a.test", "path": "/ch", "body": {"synth": 30000}, "chunked": true,
+         "headers": [["Transfer-Encoding", "chunked"], ["X-Tag", "ch"]]},
+        {"host": "a.test", "path": "/big", "body": {"synth": 1000000}},
+        {"host": "a.test", "path": "/nc", "status": 304, "headers": [["ETag", "\"x\""]], "body": {"synth": 50}},
+        {"method": "POST", "host": "a.test", "path": "/api", "body_sha256": sha256(b"one"), "headers": [["X-Tag", "p0"]]},
+        {"method": "POST", "host": "a.test", "path": "/api", "body_sha256": sha256(b"two"), "headers": [["X-Tag", "p1"]]},
+    ])
+}
+
+#[test]
+fn alpn_per_listen_address() {
+    let srv = start_server_on(listen_h2(), responses(), false);
+    rt().block_on(async {
+        assert_eq!(tls(&srv, srv.addrs[1], &["h2", "http/1.1"]).await.1.as_deref(), Some("h2"));
+        assert_eq!(tls(&srv, srv.addrs[1], &["http/1.1"]).await.1.as_deref(), Some("http/1.1"));
+        // an address without h2 in its list: http/1.1 even for a client that prefers h2
+        assert_eq!(tls(&srv, srv.addrs[2], &["h2", "http/1.1"]).await.1.as_deref(), Some("http/1.1"));
+    });
+}
+
+#[test]
+fn h2_answers_as_http11_does() {
+    let srv = start_server_on(listen_h2(), responses(), false);
+    rt().block_on(async {
+        let mut c = h2_client(&srv, srv.addrs[1]).await;
+        for path in ["/a", "/ch", "/nope?q=1"] {
+            let (st, h, body) = get(&mut c, "GET", &format!("https://a.test{path}"), None).await;
+            let (st1, body1) = h1_body(&srv, path);
+            assert_eq!((st, body.len()), (st1, body1.len()), "{path}");
+            assert!(body == body1, "{path}: bodies differ");
+            assert_eq!(h.get("content-length").unwrap().to_str().unwrap(), body.len().to_string());
+            for k in ["connection", "keep-alive", "transfer-encoding"] {
+                assert!(h.get(k).is_none(), "{path}: {k} sent over h2");
+            }
+        }
+        let (st, h, body) = get(&mut c, "GET", "https://a.test/a", None).await;
+        assert_eq!((st, h.get("x-tag").unwrap().to_str().unwrap(), body.len()), (200, "a", 40000));
+        assert_eq!(h.get("content-type").unwrap(), "text/css");
+        let (st, _, body) = get(&mut c, "GET", "https://a.test/nope", None).await;
+        assert!(st == 404 && body.len() < 400 && body.starts_with(b"pltlab replay: no recorded response for GET"));
+        let (st, h, body) = get(&mut c, "HEAD", "https://a.test/a", None).await;
+        assert_eq!((st, body.len()), (200, 0));
+        assert_eq!(h.get("content-length").unwrap(), "40000");
+        let (st, _, body) = get(&mut c, "GET", "https://a.test/nc", None).await;
+        assert_eq!((st, body.len()), (304, 0));
+        // request bodies are matched by their digest, as over HTTP/1.1
+        let (_, h, _) = get(&mut c, "POST", "https://a.test/api", Some(b"two")).await;
+        assert_eq!(h.get("x-tag").unwrap(), "p1");
+        let (_, h, _) = get(&mut c, "POST", "https://a.test/api", Some(b"one")).await;
+        assert_eq!(h.get("x-tag").unwrap(), "p0");
+    });
+    let st = &srv.shared.stats;
+    assert_eq!(st.h2_connections.load(Relaxed), 1);
+    assert_eq!(st.h2_streams.load(Relaxed), 9);
+    assert!(st.h1_connections.load(Relaxed) >= 3);
+    assert_eq!(st.h2_errors.load(Relaxed), 0);
+}
+
+#[test]
+fn many_streams_and_a_large_body_on_one_connection() {
+    let srv = start_server_on(listen_h2(), responses(), false);
+    rt().block_on(async {
+        let c = h2_client(&srv, srv.addrs[1]).await;
+        let mut tasks = Vec::new();
+        for i in 0..60 {
+            let mut c = c.clone();
+            let path = if i % 10 == 0 { "/big" } else { "/a" };
+            tasks.push(tokio::spawn(async move { get(&mut c, "GET", &format!("https://a.test{path}"), None).await }));
+        }
+        for (i, t) in tasks.into_iter().enumerate() {
+            let (st, _, body) = t.await.unwrap();
+            assert_eq!((st, body.len()), (200, if i % 10 == 0 { 1_000_000 } else { 40000 }), "stream {i}");
+        }
+        // a client with the protocol's default 64 KiB windows: 1 MB arrives by flow control
+        let (s, _) = tls(&srv, srv.addrs[1], &["h2"]).await;
+        let (mut send, conn) = h2::client::handshake(s).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let (st, _, body) = get(&mut send, "GET", "https://a.test/big", None).await;
+        assert_eq!((st, body.len()), (200, 1_000_000));
+        assert!(body == h1_body(&srv, "/big").1);
+    });
+    let st = &srv.shared.stats;
+    assert_eq!(st.h2_connections.load(Relaxed), 2);
+    assert_eq!(st.h2_streams.load(Relaxed), 61);
+}
+
+// --- hostile clients: raw frames ---
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let n = payload.len();
+    let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// HPACK: an indexed :method GET, :scheme https, :path /, then :authority a.test (literal).
+fn get_block() -> Vec<u8> {
+    let mut b = vec![0x82, 0x87, 0x84, 0x41, 6];
+    b.extend_from_slice(b"a.test");
+    b
+}
+
+/// HPACK integer with an `n`-bit prefix (first byte's high bits `first`).
+fn hpack_int(out: &mut Vec<u8>, first: u8, n: u8, mut v: usize) {
+    let max = (1usize << n) - 1;
+    if v < max {
+        out.push(first | v as u8);
+        return;
+    }
+    out.push(first | max as u8);
+    v -= max;
+    while v >= 128 {
+        out.push((v % 128 + 128) as u8);
+        v /= 128;
+    }
+    out.push(v as u8);
+}
+
+/// Reads frames until a GOAWAY (7) or RST_STREAM (3) arrives: (frame type, error code); None
+/// if the connection ended first.
+async fn ended(s: &mut Tls) -> Option<(u8, u32)> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 16384];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        while buf.len() >= 9 {
+            let n = ((buf[0] as usize) << 16) | ((buf[1] as usize) << 8) | buf[2] as usize;
+            if buf.len() < 9 + n {
+                break;
+            }
+            if buf[3] == 7 && n >= 8 {
+                return Some((7, u32::from_be_bytes(buf[13..17].try_into().unwrap())));
+            }
+            if buf[3] == 3 && n == 4 {
+                return Some((3, u32::from_be_bytes(buf[9..13].try_into().unwrap())));
+            }
+            buf.drain(..9 + n);
+        }
+        match tokio::time::timeout_at(deadline, s.read(&mut tmp)).await {
+            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&tmp[..n]),
+            _ => return None,
+        }
+    }
+}
+
+/// After `attack` on its own connection, the server still answers a well-behaved client.
+fn survives(attack: impl FnOnce(Vec<u8>) -> Vec<u8>) -> (Option<u32>, u64) {
+    let (end, errors, _) = survives_with(attack);
+    (end.map(|e| e.1), errors)
+}
+
+/// `survives`, returning how the attacking connection ended (frame type, code), the h2 errors
+/// and the requests the server answered.
+fn survives_with(attack: impl FnOnce(Vec<u8>) -> Vec<u8>) -> (Option<(u8, u32)>, u64, u64) {
+    let srv = start_server_on(listen_h2(), responses(), false);
+    let code = rt().block_on(async {
+        let (mut s, _) = tls(&srv, srv.addrs[1], &["h2"]).await;
+        let mut out = PREFACE.to_vec();
+        out.extend(frame(4, 0, 0, &[])); // SETTINGS
+        let out = attack(out);
+        let _ = s.write_all(&out).await;
+        let _ = s.flush().await;
+        let code = ended(&mut s).await;
+        let mut c = h2_client(&srv, srv.addrs[1]).await;
+        let (st, _, body) = get(&mut c, "GET", "https://a.test/a", None).await;
+        assert_eq!((st, body.len()), (200, 40000));
+        code
+    });
+    let st = &srv.shared.stats;
+    (code, st.h2_errors.load(Relaxed), st.requests.load(Relaxed))
+}
+
+#[test]
+fn malformed_frames_end_only_that_connection() {
+    // a DATA frame on stream 0 and a HEADERS block that is not HPACK: PROTOCOL_ERROR (1) or
+    // COMPRESSION_ERROR (9)
+    let (code, errors) = survives(|mut out| {
+        out.extend(frame(0, 0, 0, b"xx"));
+        out
+    });
+    assert_eq!(code, Some(1));
+    assert_eq!(errors, 1);
+    let (code, errors) = survives(|mut out| {
+        out.extend(frame(1, 0x5, 1, &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff]));
+        out
+    });
+    assert!(matches!(code, Some(1 | 9)), "{code:?}");
+    assert_eq!(errors, 1);
+}
+
+#[test]
+fn reset_flood_gets_goaway() {
+    // HEADERS then RST_STREAM, 500 times (the "rapid reset" attack)
+    let (code, errors) = survives(|mut out| {
+        for k in 0..500u32 {
+            let id = 2 * k + 1;
+            out.extend(frame(1, 0x5, id, &get_block()));
+            out.extend(frame(3, 0, id, &8u32.to_be_bytes()));
+        }
+        out
+    });
+    assert_eq!(code, Some(11), "ENHANCE_YOUR_CALM expected");
+    assert_eq!(errors, 1);
+}
+
+#[test]
+fn oversized_header_block_is_refused() {
+    // one 200 KB header value (over 64 KiB), sent as HEADERS + CONTINUATION frames
+    let (end, _, requests) = survives_with(|mut out| {
+        let mut block = get_block();
+        block.push(0x00);
+        hpack_int(&mut block, 0, 7, 5);
+        block.extend_from_slice(b"x-big");
+        hpack_int(&mut block, 0, 7, 200_000);
+        block.extend(std::iter::repeat_n(b'v', 200_000));
+        let mut chunks = block.chunks(16384).peekable();
+        let first = chunks.next().unwrap();
+        out.extend(frame(1, 0x1, 1, first)); // END_STREAM, not END_HEADERS
+        while let Some(c) = chunks.next() {
+            out.extend(frame(9, if chunks.peek().is_none() { 0x4 } else { 0 }, 1, c));
+        }
+        out
+    });
+    // the stream is reset or the connection ended, the request never reaches the matcher (the
+    // one request counted is the well-behaved client's)
+    assert!(end.is_some(), "neither RST_STREAM nor GOAWAY");
+    assert_eq!(requests, 1);
+}
