@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Replay server time for a 100 KB body over HTTP/2 and over HTTP/1.1 (TLS, loopback): the
+server's own figure (`service_us` of its stats: request read -> response handed on; over
+HTTP/1.1 that is written to the socket, over h2 queued as DATA frames in the connection's send
+buffer, which the connection task writes out), and curl's per-request times on the reused
+connection (request -> first byte, -> last byte: the end-to-end figure for both), N requests on
+one connection (libcurl with nghttp2). Target (issue 14): median <= 100 us over h2, as over
+HTTP/1.1.
+
+    python3 benches/bench_h2_replay.py [--requests 300]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+from pltlab import dataplane  # noqa: E402
+
+
+def serve_and_fetch(b: str, d: str, port: int, alpn: list[str], curl_flag: str, n: int) -> dict:
+    m = {
+        "listen": [{"ip": "127.0.0.1", "port": port, "tls": True, "alpn": alpn}],
+        "tls": {"cert": f"{d}/ca/hosts.pem", "key": f"{d}/ca/hosts.key"},
+        "responses": [{"host": "a.test", "path": "/big", "body": {"synth": 100_000}}],
+    }
+    with open(f"{d}/m.json", "w") as f:
+        json.dump(m, f)
+    srv = subprocess.Popen([b, "replay", "--manifest", f"{d}/m.json"], stdout=subprocess.PIPE, text=True)
+    try:
+        srv.stdout.readline()
+        url = f"https://a.test:{port}/big"
+        cp = subprocess.run(
+            ["curl", "-s", curl_flag, "--cacert", f"{d}/ca/ca.pem", "--resolve", f"a.test:{port}:127.0.0.1"]
+            + ["-w", "%{http_version} %{size_download} %{time_starttransfer} %{time_total}\\n"]
+            + ["-o", "/dev/null", url] * n,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rows = [line.split() for line in cp.stdout.splitlines()]
+        want = ["2" if curl_flag == "--http2" else "1.1", "100000"]
+        assert all(r[:2] == want for r in rows) and len(rows) == n, rows[:2]
+        # the client's view of each request after the first (connection set up): first and last byte
+        fb = sorted(float(r[2]) * 1e6 for r in rows[1:])
+        lb = sorted(float(r[3]) * 1e6 for r in rows[1:])
+        srv.send_signal(signal.SIGTERM)
+        stats = json.loads(srv.communicate(timeout=10)[0].strip().splitlines()[-1])
+        stats["client_us"] = {"first_byte": fb[len(fb) // 2], "last_byte": lb[len(lb) // 2]}
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+    return stats
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=300)
+    a = ap.parse_args()
+    if not shutil.which("curl"):
+        sys.exit("needs curl (with HTTP/2: libcurl + nghttp2)")
+    b = dataplane.binary()
+    d = tempfile.mkdtemp(prefix="pltlab-bench-h2-")
+    try:
+        subprocess.run([b, "ca", "--out", f"{d}/ca", "--host", "a.test"], check=True, capture_output=True)
+        port = 18900 + os.getpid() % 500
+        for name, alpn, flag in (("h2", ["h2", "http/1.1"], "--http2"), ("http/1.1", ["http/1.1"], "--http1.1")):
+            st = serve_and_fetch(b, d, port, alpn, flag, a.requests)
+            s = st["service_us"]
+            c = st["client_us"]
+            print(
+                f"100 KB over {name}: {s['n']} responses on {st['connections']} connection(s), server time "
+                f"median {s['p50']:.0f} us, p99 {s['p99']:.0f} us, max {s['max']:.0f} us (target median <= 100 us); "
+                f"curl request -> first byte median {c['first_byte']:.0f} us, -> last byte {c['last_byte']:.0f} us"
+            )
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
