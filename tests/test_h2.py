@@ -84,32 +84,29 @@ def test_manifest_offers_h2_per_address(tmp_path, protocol, want):
 def test_requests_must_use_the_protocol_offered():
     ips = {"a.test": "198.19.0.1", "b.test": "198.19.0.2"}
     h2 = {"198.19.0.1"}
-    assert expected_protocol("https://a.test/x", ips, h2, "chromium") == "h2"
-    assert expected_protocol("http://a.test/x", ips, h2, "chromium") == "http/1.1"
-    assert expected_protocol("https://b.test/x", ips, h2, "chromium") == "http/1.1"
-    assert expected_protocol("https://a.test/x", ips, h2, "builtin") == "http/1.1"
+    assert expected_protocol("https://a.test/x", ips, h2) == "h2"
+    assert expected_protocol("http://a.test/x", ips, h2) == "http/1.1"
+    assert expected_protocol("https://b.test/x", ips, h2) == "http/1.1"
     good = [
         {"url": "https://a.test/", "protocol": "h2"},
         {"url": "https://b.test/1", "protocol": "http/1.1"},
         {"url": "https://a.test/failed", "protocol": None},
         {"url": "data:image/png,xx", "protocol": "data"},
     ]
-    assert protocol_problem(good, ips, h2, "chromium") is None
+    assert protocol_problem(good, ips, h2) is None
     bad = good + [{"url": "https://a.test/2", "protocol": "http/1.1"}, {"url": "https://b.test/2", "protocol": "h2"}]
-    why = protocol_problem(bad, ips, h2, "chromium")
+    why = protocol_problem(bad, ips, h2)
     assert why == "protocol: https://a.test/2 went over http/1.1 where the replay offered h2 (and 1 more)"
 
 
 def test_protocol_knob():
     assert RunConfig().protocol == "recorded"
     assert RunConfig(protocol="h1").columns()["protocol"] == "h1"
-    assert RunConfig(protocol="h2", client="chromium").protocol == "h2"
+    assert RunConfig(protocol="h2").protocol == "h2"
     with pytest.raises(PltError, match="invalid protocol 'h3': unknown protocol"):
         RunConfig(protocol="h3")
-    with pytest.raises(PltError, match="protocol h2 needs the chromium client"):
-        RunConfig(protocol="h2")
-    cp = pltlab_cmd("run", "wikipedia", "--protocol", "h2")
-    assert cp.returncode != 0 and "protocol h2 needs the chromium client" in cp.stderr
+    cp = pltlab_cmd("run", "wikipedia", "--protocol", "h3")
+    assert cp.returncode != 0 and "invalid --protocol 'h3'" in cp.stderr
 
 
 @needs_corpus
@@ -183,22 +180,9 @@ def _coalescing_har(path: str) -> str:
     return path
 
 
-def _run(page: str, *args: str) -> dict:
-    cp = pltlab_cmd(
-        "run",
-        page,
-        "--client",
-        "chromium",
-        "--rtt",
-        "20ms",
-        "--reps",
-        "1",
-        "--tfo",
-        "off",
-        "--json",
-        *args,
-        timeout=180,
-    )
+def _run(page: str, *args: str, client: str = "chromium") -> dict:
+    opts = ["--client", client, "--rtt", "20ms", "--reps", "1", "--tfo", "off", "--json"]
+    cp = pltlab_cmd("run", page, *opts, *args, timeout=180)
     assert cp.returncode == 0, cp.stderr[-2000:]
     return json.loads(cp.stdout)["runs"][0]
 
@@ -230,3 +214,24 @@ def test_chromium_over_h2_one_connection_per_address_and_coalescing(tmp_path):
     assert r["valid"], r["invalid_reason"]
     assert Counter(q["protocol"] for q in r["requests"]) == {"http/1.1": 9}
     assert r["server_connections"]["h2_connections"] == 0
+
+
+@pytest.mark.root
+def test_builtin_loader_over_h2_and_plan_protocols(tmp_path):
+    har = _coalescing_har(str(tmp_path / "coalesce.har"))
+    arch = tmp_path / "arch"
+    assert pltlab_cmd("import", har, "-o", str(arch)).returncode == 0
+    page = str(next(p for p in arch.iterdir() if p.suffix == ".har"))
+    r = _run(page, client="builtin")
+    assert r["valid"], r["invalid_reason"]
+    assert {q["protocol"] for q in r["requests"]} == {"h2"}
+    conns = {}
+    for q in r["requests"]:
+        conns.setdefault(q["host"], set()).add(q["conn_id"])
+    # one connection per address: www and img coalesced, cdn its own; nothing else opened
+    assert conns["www.a.test"] == conns["img.a.test"] and len(conns["www.a.test"]) == 1
+    assert len(conns["cdn.b.test"]) == 1 and conns["cdn.b.test"] != conns["www.a.test"]
+    assert r["server_connections"] == {"h1_connections": 0, "h2_connections": 2, "h2_streams": 9, "h2_errors": 0}
+    h1 = _run(page, "--protocol", "h1", client="builtin")
+    assert h1["valid"] and {q["protocol"] for q in h1["requests"]} == {"http/1.1"}
+    assert h1["server_connections"]["h2_connections"] == 0

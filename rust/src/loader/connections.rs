@@ -4,8 +4,10 @@
 //! A connection task connects (TCP_FASTOPEN_CONNECT set before connect() when the plan asks
 //! for TFO; TLS with rustls), then serves one request at a time (exchange.rs) until the
 //! scheduler drops it or the server closes it; after its first response it reads TCP_INFO
-//! for the connection's TFO use (tcpi_options & 32: SYN data acked). Single-threaded: every
-//! task runs on the load's LocalSet.
+//! for the connection's TFO use (tcpi_options & 32: SYN data acked). A connection whose server
+//! picked h2 (ALPN; offered for plan objects with protocol "h2") runs hyperium's h2 client
+//! instead (h2conn.rs): every request handed to it is a stream of its own. Single-threaded:
+//! every task runs on the load's LocalSet.
 use anyhow::{anyhow, bail, Result};
 use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr};
@@ -26,6 +28,8 @@ pub struct Ctx {
     pub tfo: bool,
     pub tfo_refused: Cell<Option<String>>,
     pub tls: Option<tokio_rustls::TlsConnector>,
+    /// The same offering ALPN h2 first (plan objects with protocol "h2").
+    pub tls_h2: Option<tokio_rustls::TlsConnector>,
 }
 
 impl Ctx {
@@ -39,13 +43,20 @@ pub trait Io: AsyncRead + AsyncWrite + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 
 /// What the tasks tell the driver.
-enum Msg {
+pub(crate) enum Msg {
     Timer(Timer),
     Connected {
         cid: usize,
         cs: f64,
         ce: f64,
         tls: Option<f64>,
+        /// h2 picked: the connection multiplexes; its TFO use, read at once.
+        h2: Option<Option<(bool, u8)>>,
+    },
+    /// A response on an h2 connection arrived completely.
+    StreamDone {
+        cid: usize,
+        rec: Box<Rec>,
     },
     FirstByte(usize),
     /// `tfo`: (SYN data acked, tcpi_fastopen_client_fail) after the connection's first response.
@@ -67,17 +78,19 @@ struct Conn {
     rec: ConnRec,
 }
 
-struct Stream {
-    io: Box<dyn Io>,
-    tcp: SocketRef,
+pub(crate) struct Stream {
+    pub(crate) io: Box<dyn Io>,
+    pub(crate) tcp: SocketRef,
     connect_start_ms: f64,
     connect_end_ms: f64,
     tls_end_ms: Option<f64>,
+    /// The server picked h2 (ALPN).
+    h2: bool,
 }
 
 /// The TCP socket under a (maybe TLS) stream, for TCP_INFO: its fd, valid as long as the
 /// stream that owns it.
-struct SocketRef(std::os::fd::RawFd);
+pub(crate) struct SocketRef(std::os::fd::RawFd);
 
 impl std::os::fd::AsRawFd for SocketRef {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
@@ -85,7 +98,7 @@ impl std::os::fd::AsRawFd for SocketRef {
     }
 }
 
-async fn open_stream(ctx: &Ctx, addr: SocketAddr, host: &str, tls: bool) -> Result<Stream> {
+async fn open_stream(ctx: &Ctx, addr: SocketAddr, host: &str, tls: bool, offer_h2: bool) -> Result<Stream> {
     use std::os::fd::AsRawFd;
     let cs = ctx.ms();
     let s = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
@@ -110,6 +123,7 @@ async fn open_stream(ctx: &Ctx, addr: SocketAddr, host: &str, tls: bool) -> Resu
             connect_start_ms: cs,
             connect_end_ms: ce,
             tls_end_ms: None,
+            h2: false,
         });
     }
     let name = match host.parse::<IpAddr>() {
@@ -117,19 +131,20 @@ async fn open_stream(ctx: &Ctx, addr: SocketAddr, host: &str, tls: bool) -> Resu
         Err(_) => rustls::pki_types::ServerName::try_from(host.to_string())
             .map_err(|e| anyhow!("bad TLS server name {host:?}: {e}"))?,
     };
-    let conn = ctx
-        .tls
-        .as_ref()
+    let connector = if offer_h2 { ctx.tls_h2.as_ref() } else { ctx.tls.as_ref() };
+    let conn = connector
         .expect("tls connector")
         .connect(name, tcp)
         .await
         .map_err(|e| anyhow!("TLS handshake with {addr} ({host}) failed: {e}"))?;
+    let h2 = conn.get_ref().1.alpn_protocol() == Some(b"h2");
     Ok(Stream {
         io: Box::new(conn),
         tcp: tcp_ref,
         connect_start_ms: cs,
         connect_end_ms: ce,
         tls_end_ms: Some(ctx.ms()),
+        h2,
     })
 }
 
@@ -139,6 +154,8 @@ struct Target {
     addr: SocketAddr,
     host: String,
     tls: bool,
+    /// Offer h2 (ALPN).
+    h2: bool,
 }
 
 async fn conn_task(
@@ -151,8 +168,16 @@ async fn conn_task(
 ) {
     let cid = t.cid;
     let res: Result<()> = async {
-        let mut s = open_stream(&ctx, t.addr, &t.host, t.tls).await?;
-        let _ = tx.send(Msg::Connected { cid, cs: s.connect_start_ms, ce: s.connect_end_ms, tls: s.tls_end_ms });
+        let mut s = open_stream(&ctx, t.addr, &t.host, t.tls, t.h2).await?;
+        if s.h2 {
+            let tfo = tcpinfo::get(&s.tcp).ok().map(|ti| (ti.syn_data_acked(), ti.fastopen_client_fail()));
+            let (cs, ce, tls) = (s.connect_start_ms, s.connect_end_ms, s.tls_end_ms);
+            let send = super::h2conn::handshake(s.io, cid, tx.clone()).await?;
+            let _ = tx.send(Msg::Connected { cid, cs, ce, tls, h2: Some(tfo) });
+            return super::h2conn::serve(ctx.clone(), plan.clone(), send, cid, tx.clone(), rx).await;
+        }
+        let _ =
+            tx.send(Msg::Connected { cid, cs: s.connect_start_ms, ce: s.connect_end_ms, tls: s.tls_end_ms, h2: None });
         let mut buf = vec![0u8; 64 * 1024];
         let mut first = true;
         loop {
@@ -211,6 +236,7 @@ pub async fn drive(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
                     let addr = SocketAddr::new(o.ip, o.port);
                     let rec = ConnRec {
                         id: conn,
+                        hosts: vec![o.host.clone()],
                         host: o.host.clone(),
                         ip: o.ip.to_string(),
                         port: o.port,
@@ -220,7 +246,7 @@ pub async fn drive(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
                     };
                     debug_assert_eq!(conn, conns.len());
                     conns.push(Conn { tx: ctx_tx, rec });
-                    let t = Target { cid: conn, addr, host: o.host.clone(), tls: o.tls };
+                    let t = Target { cid: conn, addr, host: o.host.clone(), tls: o.tls, h2: o.wants_h2() };
                     tokio::task::spawn_local(conn_task(ctx.clone(), plan.clone(), reqs.clone(), t, tx.clone(), ctx_rx));
                 }
                 // a connection closed meanwhile reports it (Msg::Closed): the request is requeued
@@ -245,12 +271,38 @@ pub async fn drive(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
             Msg::Fatal(e) => bail!("{e}"),
             Msg::Timer(t) => Event::Timer(t),
             Msg::FirstByte(i) => Event::FirstByte(i),
-            Msg::Connected { cid, cs, ce, tls } => {
+            Msg::Connected { cid, cs, ce, tls, h2 } => {
                 let c = &mut conns[cid].rec;
                 c.connect_start_ms = cs;
                 c.connect_end_ms = ce;
                 c.tls_end_ms = tls;
-                Event::Connected(cid)
+                match h2 {
+                    Some(tfo) => {
+                        c.protocol = "h2".into();
+                        if let Some((t, fail)) = tfo {
+                            c.tfo = t;
+                            c.tfo_client_fail = fail;
+                        }
+                        Event::ConnectedH2(cid)
+                    }
+                    None => {
+                        c.protocol = "http/1.1".into();
+                        Event::Connected(cid)
+                    }
+                }
+            }
+            Msg::StreamDone { cid, mut rec } => {
+                let c = &mut conns[cid].rec;
+                rec.new_conn = c.requests.is_empty();
+                c.requests.push(rec.index);
+                let host = &plan.objects[rec.index].host;
+                if !c.hosts.contains(host) {
+                    c.hosts.push(host.clone());
+                }
+                rec.conn_id = cid;
+                let i = rec.index;
+                recs[i] = Some(*rec);
+                Event::StreamDone { conn: cid, object: i }
             }
             Msg::Done { cid, mut rec, keep, tfo } => {
                 let c = &mut conns[cid].rec;

@@ -535,3 +535,50 @@ fn loader_transfer_bytes_count_interim_heads_and_framing() {
     );
     assert_eq!(r.encoding, "x-gzip");
 }
+
+/// The page over h2 against the replay server: one connection for both hosts (same address,
+/// coalesced), requests overlapping on it, the same bytes as over HTTP/1.1; a server address
+/// offering only http/1.1 -> the loader falls back to HTTP/1.1 pools.
+#[test]
+fn loads_over_h2_with_coalescing_and_falls_back_to_http11() {
+    let listen = serde_json::json!([
+        {"ip": "127.0.0.1", "port": 0, "tls": false},
+        {"ip": "127.0.0.1", "port": 0, "tls": true, "alpn": ["h2", "http/1.1"]},
+        {"ip": "127.0.0.1", "port": 0, "tls": true},
+    ]);
+    let mut responses = page();
+    responses
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"host": "a.test", "path": "/big", "body": {"synth": 1_000_000}}));
+    let srv = crate::replay::tests::start_server_on(listen, responses, false);
+    let ca = Some(srv.dir.join("ca.pem"));
+    let h2plan = |addr: SocketAddr| {
+        let mut p = page_plan(addr, true, ca.clone());
+        p.objects.push(obj("https://a.test/big", "a.test", addr, true, Some(0)));
+        for o in &mut p.objects {
+            o.protocol = "h2".into();
+        }
+        p
+    };
+    let mut out = loader::load(h2plan(srv.addrs[1])).unwrap();
+    let big = out.requests.pop().unwrap();
+    assert_eq!((big.status, big.bytes, big.protocol.as_str()), (200, 1_000_000, "h2"));
+    check_page(&out);
+    assert_eq!(out.connections.len(), 1, "{:?}", out.connections);
+    let c = &out.connections[0];
+    assert_eq!((c.protocol.as_str(), c.hosts.clone()), ("h2", vec!["a.test".to_string(), "b.test".to_string()]));
+    assert!(out.requests.iter().all(|r| r.protocol == "h2" && r.conn_id == 0));
+    assert_eq!(out.requests.iter().filter(|r| r.new_conn).count(), 1);
+    // the 20 children of the document were all in flight at once on the one connection
+    let kids: Vec<&Rec> = out.requests[1..=20].iter().collect();
+    let first_done = kids.iter().map(|r| r.last_byte_ms).fold(f64::MAX, f64::min);
+    assert!(kids.iter().all(|r| r.request_ms <= first_done), "requests were not multiplexed");
+    assert_eq!(srv.shared.stats.h2_connections.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // the address without h2: HTTP/1.1, pools of connections per host as before
+    let mut out = loader::load(h2plan(srv.addrs[2])).unwrap();
+    out.requests.pop();
+    check_page(&out);
+    assert!(out.requests.iter().all(|r| r.protocol == "http/1.1"));
+    assert!(out.connections.len() > 2 && out.connections.iter().all(|c| c.protocol == "http/1.1"));
+}

@@ -1,4 +1,4 @@
-//! `pltlab-dp load --plan FILE`: deterministic browser-like HTTP/1.1 loader.
+//! `pltlab-dp load --plan FILE`: deterministic browser-like HTTP/1.1 and HTTP/2 loader.
 //!
 //! * plan.rs: the plan (JSON) and its validation;
 //! * scheduler.rs: a pure state machine (`now` and events in, actions out) deciding when
@@ -9,7 +9,7 @@
 //! * connections.rs: the driver, carrying out those actions with tokio tasks (TFO via
 //!   TCP_FASTOPEN_CONNECT, TLS, TCP_INFO) and feeding back what happened; exchange.rs: one
 //!   request/response with the shared HTTP/1.1 codec (crate::http), decode.rs:
-//!   Content-Encoding; output.rs: the records printed.
+//!   Content-Encoding; output.rs: the records printed; h2conn.rs: an h2 connection (streams).
 //!
 //! Single-threaded tokio runtime; all times in ms since the load started (object 0
 //! requested, before its DNS delay).
@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 pub mod connections;
 pub mod decode;
 pub mod exchange;
+pub mod h2conn;
 #[cfg(test)]
 mod load_tests;
 pub mod output;
@@ -44,19 +45,24 @@ pub struct Args {
 /// Runs a load on a fresh single-threaded runtime.
 pub fn load(plan: Plan) -> Result<Output> {
     plan.validate()?;
-    let tls = match &plan.ca {
-        Some(ca) if plan.objects.iter().any(|o| o.tls) => {
-            Some(tokio_rustls::TlsConnector::from(crate::certs::client_config(ca, &["http/1.1"])?))
-        }
-        _ => None,
+    let connector = |alpn: &[&str]| -> Result<Option<tokio_rustls::TlsConnector>> {
+        Ok(match &plan.ca {
+            Some(ca) if plan.objects.iter().any(|o| o.tls) => {
+                Some(tokio_rustls::TlsConnector::from(crate::certs::client_config(ca, alpn)?))
+            }
+            _ => None,
+        })
     };
+    let tls = connector(&["http/1.1"])?;
+    let tls_h2 = if plan.objects.iter().any(|o| o.wants_h2()) { connector(&["h2", "http/1.1"])? } else { None };
     let timeout = Duration::from_secs_f64(plan.timeout_s.max(0.001));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let local = tokio::task::LocalSet::new();
     let plan = Rc::new(plan);
     let n = plan.objects.len();
     let res = local.block_on(&rt, async {
-        let ctx = Rc::new(connections::Ctx { t0: Instant::now(), tfo: plan.tfo, tfo_refused: Cell::new(None), tls });
+        let ctx =
+            Rc::new(connections::Ctx { t0: Instant::now(), tfo: plan.tfo, tfo_refused: Cell::new(None), tls, tls_h2 });
         match tokio::time::timeout(timeout, connections::drive(plan.clone(), ctx)).await {
             Ok(r) => r,
             Err(_) => Err(anyhow!("load timed out after {:.1} s ({n} objects planned)", timeout.as_secs_f64())),

@@ -35,6 +35,8 @@ pub struct Rec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_error: Option<String>,
     pub status: u16,
+    /// "http/1.1" or "h2": what the request went over.
+    pub protocol: String,
 }
 
 #[derive(Serialize, Debug, Clone, Default)]
@@ -53,6 +55,10 @@ pub struct ConnRec {
     /// tcpi_fastopen_client_fail (0 none, 1 no cookie, 2/3 SYN data not acked).
     pub tfo_client_fail: u8,
     pub requests: Vec<usize>,
+    /// "http/1.1" or "h2" (ALPN); "" if it never finished setting up.
+    pub protocol: String,
+    /// Every host whose requests it carried, its own first (more than one: coalesced, h2).
+    pub hosts: Vec<String>,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -76,6 +82,7 @@ impl Output {
         for r in &mut requests {
             let c = &connections[r.conn_id];
             r.tfo = c.tfo;
+            r.protocol = c.protocol.clone();
             if r.new_conn {
                 r.connect_start_ms = Some(c.connect_start_ms);
                 r.connect_end_ms = Some(c.connect_end_ms);

@@ -46,6 +46,21 @@ pub struct Object {
     /// frame's (Chromium schedules per frame). None: the `tight_until` phase, if any.
     #[serde(default)]
     pub tight_phase: Option<usize>,
+    /// "h2": offer ALPN h2 (and http/1.1) on this object's TLS connection and, if the server
+    /// picks h2, multiplex its origin's requests on one connection; "http/1.1" (default): not.
+    #[serde(default = "http11")]
+    pub protocol: String,
+}
+
+fn http11() -> String {
+    "http/1.1".into()
+}
+
+impl Object {
+    /// This object's connection may speak h2 (TLS and protocol "h2").
+    pub fn wants_h2(&self) -> bool {
+        self.tls && self.protocol == "h2"
+    }
 }
 
 /// One frame's tight mode: until every object of `until` has arrived, and `delay_ms` more, at
@@ -103,6 +118,9 @@ impl Plan {
                 if p >= n || p == i {
                     bail!("object {i}: bad parent {p}");
                 }
+            }
+            if o.protocol != "h2" && o.protocol != "http/1.1" {
+                bail!("object {i}: protocol {:?} is neither \"h2\" nor \"http/1.1\"", o.protocol);
             }
             if o.delay_ms.is_nan() || o.delay_ms < 0.0 {
                 bail!("object {i}: delay_ms must be >= 0");
@@ -182,6 +200,7 @@ pub(crate) mod testing {
             after: Vec::new(),
             delayable: false,
             tight_phase: None,
+            protocol: "http/1.1".into(),
         }
     }
 

@@ -13,7 +13,13 @@
 //!   recently, else a new connection is opened while queued requests outnumber the
 //!   connections being set up; a connection that finishes setting up or a response takes the
 //!   head of the queue;
-//! * the DNS delay is paid once per pool, before its first connection.
+//! * the DNS delay is paid once per pool, before its first connection;
+//! * HTTP/2: a pool whose objects may speak h2 (TLS, plan protocol "h2") opens one connection
+//!   and waits for its ALPN; if the server picked h2 (`ConnectedH2`), every request of the pool
+//!   goes to it at once (multiplexed, `StreamDone` per response), else the pool falls back to
+//!   the rules above. Coalescing (Chromium's rule, the replay's certificate covering every
+//!   host): a pool whose DNS delay is over takes an established h2 connection to the same
+//!   address and port instead of opening its own; one still handshaking is not waited for.
 use std::collections::{HashMap, VecDeque};
 
 use super::plan::Plan;
@@ -30,8 +36,13 @@ pub enum Event {
     FirstByte(usize),
     /// The response on `conn` arrived completely; `keep_alive`: the connection can take another.
     Done { conn: usize, keep_alive: bool },
-    /// The server closed idle connection `conn` (a request just sent to it is queued again).
+    /// The server closed idle connection `conn` (a request just sent to it is queued again;
+    /// on an h2 connection every stream still open is).
     Closed(usize),
+    /// Connection `conn` finished setting up and the server picked h2: it multiplexes.
+    ConnectedH2(usize),
+    /// Object `object`'s response on h2 connection `conn` arrived completely.
+    StreamDone { conn: usize, object: usize },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,12 +84,21 @@ struct Pool {
     connecting: usize,
     dns: Dns,
     dns_end_ms: f64,
+    /// May speak h2 (until a connection of it negotiated http/1.1).
+    h2: bool,
+    /// Address and port of its connections (coalescing key).
+    addr: (std::net::IpAddr, u16),
+    /// The h2 connection its requests go to (its own or, coalesced, another pool's).
+    mux: Option<usize>,
 }
 
 struct Conn {
     pool: usize,
     /// The object whose request it carries.
     busy: Option<usize>,
+    /// h2: the objects whose streams are open on it.
+    streams: Vec<usize>,
+    mux: bool,
 }
 
 pub struct Scheduler {
@@ -99,6 +119,8 @@ pub struct Scheduler {
     policy: Policy,
     done: usize,
     out: Vec<Action>,
+    /// Established h2 connections by address and port (coalescing).
+    mux_by_addr: HashMap<(std::net::IpAddr, u16), usize>,
 }
 
 impl Scheduler {
@@ -118,9 +140,13 @@ impl Scheduler {
                     connecting: 0,
                     dns: Dns::NotStarted,
                     dns_end_ms: 0.0,
+                    h2: false,
+                    addr: (o.ip, o.port),
+                    mux: None,
                 });
                 pools.len() - 1
             });
+            pools[p].h2 |= o.wants_h2();
             obj_pool.push(p);
         }
         let mut children = vec![Vec::new(); n];
@@ -155,6 +181,7 @@ impl Scheduler {
             policy: Policy::for_plan(plan),
             done: 0,
             out: Vec::new(),
+            mux_by_addr: HashMap::new(),
         }
     }
 
@@ -190,9 +217,47 @@ impl Scheduler {
                 let p = self.conns[c].pool;
                 self.pools[p].connecting -= 1;
                 self.pools[p].open += 1;
+                // http/1.1 picked on an h2 pool: the usual rules from now on (more connections)
+                let fell_back = std::mem::take(&mut self.pools[p].h2);
                 self.free(c);
+                if fell_back {
+                    self.dispatch(p, now);
+                }
+            }
+            Event::ConnectedH2(c) => {
+                let p = self.conns[c].pool;
+                self.pools[p].connecting -= 1;
+                self.pools[p].open += 1;
+                self.conns[c].mux = true;
+                self.pools[p].mux = Some(c);
+                self.mux_by_addr.entry(self.pools[p].addr).or_insert(c);
+                self.dispatch(p, now);
+            }
+            Event::StreamDone { conn, object } => {
+                self.conns[conn].streams.retain(|&x| x != object);
+                self.arrived(object, now);
             }
             Event::Done { conn, keep_alive } => self.done(conn, keep_alive, now),
+            Event::Closed(c) if self.conns[c].mux => {
+                let p = self.conns[c].pool;
+                self.pools[p].open -= 1;
+                self.mux_by_addr.retain(|_, &mut m| m != c);
+                let mut affected = vec![p];
+                for (q, pool) in self.pools.iter_mut().enumerate() {
+                    if pool.mux == Some(c) {
+                        pool.mux = None;
+                        affected.push(q);
+                    }
+                }
+                // its open streams: first in line again, each in its own pool
+                for i in std::mem::take(&mut self.conns[c].streams).into_iter().rev() {
+                    self.pools[self.obj_pool[i]].queue.push_front(i);
+                }
+                affected.dedup();
+                for q in affected {
+                    self.dispatch(q, now);
+                }
+            }
             Event::Closed(c) => {
                 let p = self.conns[c].pool;
                 self.pools[p].idle.retain(|&x| x != c);
@@ -229,7 +294,6 @@ impl Scheduler {
 
     fn done(&mut self, c: usize, keep_alive: bool, now: f64) {
         let i = self.conns[c].busy.expect("a response on a connection without a request");
-        self.done += 1;
         if keep_alive {
             self.free(c);
         } else {
@@ -238,6 +302,12 @@ impl Scheduler {
             self.pools[p].open -= 1;
             self.dispatch(p, now);
         }
+        self.arrived(i, now);
+    }
+
+    /// Object `i`'s response arrived: its dependents may go on.
+    fn arrived(&mut self, i: usize, now: f64) {
+        self.done += 1;
         self.policy.arrived(i, now, &mut self.out);
         for k in 0..self.children[i].len() {
             self.prereq_met(self.children[i][k], now);
@@ -301,6 +371,9 @@ impl Scheduler {
 
     /// Queued requests of pool `p` to idle connections, then DNS and new connections for the rest.
     fn dispatch(&mut self, p: usize, now: f64) {
+        if self.pools[p].h2 || self.pools[p].mux.is_some() {
+            return self.dispatch_h2(p, now);
+        }
         while !self.pools[p].queue.is_empty() {
             let Some(c) = self.pools[p].idle.pop() else { break };
             let i = self.pools[p].queue.pop_front().unwrap();
@@ -326,7 +399,45 @@ impl Scheduler {
         while pool.queue.len() > pool.connecting && pool.open + pool.connecting < self.max_conns {
             pool.connecting += 1;
             let conn = self.conns.len();
-            self.conns.push(Conn { pool: p, busy: None });
+            self.conns.push(Conn { pool: p, busy: None, streams: Vec::new(), mux: false });
+            self.out.push(Action::Open { conn, pool: p, dns_end_ms: pool.dns_end_ms });
+        }
+    }
+
+    /// An h2 pool: its queue to its h2 connection (its own or a coalesced one, once its DNS
+    /// delay is over), else one connection opened to learn the server's protocol.
+    fn dispatch_h2(&mut self, p: usize, now: f64) {
+        if self.pools[p].queue.is_empty() {
+            return;
+        }
+        match self.pools[p].dns {
+            Dns::NotStarted if self.dns_delay_ms > 0.0 => {
+                self.pools[p].dns = Dns::Pending;
+                self.out.push(Action::Timer { at: now + self.dns_delay_ms, timer: Timer::Dns(p) });
+                return;
+            }
+            Dns::NotStarted => {
+                self.pools[p].dns = Dns::Done;
+                self.pools[p].dns_end_ms = now;
+            }
+            Dns::Pending => return,
+            Dns::Done => {}
+        }
+        if self.pools[p].mux.is_none() {
+            self.pools[p].mux = self.mux_by_addr.get(&self.pools[p].addr).copied();
+        }
+        if let Some(c) = self.pools[p].mux {
+            while let Some(i) = self.pools[p].queue.pop_front() {
+                self.conns[c].streams.push(i);
+                self.out.push(Action::Send { conn: c, object: i });
+            }
+            return;
+        }
+        let pool = &mut self.pools[p];
+        if pool.open + pool.connecting == 0 {
+            pool.connecting = 1;
+            let conn = self.conns.len();
+            self.conns.push(Conn { pool: p, busy: None, streams: Vec::new(), mux: false });
             self.out.push(Action::Open { conn, pool: p, dns_end_ms: pool.dns_end_ms });
         }
     }

@@ -425,3 +425,91 @@ fn whole_loads_keep_every_rule() {
         }
     }
 }
+
+// --- HTTP/2 ---
+
+/// Object `i` of https host `host` at `addr`, protocol h2, child of `parent`.
+fn h2o(host: &str, addr: SocketAddr, i: usize, parent: Option<usize>) -> Object {
+    Object { protocol: "h2".into(), ..obj(&format!("https://{host}/{i}"), host, addr, true, parent) }
+}
+
+const B: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), 443);
+const C: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)), 443);
+
+fn h2plan(objs: Vec<Object>) -> Plan {
+    plan(objs, Some("/ca.pem".into()))
+}
+
+#[test]
+fn h2_one_connection_carries_every_request_at_once() {
+    let mut objs = vec![h2o("a", B, 0, None)];
+    objs.extend((1..=20).map(|i| h2o("a", B, i, Some(0))));
+    let mut sim = Sim::new(&h2plan(objs));
+    assert_eq!(sim.ev(1.0, Event::ConnectedH2(0)), [Action::Send { conn: 0, object: 0 }]);
+    let acts = sim.ev(2.0, Event::StreamDone { conn: 0, object: 0 });
+    // all 20 children go to connection 0 at once: no other connection is opened
+    assert_eq!(acts.iter().filter(|a| matches!(a, Action::Send { conn: 0, .. })).count(), 20);
+    assert_eq!(sim.opens(), [0]);
+    for i in 1..=20 {
+        sim.ev(3.0, Event::StreamDone { conn: 0, object: i });
+    }
+    assert!(sim.s.is_done());
+}
+
+#[test]
+fn h2_pool_waits_for_alpn_then_falls_back_to_http11() {
+    // two roots on one h2 host: one connection until the server's choice is known
+    let objs: Vec<Object> = (0..8).map(|i| h2o("a", B, i, None)).collect();
+    let mut sim = Sim::new(&h2plan(objs));
+    assert_eq!(sim.opens(), [0]);
+    // the server picked http/1.1: up to 6 connections, one request each
+    let acts = sim.ev(1.0, Event::Connected(0));
+    assert_eq!(acts[0], Action::Send { conn: 0, object: 0 });
+    assert_eq!(sim.opens(), [0; 6]);
+}
+
+#[test]
+fn h2_coalescing_to_an_established_connection_of_the_same_address() {
+    // a's document on B; b shares B, c is at C; all h2
+    let objs = vec![h2o("a", B, 0, None), h2o("b", B, 1, Some(0)), h2o("c", C, 2, Some(0)), h2o("b", B, 3, Some(0))];
+    let mut sim = Sim::new(&h2plan(objs));
+    sim.ev(1.0, Event::ConnectedH2(0));
+    let acts = sim.ev(2.0, Event::StreamDone { conn: 0, object: 0 });
+    // b's requests ride on a's connection; c opens its own
+    assert!(acts.contains(&Action::Send { conn: 0, object: 1 }) && acts.contains(&Action::Send { conn: 0, object: 3 }));
+    assert_eq!(sim.opens(), [0, 2]);
+    assert!(acts.contains(&Action::Open { conn: 1, pool: 2, dns_end_ms: 2.0 }));
+}
+
+#[test]
+fn h2_coalescing_waits_for_the_dns_delay_and_not_for_a_handshake() {
+    let objs = vec![h2o("a", B, 0, None), h2o("b", B, 1, None)];
+    let mut p = h2plan(objs);
+    p.dns_delay_ms = 5.0;
+    let mut sim = Sim::new(&p);
+    // both pools start their DNS; b's ends before a's connection is up: b opens its own
+    sim.ev(5.0, Event::Timer(Timer::Dns(0)));
+    let acts = sim.ev(5.0, Event::Timer(Timer::Dns(1)));
+    assert_eq!(acts, [Action::Open { conn: 1, pool: 1, dns_end_ms: 5.0 }]);
+    // with a's connection up before b's DNS ends, b takes it
+    let mut sim = Sim::new(&p);
+    sim.ev(5.0, Event::Timer(Timer::Dns(0)));
+    sim.ev(6.0, Event::ConnectedH2(0));
+    assert_eq!(sim.ev(7.0, Event::Timer(Timer::Dns(1))), [Action::Send { conn: 0, object: 1 }]);
+}
+
+#[test]
+fn h2_connection_closed_with_streams_open_requeues_them() {
+    let mut objs = vec![h2o("a", B, 0, None)];
+    objs.extend((1..=3).map(|i| h2o("a", B, i, Some(0))));
+    let mut sim = Sim::new(&h2plan(objs));
+    sim.ev(1.0, Event::ConnectedH2(0));
+    sim.ev(2.0, Event::StreamDone { conn: 0, object: 0 });
+    sim.ev(2.5, Event::StreamDone { conn: 0, object: 2 });
+    // closed with 1 and 3 open: a new connection, which then takes both, in order
+    assert_eq!(sim.ev(3.0, Event::Closed(0)), [Action::Open { conn: 1, pool: 0, dns_end_ms: 0.0 }]);
+    assert_eq!(
+        sim.ev(4.0, Event::ConnectedH2(1)),
+        [Action::Send { conn: 1, object: 1 }, Action::Send { conn: 1, object: 3 }]
+    );
+}

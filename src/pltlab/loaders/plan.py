@@ -228,8 +228,12 @@ def build(
     https_hosts=None,
     model: str = "archive",
     calibrated: bool = True,
+    h2_ips: set | frozenset = frozenset(),
 ) -> dict:
-    """``https_hosts``: hosts a browser upgrades to https by itself (pltlab.loaders.browser.hsts); the
+    """``h2_ips``: replay addresses whose https offers h2: objects fetched over https from one of
+    them say protocol "h2" (the loader offers ALPN h2 and multiplexes if the server picks it).
+
+    ``https_hosts``: hosts a browser upgrades to https by itself (pltlab.loaders.browser.hsts); the
     objects it would then load over https are fetched over https (port 443 for a recorded 80),
     as Chromium does. None: every object on its recorded scheme.
 
@@ -287,6 +291,8 @@ def build(
                 "ip": host_ips[o.host],
                 "port": port,
                 "tls": sch == "https",
+                # (absent: http/1.1, the loader's default; plans without h2 stay as they were)
+                **({"protocol": "h2"} if sch == "https" and host_ips[o.host] in h2_ips else {}),
                 "parent": parent,
                 "delay_ms": round(delay, 3),
                 **extra,

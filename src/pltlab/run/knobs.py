@@ -431,7 +431,7 @@ _ALL = (
         "client",
         _choice(("builtin", "chromium"), "client"),
         "builtin",
-        "Page loader: builtin (pltlab's HTTP/1.1 loader) or chromium (headless Chromium).",
+        "Page loader: builtin (pltlab's HTTP/1.1 and h2 loader) or chromium (headless Chromium).",
         type=str,
         label="client",
         column="client",
@@ -444,7 +444,7 @@ _ALL = (
         _choice(PROTOCOLS, "protocol"),
         "recorded",
         "HTTP version on https origins: recorded (h2 where the page used h2, h3 or spdy), h1 or h2 "
-        "(plain http is always HTTP/1.1). h2 needs --client chromium for now.",
+        "(plain http is always HTTP/1.1).",
         type=str,
         label="protocol",
         column="protocol",
@@ -720,12 +720,6 @@ def parse(values: dict, ks=None, where: str = "") -> dict[str, Any]:
     for k in ks:
         if k.field not in out:
             out[k.field] = _copy(k.value)
-    if out.get("protocol") == "h2" and out.get("client") == "builtin":
-        # the built-in loader offers only http/1.1 (ALPN) until it speaks h2 (issue 14)
-        raise PltError(
-            f"{where + ': ' if where else ''}protocol h2 needs the chromium client: the built-in loader "
-            "speaks HTTP/1.1 only so far (use --client chromium, or --protocol recorded/h1)"
-        )
     return out
 
 

@@ -138,15 +138,14 @@ def judge(tfo: bool, counters: dict, requests: list[dict], document: str | None 
     return None
 
 
-def expected_protocol(url: str, host_ips: dict, h2_ips: set, client: str) -> str:
-    """The protocol a request should go over: h2 to an https origin whose address offers it (ALPN),
-    for a client that speaks h2 (Chromium; the built-in loader offers http/1.1 only so far)."""
+def expected_protocol(url: str, host_ips: dict, h2_ips: set) -> str:
+    """The protocol a request should go over: h2 to an https origin whose address offers it (ALPN;
+    Chromium and the built-in loader both offer h2 and http/1.1), else HTTP/1.1."""
     parts = urlsplit(url)
-    h2 = parts.scheme == "https" and host_ips.get(parts.hostname or "") in h2_ips and client == "chromium"
-    return "h2" if h2 else "http/1.1"
+    return "h2" if parts.scheme == "https" and host_ips.get(parts.hostname or "") in h2_ips else "http/1.1"
 
 
-def protocol_problem(requests: list[dict], host_ips: dict, h2_ips: set, client: str) -> str | None:
+def protocol_problem(requests: list[dict], host_ips: dict, h2_ips: set) -> str | None:
     """Why a load's requests did not go over the protocols offered, or None (the first one named;
     requests without a reported protocol, e.g. failed ones, are not judged)."""
     bad = []
@@ -154,7 +153,7 @@ def protocol_problem(requests: list[dict], host_ips: dict, h2_ips: set, client: 
         got = (r.get("protocol") or "").lower()
         if not got or not str(r.get("url", "")).startswith(("http://", "https://")):
             continue
-        want = expected_protocol(r["url"], host_ips, h2_ips, client)
+        want = expected_protocol(r["url"], host_ips, h2_ips)
         if got != want:
             bad.append((r["url"], got, want))
     if not bad:
@@ -237,6 +236,7 @@ class PageRunner:
                 model=self.cfg.model,
                 calibrated=self.cfg.calibrated,
                 timeout_s=self.cfg.load_timeout_s,
+                h2_ips=self.replay.h2_ips,
             )
         res = builtin.load(self.topo, self._plans[tfo], self.topo.workdir)
         tail = plans.tail_ms(self.page, self.cfg.model, self.cfg.calibrated)
@@ -248,7 +248,7 @@ class PageRunner:
     def warm_up(self) -> None:
         """The prior visit that caches a TFO cookie for every origin: one TFO request per origin
         address (the kernel keys cookies by address) for its smallest object, whatever the client."""
-        plan = plans.build(self.page, self.host_ips, tfo=True, ca=self.replay.ca)
+        plan = plans.build(self.page, self.host_ips, tfo=True, ca=self.replay.ca, h2_ips=self.replay.h2_ips)
         size = {o.url.split("#", 1)[0]: o.size for o in self.page.objects}
         pick: dict[str, dict] = {}
         for o in plan["objects"]:
@@ -305,9 +305,7 @@ class PageRunner:
             doc = res.get("document_problem")
         else:
             doc = document_problem(self.chain, requests, self._plans.get(tfo))
-        reason = judge(tfo, counters, requests, doc) or protocol_problem(
-            requests, self.host_ips, self.replay.h2_ips, self.cfg.client
-        )
+        reason = judge(tfo, counters, requests, doc) or protocol_problem(requests, self.host_ips, self.replay.h2_ips)
         cfg = self.cfg
         return {
             "page": self.page.url,
@@ -342,7 +340,7 @@ REQUEST_BYTES = ("transfer_bytes", "body_bytes", "encoding", "protocol")
 
 def _request_record(r: dict, client: str) -> dict:
     """A loader's request record with the byte fields every record has (None: not reported);
-    the built-in loader speaks HTTP/1.1."""
+    a loader that does not say speaks HTTP/1.1."""
     out = dict(r)
     for k in REQUEST_BYTES:
         out.setdefault(k, None)

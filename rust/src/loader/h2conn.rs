@@ -1,0 +1,128 @@
+//! An h2 connection of the loader (hyperium's h2 client over the TLS stream the driver opened):
+//! every request the driver hands it becomes a stream of its own, answered concurrently.
+//!
+//! Client settings as Chromium sends them: stream window 6 MiB, connection window 15 MiB
+//! (so the server's sending is limited by the network, not by flow control), header lists up to
+//! 256 KiB. Requests carry the loader's usual headers (no Host/Connection: :authority instead).
+//! Per request: `request_ms` when HEADERS were handed to the connection, `first_byte_ms` the
+//! response HEADERS, `last_byte_ms` END_STREAM; `header_bytes` = the response header fields as
+//! HPACK decodes them (name + value + 4 per field, plus the status line's 12: the size of the
+//! same head in HTTP/1.1 framing, not the compressed bytes), `bytes` = DATA payload,
+//! `transfer_bytes` = header_bytes + bytes. RFC 7540 stream priorities are not sent (the crate
+//! has no API for them); the server interleaves streams as it likes.
+use anyhow::{anyhow, Result};
+use bytes::Bytes;
+use std::rc::Rc;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use super::connections::{Ctx, Io, Msg};
+use super::decode;
+use super::output::Rec;
+use super::plan::Plan;
+
+pub const STREAM_WINDOW: u32 = 6 << 20;
+pub const CONNECTION_WINDOW: u32 = 15 << 20;
+
+/// The h2 handshake on `io`; the connection itself runs on a local task that reports its end
+/// (`Msg::Closed`: the streams still open on it are requeued by the scheduler).
+pub async fn handshake(
+    io: Box<dyn Io>,
+    cid: usize,
+    tx: UnboundedSender<Msg>,
+) -> Result<::h2::client::SendRequest<Bytes>> {
+    let (send, conn) = ::h2::client::Builder::new()
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_header_list_size(256 << 10)
+        .enable_push(false)
+        .handshake::<_, Bytes>(io)
+        .await
+        .map_err(|e| anyhow!("h2 handshake failed: {e}"))?;
+    tokio::task::spawn_local(async move {
+        let _ = conn.await;
+        let _ = tx.send(Msg::Closed { cid });
+    });
+    Ok(send)
+}
+
+/// Takes requests from the driver until it drops the connection; each one a stream task.
+pub async fn serve(
+    ctx: Rc<Ctx>,
+    plan: Rc<Plan>,
+    send: ::h2::client::SendRequest<Bytes>,
+    cid: usize,
+    tx: UnboundedSender<Msg>,
+    mut rx: UnboundedReceiver<usize>,
+) -> Result<()> {
+    while let Some(idx) = rx.recv().await {
+        let (ctx, plan, send, tx) = (ctx.clone(), plan.clone(), send.clone(), tx.clone());
+        tokio::task::spawn_local(async move {
+            match stream(&ctx, &plan, send, idx, &tx).await {
+                Ok(rec) => {
+                    let _ = tx.send(Msg::StreamDone { cid, rec: Box::new(rec) });
+                }
+                Err(e) => {
+                    let _ = tx.send(Msg::Fatal(format!("{e:#}")));
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// One request and its response.
+async fn stream(
+    ctx: &Ctx,
+    plan: &Plan,
+    send: ::h2::client::SendRequest<Bytes>,
+    idx: usize,
+    tx: &UnboundedSender<Msg>,
+) -> Result<Rec> {
+    let o = &plan.objects[idx];
+    let url = o.url.split('#').next().unwrap_or(&o.url);
+    let req = ::http::Request::builder()
+        .method(o.method.as_str())
+        .uri(url)
+        .header("user-agent", "pltlab-loader/0.1")
+        .header("accept", "*/*")
+        .header("accept-encoding", "gzip, deflate, br, zstd")
+        .body(())
+        .map_err(|e| anyhow!("{url}: cannot make an h2 request: {e}"))?;
+    let mut send = send.ready().await.map_err(|e| anyhow!("{url}: h2 connection: {e}"))?;
+    let mut rec = Rec { index: idx, request_ms: ctx.ms(), ..Default::default() };
+    let (resp, _) = send.send_request(req, true).map_err(|e| anyhow!("{url}: h2 request: {e}"))?;
+    let resp = resp.await.map_err(|e| anyhow!("{url}: h2 response: {e}"))?;
+    rec.first_byte_ms = ctx.ms();
+    let _ = tx.send(Msg::FirstByte(idx));
+    let (parts, mut body) = resp.into_parts();
+    rec.status = parts.status.as_u16();
+    rec.header_bytes = 12 + parts.headers.iter().map(|(k, v)| (k.as_str().len() + v.len() + 4) as u64).sum::<u64>();
+    let encoding = parts
+        .headers
+        .get_all(::http::header::CONTENT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let encoded = !decode::codings(&encoding).is_empty();
+    let mut kept = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|e| anyhow!("{url}: h2 response body: {e}"))?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        rec.bytes += chunk.len() as u64;
+        if encoded {
+            kept.extend_from_slice(&chunk);
+        }
+    }
+    rec.last_byte_ms = ctx.ms();
+    rec.transfer_bytes = rec.header_bytes + rec.bytes;
+    rec.body_bytes = rec.bytes;
+    if encoded {
+        match decode::decoded_len(&encoding, &kept) {
+            Ok(n) => rec.body_bytes = n,
+            Err(e) => rec.decode_error = Some(format!("Content-Encoding {encoding:?}: {e}")),
+        }
+    }
+    rec.encoding = encoding;
+    Ok(rec)
+}
