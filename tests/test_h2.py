@@ -235,3 +235,26 @@ def test_builtin_loader_over_h2_and_plan_protocols(tmp_path):
     h1 = _run(page, "--protocol", "h1", client="builtin")
     assert h1["valid"] and {q["protocol"] for q in h1["requests"]} == {"http/1.1"}
     assert h1["server_connections"]["h2_connections"] == 0
+
+
+def test_plans_say_h2_and_chromium_priorities():
+    from pltlab.archive import bundled
+    from pltlab.loaders import plan as plans
+
+    page = bundled.load("wikipedia")
+    ips = {h: f"198.19.0.{i + 1}" for h, i in hosts.assign([page]).items()}
+    https = set(ips)  # every host over https, as Chromium's HSTS upgrades make them
+    p = plans.build(page, ips, tfo=False, ca="/ca.pem", https_hosts=https, model="chromium", h2_ips=set(ips.values()))
+    objs = p["objects"]
+    assert all(o["protocol"] == "h2" for o in objs if o["tls"])
+    assert objs[0]["priority"] == "u=0, i"  # the document
+    by_kind = {}
+    for o in objs[1:]:
+        by_kind.setdefault(o["url"].rsplit(".", 1)[-1][:3], set()).add(o.get("priority"))
+    assert {"u=2, i", "i"} & set().union(*by_kind.values())  # images: the first five boosted, then "i"
+    # without h2: no protocol and no priority keys (plans without h2 unchanged)
+    p1 = plans.build(page, ips, tfo=False, ca="/ca.pem", https_hosts=https, model="chromium")
+    assert not any("protocol" in o or "priority" in o for o in p1["objects"])
+    # the archive model sends no priorities, h2 or not
+    pa = plans.build(page, ips, tfo=False, ca="/ca.pem", https_hosts=https, h2_ips=set(ips.values()))
+    assert not any("priority" in o for o in pa["objects"])

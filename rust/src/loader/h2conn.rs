@@ -8,8 +8,8 @@
 //! response HEADERS, `last_byte_ms` END_STREAM; `header_bytes` = the response header fields as
 //! HPACK decodes them (name + value + 4 per field, plus the status line's 12: the size of the
 //! same head in HTTP/1.1 framing, not the compressed bytes), `bytes` = DATA payload,
-//! `transfer_bytes` = header_bytes + bytes. RFC 7540 stream priorities are not sent (the crate
-//! has no API for them); the server interleaves streams as it likes.
+//! `transfer_bytes` = header_bytes + bytes. The plan's `priority` (RFC 9218) is sent as a header;
+//! RFC 7540 stream priorities are not (the crate has no API for them).
 use anyhow::{anyhow, Result};
 use bytes::Bytes;
 use std::rc::Rc;
@@ -80,14 +80,16 @@ async fn stream(
 ) -> Result<Rec> {
     let o = &plan.objects[idx];
     let url = o.url.split('#').next().unwrap_or(&o.url);
-    let req = ::http::Request::builder()
+    let mut req = ::http::Request::builder()
         .method(o.method.as_str())
         .uri(url)
         .header("user-agent", "pltlab-loader/0.1")
         .header("accept", "*/*")
-        .header("accept-encoding", "gzip, deflate, br, zstd")
-        .body(())
-        .map_err(|e| anyhow!("{url}: cannot make an h2 request: {e}"))?;
+        .header("accept-encoding", "gzip, deflate, br, zstd");
+    if let Some(p) = &o.priority {
+        req = req.header("priority", p.as_str());
+    }
+    let req = req.body(()).map_err(|e| anyhow!("{url}: cannot make an h2 request: {e}"))?;
     let mut send = send.ready().await.map_err(|e| anyhow!("{url}: h2 connection: {e}"))?;
     let mut rec = Rec { index: idx, request_ms: ctx.ms(), ..Default::default() };
     let (resp, _) = send.send_request(req, true).map_err(|e| anyhow!("{url}: h2 request: {e}"))?;

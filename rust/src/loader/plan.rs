@@ -50,6 +50,9 @@ pub struct Object {
     /// picks h2, multiplex its origin's requests on one connection; "http/1.1" (default): not.
     #[serde(default = "http11")]
     pub protocol: String,
+    /// Sent as the RFC 9218 `priority` request header (the Chromium model fills it for h2).
+    #[serde(default)]
+    pub priority: Option<String>,
 }
 
 fn http11() -> String {
@@ -201,6 +204,7 @@ pub(crate) mod testing {
             delayable: false,
             tight_phase: None,
             protocol: "http/1.1".into(),
+            priority: None,
         }
     }
 

@@ -159,6 +159,42 @@ def chromium_deps(page: Page, o: Obj, heads: _Heads | None = None) -> dict:
     return out
 
 
+# What Chromium 156 (Debian's) sends as the RFC 9218 `priority` header over h2 (docs/loaders.md,
+# "HTTP/2 and priorities"): the urgency of the request's priority (CDP's ResourcePriority; u=3 is
+# the default and left out) and "i" for incremental resource types (documents, images, fetch/XHR,
+# media); scripts, stylesheets and fonts are not incremental. No header when both are default.
+URGENCY = {"VeryHigh": 0, "High": 1, "Medium": 2, "Low": 3, "VeryLow": 4}
+_PRIORITY = {"html": "VeryHigh", "css": "VeryHigh", "font": "High", "js": "High", "json": "High", "image": "Low"}
+_INCREMENTAL = {"html", "image", "json", "other"}
+BOOSTED_IMAGES = 5  # Blink gives the first images of a document Medium priority instead of Low
+
+
+def priority_header(resource_priority: str, incremental: bool) -> str | None:
+    """The `priority` header Chromium sends for a request of this CDP priority, or None."""
+    u = URGENCY[resource_priority]
+    parts = ([f"u={u}"] if u != 3 else []) + (["i"] if incremental else [])
+    return ", ".join(parts) or None
+
+
+def chromium_priority(page: Page, o: Obj, st: synth.Structure, delayable: bool, images: dict[int, int]) -> str | None:
+    """Chromium's `priority` header for object ``o`` of the replayed page (by the kind of its
+    reference, synth.ref_kind): documents and frames u=0, i; stylesheets u=0; fonts, parser-
+    blocking scripts u=1; fetch()es u=1, i; the first BOOSTED_IMAGES images a document
+    references u=2, i, other images i; async (script-inserted) scripts none (Low: u=3).
+    ``images``: counts per document, shared by the calls of one plan, in plan order."""
+    rk = "html" if o is page.objects[0] else st.ref_kind(o)
+    level = _PRIORITY.get(rk, "Low")
+    if rk == "js" and delayable:
+        level = "Low"
+    elif rk == "image":
+        par = st.loader(o)
+        if kind(par.mime, par.url) == "html":
+            n = images[id(par)] = images.get(id(par), 0) + 1
+            if n <= BOOSTED_IMAGES:
+                level = "Medium"
+    return priority_header(level, rk in _INCREMENTAL)
+
+
 def frame_of(page: Page, o: Obj, st: synth.Structure | None = None) -> Obj:
     """The synthesized document whose frame requests ``o`` (Chromium schedules low-priority
     requests per frame): the document that references it, the one its script runs in or its
@@ -231,7 +267,8 @@ def build(
     h2_ips: set | frozenset = frozenset(),
 ) -> dict:
     """``h2_ips``: replay addresses whose https offers h2: objects fetched over https from one of
-    them say protocol "h2" (the loader offers ALPN h2 and multiplexes if the server picks it).
+    them say protocol "h2" (the loader offers ALPN h2 and multiplexes if the server picks it) and,
+    with model "chromium", carry Chromium's ``priority`` header (chromium_priority).
 
     ``https_hosts``: hosts a browser upgrades to https by itself (pltlab.loaders.browser.hsts); the
     objects it would then load over https are fetched over https (port 443 for a recorded 80),
@@ -256,6 +293,7 @@ def build(
     for i, o in enumerate(objs):
         index.setdefault(o.url.split("#", 1)[0], i)
     pos = {id(o): i for i, o in enumerate(objs)}
+    images: dict[int, int] = {}  # images each document referenced so far (Chromium boosts the first 5)
     out = []
     for i, o in enumerate(objs):
         parent = None
@@ -291,13 +329,17 @@ def build(
                 "ip": host_ips[o.host],
                 "port": port,
                 "tls": sch == "https",
-                # (absent: http/1.1, the loader's default; plans without h2 stay as they were)
-                **({"protocol": "h2"} if sch == "https" and host_ips[o.host] in h2_ips else {}),
                 "parent": parent,
                 "delay_ms": round(delay, 3),
                 **extra,
             }
         )
+        if sch == "https" and host_ips[o.host] in h2_ips:  # absent: http/1.1 (plans without h2 unchanged)
+            out[-1]["protocol"] = "h2"
+            if model == "chromium":  # Chromium sends the header over h2 only (docs/loaders.md)
+                prio = chromium_priority(page, o, heads.st, extra.get("delayable", False), images)
+                if prio:
+                    out[-1]["priority"] = prio
     _check_acyclic(out)
     plan = {
         "objects": out,
