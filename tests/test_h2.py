@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 from conftest import SHARED, pltlab_cmd
+from test_validity import entry, har
 
 from pltlab.archive.har import read_page
 from pltlab.archive.model import Obj, Page
@@ -128,55 +129,21 @@ def test_h2_har_keeps_its_protocol(tmp_path):
 def _coalescing_har(path: str) -> str:
     """Two https hosts recorded at one server address over h2, a third at another."""
 
-    def entry(url, mime, size, ip, initiator=None):
-        e = {
-            "startedDateTime": "2026-01-01T00:00:00.000Z",
-            "time": 10,
-            "request": {
-                "method": "GET",
-                "url": url,
-                "httpVersion": "h2",
-                "headers": [],
-                "queryString": [],
-                "cookies": [],
-                "headersSize": -1,
-                "bodySize": 0,
-            },
-            "response": {
-                "status": 200,
-                "statusText": "",
-                "httpVersion": "h2",
-                "headers": [{"name": "content-type", "value": mime}],
-                "cookies": [],
-                "content": {"size": size, "mimeType": mime},
-                "redirectURL": "",
-                "headersSize": -1,
-                "bodySize": size,
-            },
-            "cache": {},
-            "timings": {"send": 0, "wait": 10, "receive": 0},
-            "serverIPAddress": ip,
-            "pageref": "p",
-        }
+    def h2_entry(url, mime, size, ip, initiator=None):
+        e = entry(url, 200, mime=mime, size=size)
+        e["request"]["httpVersion"] = e["response"]["httpVersion"] = "h2"
+        e["serverIPAddress"] = ip
         if initiator:
             e["_initiator"] = {"type": "parser", "url": initiator}
         return e
 
     doc = "https://www.a.test/"
-    entries = [entry(doc, "text/html", 2000, "192.0.2.1")]
+    entries = [h2_entry(doc, "text/html", 2000, "192.0.2.1")]
     for i in range(4):
-        entries.append(entry(f"https://img.a.test/{i}.png", "image/png", 5000, "192.0.2.1", doc))
-        entries.append(entry(f"https://cdn.b.test/{i}.css", "text/css", 3000, "192.0.2.2", doc))
-    har = {
-        "log": {
-            "version": "1.2",
-            "creator": {"name": "test", "version": "1"},
-            "pages": [{"id": "p", "title": doc, "startedDateTime": "2026-01-01T00:00:00.000Z", "pageTimings": {}}],
-            "entries": entries,
-        }
-    }
+        entries.append(h2_entry(f"https://img.a.test/{i}.png", "image/png", 5000, "192.0.2.1", doc))
+        entries.append(h2_entry(f"https://cdn.b.test/{i}.css", "text/css", 3000, "192.0.2.2", doc))
     with open(path, "w") as f:
-        json.dump(har, f)
+        json.dump(har(*entries), f)
     return path
 
 
