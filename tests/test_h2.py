@@ -225,3 +225,19 @@ def test_plans_say_h2_and_chromium_priorities():
     # the archive model sends no priorities, h2 or not
     pa = plans.build(page, ips, tfo=False, ca="/ca.pem", https_hosts=https, h2_ips=set(ips.values()))
     assert not any("priority" in o for o in pa["objects"])
+
+
+def test_schemes_https_is_for_the_builtin_loader():
+    assert RunConfig(schemes="https").schemes == "https"
+    with pytest.raises(PltError, match="schemes https is for the built-in loader"):
+        RunConfig(schemes="https", client="chromium")
+
+
+@pytest.mark.root
+def test_page_recorded_over_http_served_over_https_and_h2():
+    # wikipedia as recorded in 2013 (http): every origin over https and h2, as served today
+    r = _run("wikipedia", "--schemes", "https", "--protocol", "h2", client="builtin")
+    assert r["valid"], r["invalid_reason"]
+    assert all(q["url"].startswith("https://") and q["protocol"] == "h2" for q in r["requests"])
+    assert r["server_connections"]["h1_connections"] == 0
+    assert r["server_connections"]["h2_streams"] == len(r["requests"])

@@ -12,7 +12,7 @@
     cc = ["cubic"]
     client = ["builtin"]             # or chromium
     model = "archive"                # built-in loader: "archive" (recorded initiators) or "chromium"
-    schemes = "recorded"             # or "chromium" (Chromium's HSTS https upgrades, both loaders)
+    schemes = "recorded"             # or "chromium" (Chromium's HSTS https upgrades, both loaders), "https" (all)
     calibrated = true                # model "chromium": use a page's calibration (pltlab calibrate)
     warmup = ["warm"]                # warm: TFO cookies cached by a prior visit; cold: keys reset
     origin_rtt = [{}, {"cdn.example.com" = "10ms"}]   # per-origin RTT[/LOSS] by host or index

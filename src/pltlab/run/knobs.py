@@ -549,9 +549,10 @@ _ALL = (
     ),
     Knob(
         "schemes",
-        _choice(("recorded", "chromium"), "schemes"),
+        _choice(("recorded", "chromium", "https"), "schemes"),
         "recorded",
-        "Built-in loader: 'recorded' schemes, or 'chromium' (also Chromium's own HSTS upgrades to https).",
+        "Built-in loader: 'recorded' schemes, 'chromium' (also Chromium's own HSTS upgrades to https) "
+        "or 'https' (every origin over https, as today's web serves pages recorded over http).",
         type=str,
         label="schemes",
         column="schemes",
@@ -720,6 +721,11 @@ def parse(values: dict, ks=None, where: str = "") -> dict[str, Any]:
     for k in ks:
         if k.field not in out:
             out[k.field] = _copy(k.value)
+    if out.get("schemes") == "https" and out.get("client") == "chromium":
+        raise PltError(
+            f"{where + ': ' if where else ''}schemes https is for the built-in loader (Chromium loads a page on "
+            "its recorded schemes, upgrading what HSTS says)"
+        )
     return out
 
 

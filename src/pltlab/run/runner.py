@@ -189,7 +189,7 @@ class PageRunner:
         self.topo = Topology(cfg.topology(max(self.hosts.values(), default=0) + 1, self.hosts))
         self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
         self.replay: ReplayServer | None = None
-        self.https_hosts = None  # hosts the built-in loader upgrades to https (schemes="chromium")
+        self.https_hosts = None  # hosts the built-in loader upgrades to https (schemes "chromium"/"https")
         self.warmed = False  # TFO cookies cached for every origin (warm policy: once per runner)
         self._plans: dict[bool, dict] = {}
 
@@ -208,6 +208,8 @@ class PageRunner:
             self.topo.watch("replay server", self.replay.proc, self.replay.error)
             if self.cfg.schemes == "chromium":
                 self.https_hosts = hsts.upgraded_hosts(self.hosts, netns=self.topo.client_ns)
+            elif self.cfg.schemes == "https":  # every origin over https (the replay answers 443 everywhere)
+                self.https_hosts = set(self.hosts)
         except BaseException:
             self.topo.__exit__(None, None, None)
             raise
