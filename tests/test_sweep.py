@@ -177,7 +177,7 @@ def test_order_is_seeded_balanced_and_stable(tmp_path):
         ('pages = ["amazon"]\nclient_rmem = "1 lightyear"\n', "client_rmem"),
         ('pages = ["amazon"]\nclient_rmem = "1GiB"\n', "client_rmem"),
         ('pages = ["amazon"]\nmodel = "firefox"\n', "model"),
-        ('pages = ["amazon"]\nschemes = "https"\n', "schemes"),
+        ('pages = ["amazon"]\nschemes = "gopher"\n', "schemes"),
         ('pages = ["amazon"]\ncalibrated = "yes"\n', "calibrated"),
     ],
 )
