@@ -46,6 +46,14 @@ def _runs(out) -> list[dict]:
     return rows
 
 
+def _runs_so_far(out) -> list[dict]:
+    """Runs of a sweep still starting: the database may not exist or have its schema yet."""
+    try:
+        return _runs(out) if (out / "results.sqlite").exists() else []
+    except sqlite3.OperationalError:
+        return []
+
+
 @pytest.mark.root
 def test_two_page_two_rtt_sweep_end_to_end(tmp_path):
     path = _exp(tmp_path)
@@ -100,12 +108,14 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
         stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 120
-    while time.time() < deadline:  # kill once a few runs are in, mid-sweep
-        if (out / "results.sqlite").exists() and len(_runs(out)) >= 5:
-            break
-        time.sleep(0.05)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    try:
+        while time.time() < deadline:  # kill once a few runs are in, mid-sweep
+            if len(_runs_so_far(out)) >= 5:
+                break
+            time.sleep(0.05)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
     n_killed = len(_runs(out))
     assert 5 <= n_killed < 24
     cp = pltlab_cmd("sweep", str(path), "-o", str(out), "--resume", "--no-report", timeout=300)
