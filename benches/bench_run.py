@@ -127,20 +127,20 @@ def _runs(page, cfg):
     return out
 
 
-def compare(reps=3, tfo=False, calibrate=True, rtt=100):
+def compare(reps=3, tfo=False, calibrate=True, rtt=100, names=PAPER, protocol="recorded"):
     """Per page: (with ``calibrate``) Chromium's compute measured twice (pltlab.loaders.calibrate,
     3 loads each, median): at RTT 0 and at the comparison's RTT; then the built-in loader
-    without and with each calibration, then Chromium."""
+    without and with each calibration, then Chromium; both over ``protocol``."""
     from pltlab.archive.calibration import PAGE_KEY
     from pltlab.run.calibrate import calibrate as measure
 
     print(
         f"built-in (Chromium's schemes, model chromium) vs Chromium, {rtt} ms, TFO {'on' if tfo else 'off'}, "
-        f"median of {reps}:",
+        f"protocol {protocol}, median of {reps}:",
         flush=True,
     )
     cals = (("cal0", "0ms"), (f"cal{rtt}", f"{rtt}ms")) if calibrate else ()
-    for name in PAPER:
+    for name in names:
         pages = {"builtin": bundled.load(name), "chromium": bundled.load(name)}
         for what, at in cals:
             pages[what] = measure(bundled.load(name), loads=3, rtt=at)
@@ -157,7 +157,12 @@ def compare(reps=3, tfo=False, calibrate=True, rtt=100):
             runs = _runs(
                 page,
                 RunConfig(
-                    rtt=f"{rtt}ms", reps=reps, tfo_modes=(tfo,), client=client, calibrated=what.startswith("cal")
+                    rtt=f"{rtt}ms",
+                    reps=reps,
+                    tfo_modes=(tfo,),
+                    client=client,
+                    calibrated=what.startswith("cal"),
+                    protocol=protocol,
                 ),
             )
             bad = [r["invalid_reason"] for r in runs if not r["valid"]]
@@ -204,6 +209,8 @@ ALL = {
     "compare-uncalibrated": lambda: compare(calibrate=False),
     "compare-20": lambda: compare(rtt=20),
     "compare-200": lambda: compare(rtt=200),
+    # over h2: wikipedia (HSTS-preloaded: https for Chromium) and the three pages recorded over h2
+    "compare-h2": lambda: compare(names=("wikipedia", "filamentgroup", "arcelormittal", "linkedin"), protocol="h2"),
     "chromium-tfo": chromium_tfo,
 }
 

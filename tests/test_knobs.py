@@ -92,6 +92,7 @@ def test_runconfig_holds_parsed_values():
         "cc": "cubic",
         "client": "builtin",
         "protocol": "recorded",
+        "tls": "full",
         "warm": True,
         "overrides": [],
         "seed": 3,
@@ -481,6 +482,7 @@ def test_report_labels_are_the_knobs():
         fmt("cc", "bbr"),
         fmt("queue", "1000"),
         fmt("protocol", "h2"),
+        fmt("tls", "0rtt"),
     ] == [
         "down unlimited",
         "up 0.256 Mbit/s",
@@ -491,6 +493,7 @@ def test_report_labels_are_the_knobs():
         "cc bbr",
         "queue 1000",
         "protocol h2",
+        "TLS 0rtt",
     ]
     assert analysis.DIMS == (
         "rate_down_bps",
@@ -501,6 +504,7 @@ def test_report_labels_are_the_knobs():
         "cc",
         "client",
         "protocol",
+        "tls",
         "warm",
         "overrides",
     )

@@ -170,9 +170,10 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert "PLT: no TFO (ms)" in cp.stdout
     errors, imgs, text, urls = _render(tmp_path / "report.html")
     assert not errors, errors
-    assert len(imgs) == 5 and all(ok and w > 100 for ok, w in imgs), imgs
+    # 2 waterfalls x 2 configurations, PLT and improvement vs RTT, the round trips TFO saves
+    assert len(imgs) == 6 and all(ok and w > 100 for ok, w in imgs), imgs
     assert all(u.startswith(("file:", "data:")) for u in urls), urls  # self-contained
-    for s in ("PLT: TFO (ms)", "Validity", "Experiment file", "Environment", "1 invalid"):
+    for s in ("PLT: TFO (ms)", "Validity", "Experiment file", "Environment", "1 invalid", "What each feature saves"):
         assert s in text
 
 

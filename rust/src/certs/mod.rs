@@ -153,8 +153,17 @@ pub fn load_key(path: &Path) -> Result<rustls::pki_types::PrivateKeyDer<'static>
 }
 
 /// Server config: one certificate chain for every host; `alpn`: the protocols offered, in
-/// preference order (the server picks its first one the client also offers).
-pub fn server_config(cert: &Path, key: &Path, alpn: &[&str]) -> Result<Arc<rustls::ServerConfig>> {
+/// preference order (the server picks its first one the client also offers). TLS 1.3 as a CDN
+/// front end does it: 2 session tickets per connection (OpenSSL's default), stateful (a
+/// ticket is a key into `sessions`, single use: what rustls needs to accept early data),
+/// early data up to `max_early_data` bytes (0: refused) answered at once ("0.5-RTT" data).
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    alpn: &[&str],
+    sessions: Arc<dyn rustls::server::StoresServerSessions>,
+    max_early_data: u32,
+) -> Result<Arc<rustls::ServerConfig>> {
     let certs = load_certs(cert)?;
     let key = load_key(key)?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
@@ -163,11 +172,75 @@ pub fn server_config(cert: &Path, key: &Path, alpn: &[&str]) -> Result<Arc<rustl
         .with_single_cert(certs, key)
         .context("certificate and key do not match")?;
     cfg.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    cfg.session_storage = sessions;
+    cfg.send_tls13_tickets = 2;
+    cfg.max_early_data_size = max_early_data;
+    cfg.send_half_rtt_data = true;
     Ok(Arc::new(cfg))
 }
 
+/// The server's session cache: rustls' in-memory one, which can be emptied (what a ticket key
+/// rotation does to the tickets clients hold: their resumption and early data are refused).
+#[derive(Debug)]
+pub struct Sessions(std::sync::RwLock<Arc<rustls::server::ServerSessionMemoryCache>>);
+
+/// Sessions kept: far more than the tickets one load's connections are given.
+const SESSIONS: usize = 1 << 16;
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions(std::sync::RwLock::new(rustls::server::ServerSessionMemoryCache::new(SESSIONS)))
+    }
+}
+
+impl Sessions {
+    pub fn clear(&self) {
+        *self.0.write().unwrap() = rustls::server::ServerSessionMemoryCache::new(SESSIONS);
+    }
+    fn cache(&self) -> Arc<rustls::server::ServerSessionMemoryCache> {
+        self.0.read().unwrap().clone()
+    }
+}
+
+impl rustls::server::StoresServerSessions for Sessions {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.cache().put(key, value)
+    }
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.cache().get(key)
+    }
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.cache().take(key)
+    }
+    fn can_cache(&self) -> bool {
+        true
+    }
+}
+
+/// How the client resumes: never (every handshake full), or from the tickets of `store`
+/// (resumption; `early_data`: the first request of a resumed connection as 0-RTT data).
+#[derive(Clone, Default)]
+pub enum ClientResumption {
+    #[default]
+    Off,
+    Tickets {
+        store: Arc<dyn rustls::client::ClientSessionStore>,
+        early_data: bool,
+    },
+}
+
 /// Client config trusting exactly the CA(s) in `ca`; `alpn`: the protocols offered, in order.
+#[cfg(test)]
 pub fn client_config(ca: &Path, alpn: &[&str]) -> Result<Arc<rustls::ClientConfig>> {
+    client_config_with(ca, alpn, &ClientResumption::Off)
+}
+
+/// As `client_config`, resuming as `resumption` says.
+pub fn client_config_with(
+    ca: &Path,
+    alpn: &[&str],
+    resumption: &ClientResumption,
+) -> Result<Arc<rustls::ClientConfig>> {
     let mut roots = rustls::RootCertStore::empty();
     for c in load_certs(ca)? {
         roots.add(c).with_context(|| format!("bad CA certificate in {}", ca.display()))?;
@@ -177,6 +250,13 @@ pub fn client_config(ca: &Path, alpn: &[&str]) -> Result<Arc<rustls::ClientConfi
         .with_root_certificates(roots)
         .with_no_client_auth();
     cfg.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    match resumption {
+        ClientResumption::Off => cfg.resumption = rustls::client::Resumption::disabled(),
+        ClientResumption::Tickets { store, early_data } => {
+            cfg.resumption = rustls::client::Resumption::store(store.clone());
+            cfg.enable_early_data = *early_data;
+        }
+    }
     Ok(Arc::new(cfg))
 }
 
@@ -198,7 +278,14 @@ mod tests {
         std::fs::write(dir.join("ca.pem"), &g.ca_pem).unwrap();
         std::fs::write(dir.join("hosts.pem"), &g.leaf_pem).unwrap();
         std::fs::write(dir.join("hosts.key"), &g.leaf_key_pem).unwrap();
-        server_config(&dir.join("hosts.pem"), &dir.join("hosts.key"), &["h2", "http/1.1"]).unwrap();
+        server_config(
+            &dir.join("hosts.pem"),
+            &dir.join("hosts.key"),
+            &["h2", "http/1.1"],
+            Arc::new(Sessions::default()),
+            0,
+        )
+        .unwrap();
         client_config(&dir.join("ca.pem"), &["http/1.1"]).unwrap();
         let certs = load_certs(&dir.join("hosts.pem")).unwrap();
         let roots = {

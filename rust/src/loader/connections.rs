@@ -8,12 +8,21 @@
 //! picked h2 (ALPN; offered for plan objects with protocol "h2") runs hyperium's h2 client
 //! instead (h2conn.rs): every request handed to it is a stream of its own. Single-threaded:
 //! every task runs on the load's LocalSet.
+//!
+//! TLS 1.3 early data (plan tls_mode "0rtt", a ticket at hand): the TLS connect returns before
+//! the handshake, the first request is written as early data (with TFO, in the SYN with the
+//! ClientHello when it fits) and the handshake completes on the flush; a rejected early data
+//! is sent again by tokio-rustls after the handshake (1-RTT). `TlsSeen` records per connection
+//! how its handshake went; an early-data connection's `tls_end_ms` is its connect end (the
+//! request left at once).
 use anyhow::{anyhow, bail, Result};
 use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use super::exchange::{exchange, request};
@@ -59,6 +68,11 @@ pub(crate) enum Msg {
         rec: Box<Rec>,
     },
     FirstByte(usize),
+    /// An early-data h2 connection's TFO use, read after its first response.
+    Tfo {
+        cid: usize,
+        tfo: (bool, u8),
+    },
     /// `tfo`: (SYN data acked, tcpi_fastopen_client_fail) after the connection's first response.
     Done {
         cid: usize,
@@ -76,6 +90,87 @@ pub(crate) enum Msg {
 struct Conn {
     tx: UnboundedSender<usize>,
     rec: ConnRec,
+    tls: Rc<Cell<TlsSeen>>,
+}
+
+/// How a TLS connection's handshake went, as the client saw it.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct TlsSeen {
+    /// The first request was written as early data.
+    pub early_tried: bool,
+    /// The handshake ended: then `resumed`, `early_accepted`.
+    pub done: bool,
+    pub resumed: bool,
+    pub early_accepted: bool,
+}
+
+impl TlsSeen {
+    fn handshake(&self) -> Option<String> {
+        self.done.then(|| if self.resumed { "resumed" } else { "full" }.to_string())
+    }
+    fn early_data(&self) -> Option<String> {
+        (self.done && self.early_tried).then(|| if self.early_accepted { "accepted" } else { "rejected" }.to_string())
+    }
+}
+
+type ClientTls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+
+/// A client TLS stream noting in `seen` how its handshake went, once it has ended (with early
+/// data the handshake ends during the first request's flush, after the stream was handed on).
+struct Watched {
+    inner: ClientTls,
+    seen: Rc<Cell<TlsSeen>>,
+}
+
+impl Watched {
+    fn note(&self) {
+        let mut s = self.seen.get();
+        let c = self.inner.get_ref().1;
+        if !s.done && !c.is_handshaking() {
+            s.done = true;
+            s.resumed = c.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+            s.early_accepted = c.is_early_data_accepted();
+            self.seen.set(s);
+        }
+    }
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        self.note();
+        r
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.note();
+        r
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.note();
+        r
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        self.note();
+        r
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.note();
+        r
+    }
 }
 
 pub(crate) struct Stream {
@@ -84,8 +179,10 @@ pub(crate) struct Stream {
     connect_start_ms: f64,
     connect_end_ms: f64,
     tls_end_ms: Option<f64>,
-    /// The server picked h2 (ALPN).
+    /// The server picked h2 (ALPN; with early data: offered, the ticket's protocol).
     h2: bool,
+    /// The first request goes as early data (0-RTT).
+    early: bool,
 }
 
 /// The TCP socket under a (maybe TLS) stream, for TCP_INFO: its fd, valid as long as the
@@ -98,7 +195,14 @@ impl std::os::fd::AsRawFd for SocketRef {
     }
 }
 
-async fn open_stream(ctx: &Ctx, addr: SocketAddr, host: &str, tls: bool, offer_h2: bool) -> Result<Stream> {
+async fn open_stream(
+    ctx: &Ctx,
+    addr: SocketAddr,
+    host: &str,
+    tls: bool,
+    offer_h2: bool,
+    seen: Rc<Cell<TlsSeen>>,
+) -> Result<Stream> {
     use std::os::fd::AsRawFd;
     let cs = ctx.ms();
     let s = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
@@ -124,6 +228,7 @@ async fn open_stream(ctx: &Ctx, addr: SocketAddr, host: &str, tls: bool, offer_h
             connect_end_ms: ce,
             tls_end_ms: None,
             h2: false,
+            early: false,
         });
     }
     let name = match host.parse::<IpAddr>() {
@@ -137,14 +242,21 @@ async fn open_stream(ctx: &Ctx, addr: SocketAddr, host: &str, tls: bool, offer_h
         .connect(name, tcp)
         .await
         .map_err(|e| anyhow!("TLS handshake with {addr} ({host}) failed: {e}"))?;
-    let h2 = conn.get_ref().1.alpn_protocol() == Some(b"h2");
+    // returned mid-handshake: early data accepted for writing (tokio-rustls' 0-RTT state);
+    // the server's choice of protocol is the ticket's, the one offered first
+    let early = conn.get_ref().1.is_handshaking();
+    let h2 = if early { offer_h2 } else { conn.get_ref().1.alpn_protocol() == Some(b"h2") };
+    seen.set(TlsSeen { early_tried: early, ..Default::default() });
+    let w = Watched { inner: conn, seen };
+    w.note();
     Ok(Stream {
-        io: Box::new(conn),
+        io: Box::new(w),
         tcp: tcp_ref,
         connect_start_ms: cs,
         connect_end_ms: ce,
-        tls_end_ms: Some(ctx.ms()),
+        tls_end_ms: Some(if early { ce } else { ctx.ms() }),
         h2,
+        early,
     })
 }
 
@@ -156,6 +268,7 @@ struct Target {
     tls: bool,
     /// Offer h2 (ALPN).
     h2: bool,
+    seen: Rc<Cell<TlsSeen>>,
 }
 
 async fn conn_task(
@@ -168,13 +281,17 @@ async fn conn_task(
 ) {
     let cid = t.cid;
     let res: Result<()> = async {
-        let mut s = open_stream(&ctx, t.addr, &t.host, t.tls, t.h2).await?;
+        let mut s = open_stream(&ctx, t.addr, &t.host, t.tls, t.h2, t.seen).await?;
         if s.h2 {
-            let tfo = tcpinfo::get(&s.tcp).ok().map(|ti| (ti.syn_data_acked(), ti.fastopen_client_fail()));
+            // with early data nothing has been sent yet: TFO's outcome is read after the first stream
+            let tfo = (!s.early)
+                .then(|| tcpinfo::get(&s.tcp).ok().map(|ti| (ti.syn_data_acked(), ti.fastopen_client_fail())))
+                .flatten();
             let (cs, ce, tls) = (s.connect_start_ms, s.connect_end_ms, s.tls_end_ms);
-            let send = super::h2conn::handshake(s.io, cid, tx.clone()).await?;
+            let (send, conn) = super::h2conn::handshake(s.io).await?;
             let _ = tx.send(Msg::Connected { cid, cs, ce, tls, h2: Some(tfo) });
-            return super::h2conn::serve(ctx.clone(), plan.clone(), send, cid, tx.clone(), rx).await;
+            let tcp = s.early.then_some(s.tcp);
+            return super::h2conn::serve(ctx.clone(), plan.clone(), send, conn, cid, tx.clone(), rx, tcp).await;
         }
         let _ =
             tx.send(Msg::Connected { cid, cs: s.connect_start_ms, ce: s.connect_end_ms, tls: s.tls_end_ms, h2: None });
@@ -245,8 +362,9 @@ pub async fn drive(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
                         ..Default::default()
                     };
                     debug_assert_eq!(conn, conns.len());
-                    conns.push(Conn { tx: ctx_tx, rec });
-                    let t = Target { cid: conn, addr, host: o.host.clone(), tls: o.tls, h2: o.wants_h2() };
+                    let tls = Rc::new(Cell::new(TlsSeen::default()));
+                    conns.push(Conn { tx: ctx_tx, rec, tls: tls.clone() });
+                    let t = Target { cid: conn, addr, host: o.host.clone(), tls: o.tls, h2: o.wants_h2(), seen: tls };
                     tokio::task::spawn_local(conn_task(ctx.clone(), plan.clone(), reqs.clone(), t, tx.clone(), ctx_rx));
                 }
                 // a connection closed meanwhile reports it (Msg::Closed): the request is requeued
@@ -318,11 +436,26 @@ pub async fn drive(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
                 Event::Done { conn: cid, keep_alive: keep }
             }
             Msg::Closed { cid } => Event::Closed(cid),
+            Msg::Tfo { cid, tfo: (t, fail) } => {
+                let c = &mut conns[cid].rec;
+                c.tfo = t;
+                c.tfo_client_fail = fail;
+                continue;
+            }
         };
         actions = sched.handle(ctx.ms(), ev);
     }
     // Dropping the request channels closes every connection.
-    let conns: Vec<ConnRec> = conns.into_iter().map(|c| c.rec).collect();
+    let conns: Vec<ConnRec> = conns
+        .into_iter()
+        .map(|c| {
+            let mut rec = c.rec;
+            let seen = c.tls.get();
+            rec.tls_handshake = seen.handshake();
+            rec.early_data = seen.early_data();
+            rec
+        })
+        .collect();
     let requests: Vec<Rec> = recs
         .into_iter()
         .enumerate()

@@ -15,57 +15,72 @@ use bytes::Bytes;
 use std::rc::Rc;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use super::connections::{Ctx, Io, Msg};
+use super::connections::{Ctx, Io, Msg, SocketRef};
 use super::decode;
 use super::output::Rec;
 use super::plan::Plan;
+use crate::os::tcpinfo;
 
 pub const STREAM_WINDOW: u32 = 6 << 20;
 pub const CONNECTION_WINDOW: u32 = 15 << 20;
 
-/// The h2 handshake on `io`; the connection itself runs on a local task that reports its end
-/// (`Msg::Closed`: the streams still open on it are requeued by the scheduler).
-pub async fn handshake(
-    io: Box<dyn Io>,
-    cid: usize,
-    tx: UnboundedSender<Msg>,
-) -> Result<::h2::client::SendRequest<Bytes>> {
-    let (send, conn) = ::h2::client::Builder::new()
+pub type H2Conn = ::h2::client::Connection<Box<dyn Io>, Bytes>;
+
+/// The h2 handshake on `io` (the preface written; nothing waits for the server): the handle to
+/// send requests and the connection, to be driven by `serve`.
+pub async fn handshake(io: Box<dyn Io>) -> Result<(::h2::client::SendRequest<Bytes>, H2Conn)> {
+    ::h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .max_header_list_size(256 << 10)
         .enable_push(false)
         .handshake::<_, Bytes>(io)
         .await
-        .map_err(|e| anyhow!("h2 handshake failed: {e}"))?;
-    tokio::task::spawn_local(async move {
-        let _ = conn.await;
-        let _ = tx.send(Msg::Closed { cid });
-    });
-    Ok(send)
+        .map_err(|e| anyhow!("h2 handshake failed: {e}"))
 }
 
-/// Takes requests from the driver until it drops the connection; each one a stream task.
+/// Takes requests from the driver until it drops the connection; each one a stream task. The
+/// connection runs on a local task, started once the first request is queued (so that with
+/// early data its HEADERS leave with the preface: in the SYN too, under TFO), and reports its
+/// end (`Msg::Closed`: the streams still open on it are requeued by the scheduler). `early_tcp`:
+/// the socket of an early-data connection, whose TFO use is read after its first response.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     ctx: Rc<Ctx>,
     plan: Rc<Plan>,
     send: ::h2::client::SendRequest<Bytes>,
+    conn: H2Conn,
     cid: usize,
     tx: UnboundedSender<Msg>,
     mut rx: UnboundedReceiver<usize>,
+    mut early_tcp: Option<SocketRef>,
 ) -> Result<()> {
+    let mut conn = Some(conn);
     while let Some(idx) = rx.recv().await {
-        let (ctx, plan, send, tx) = (ctx.clone(), plan.clone(), send.clone(), tx.clone());
+        let (ctx, plan, send, tx2) = (ctx.clone(), plan.clone(), send.clone(), tx.clone());
+        let tcp = early_tcp.take();
         tokio::task::spawn_local(async move {
-            match stream(&ctx, &plan, send, idx, &tx).await {
+            match stream(&ctx, &plan, send, idx, &tx2).await {
                 Ok(rec) => {
-                    let _ = tx.send(Msg::StreamDone { cid, rec: Box::new(rec) });
+                    if let Some(tcp) = tcp {
+                        if let Ok(ti) = tcpinfo::get(&tcp) {
+                            let _ = tx2.send(Msg::Tfo { cid, tfo: (ti.syn_data_acked(), ti.fastopen_client_fail()) });
+                        }
+                    }
+                    let _ = tx2.send(Msg::StreamDone { cid, rec: Box::new(rec) });
                 }
                 Err(e) => {
-                    let _ = tx.send(Msg::Fatal(format!("{e:#}")));
+                    let _ = tx2.send(Msg::Fatal(format!("{e:#}")));
                 }
             }
         });
+        if let Some(c) = conn.take() {
+            let tx = tx.clone();
+            tokio::task::spawn_local(async move {
+                let _ = c.await;
+                let _ = tx.send(Msg::Closed { cid });
+            });
+        }
     }
     Ok(())
 }

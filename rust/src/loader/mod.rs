@@ -13,10 +13,17 @@
 //!
 //! Single-threaded tokio runtime; all times in ms since the load started (object 0
 //! requested, before its DNS delay).
-use anyhow::{anyhow, Context, Result};
+//!
+//! TLS sessions (plan `tls_mode`): "full" keeps none; "resume"/"0rtt" first visit the whole
+//! page once (no TFO: cookies are the runner's business), which leaves the session tickets
+//! the measured load then resumes from. Between the two the loader prints
+//! `{"event":"warmed",...}` and waits for a line on stdin (the runner starts its counts and
+//! the replay server's new session then, so that neither includes the visit).
+use anyhow::{bail, Context, Result};
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub mod connections;
@@ -31,6 +38,8 @@ pub mod policy;
 pub mod scheduler;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tls_tests;
 
 pub use output::Output;
 pub use plan::Plan;
@@ -43,30 +52,87 @@ pub struct Args {
 }
 
 /// Runs a load on a fresh single-threaded runtime.
+#[cfg(test)]
 pub fn load(plan: Plan) -> Result<Output> {
+    load_phased(plan, |_| Ok(()))
+}
+
+type Connectors = (Option<tokio_rustls::TlsConnector>, Option<tokio_rustls::TlsConnector>);
+
+/// Client sessions kept for the visits of one load (rustls keeps 8 tickets per server name).
+const CLIENT_SESSIONS: usize = 4096;
+
+/// As `load`; with tls_mode resume/0rtt, `between(warmup_ms)` runs after the warm-up visit,
+/// before the measured load.
+pub fn load_phased(plan: Plan, between: impl FnOnce(f64) -> Result<()>) -> Result<Output> {
     plan.validate()?;
-    let connector = |alpn: &[&str]| -> Result<Option<tokio_rustls::TlsConnector>> {
-        Ok(match &plan.ca {
-            Some(ca) if plan.objects.iter().any(|o| o.tls) => {
-                Some(tokio_rustls::TlsConnector::from(crate::certs::client_config(ca, alpn)?))
-            }
-            _ => None,
-        })
+    // one client config, its variants cloned from it: rustls resumes a ticket only with the
+    // certificate verifier (the same instance) of the connection that got it
+    let base = match &plan.ca {
+        Some(ca) if plan.objects.iter().any(|o| o.tls) => {
+            let resumption = if plan.warm_tls() {
+                let store = Arc::new(rustls::client::ClientSessionMemoryCache::new(CLIENT_SESSIONS));
+                crate::certs::ClientResumption::Tickets { store, early_data: false }
+            } else {
+                crate::certs::ClientResumption::Off
+            };
+            Some(crate::certs::client_config_with(ca, &[], &resumption)?)
+        }
+        _ => None,
     };
-    let tls = connector(&["http/1.1"])?;
-    let tls_h2 = if plan.objects.iter().any(|o| o.wants_h2()) { connector(&["h2", "http/1.1"])? } else { None };
+    // (tls, tls_h2) connectors; `early`: 0-RTT for resumed connections
+    let connectors = |early: bool| -> Connectors {
+        let connector = |alpn: &[&str]| {
+            base.as_ref().map(|b| {
+                let mut cfg = (**b).clone();
+                cfg.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+                cfg.enable_early_data = early;
+                tokio_rustls::TlsConnector::from(Arc::new(cfg)).early_data(early)
+            })
+        };
+        let tls_h2 = if plan.objects.iter().any(|o| o.wants_h2()) { connector(&["h2", "http/1.1"]) } else { None };
+        (connector(&["http/1.1"]), tls_h2)
+    };
+    // the visit before the load never sends early data: an early-data connection the scheduler
+    // ends up not using would spend a ticket without a handshake (and the new tickets it brings)
+    let (tls, tls_h2) = connectors(plan.tls_mode == "0rtt");
+    let warm = plan.warm_tls().then(|| connectors(false));
     let timeout = Duration::from_secs_f64(plan.timeout_s.max(0.001));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let local = tokio::task::LocalSet::new();
     let plan = Rc::new(plan);
     let n = plan.objects.len();
     let res = local.block_on(&rt, async {
+        let mut warmup_ms = None;
+        if let Some((warm_tls, warm_tls_h2)) = warm {
+            let t0 = Instant::now();
+            let ctx = Rc::new(connections::Ctx {
+                t0,
+                tfo: false,
+                tfo_refused: Cell::new(None),
+                tls: warm_tls,
+                tls_h2: warm_tls_h2,
+            });
+            match tokio::time::timeout(timeout, connections::drive(plan.clone(), ctx)).await {
+                Ok(r) => r.context("the visit before the load (for its TLS session tickets) failed")?,
+                Err(_) => bail!("the visit before the load timed out after {:.1} s", timeout.as_secs_f64()),
+            };
+            // its connections close as their tasks see the driver gone
+            for _ in 0..16 {
+                tokio::task::yield_now().await;
+            }
+            let ms = t0.elapsed().as_secs_f64() * 1000.0;
+            warmup_ms = Some(ms);
+            between(ms)?;
+        }
         let ctx =
             Rc::new(connections::Ctx { t0: Instant::now(), tfo: plan.tfo, tfo_refused: Cell::new(None), tls, tls_h2 });
-        match tokio::time::timeout(timeout, connections::drive(plan.clone(), ctx)).await {
-            Ok(r) => r,
-            Err(_) => Err(anyhow!("load timed out after {:.1} s ({n} objects planned)", timeout.as_secs_f64())),
-        }
+        let mut out = match tokio::time::timeout(timeout, connections::drive(plan.clone(), ctx)).await {
+            Ok(r) => r?,
+            Err(_) => bail!("load timed out after {:.1} s ({n} objects planned)", timeout.as_secs_f64()),
+        };
+        out.warmup_ms = warmup_ms;
+        Ok(out)
     });
     drop(local);
     drop(rt);
@@ -76,7 +142,15 @@ pub fn load(plan: Plan) -> Result<Output> {
 pub fn run(a: Args) -> Result<()> {
     let data = std::fs::read(&a.plan).with_context(|| format!("cannot read plan {}", a.plan.display()))?;
     let plan: Plan = serde_json::from_slice(&data).with_context(|| format!("bad plan {}", a.plan.display()))?;
-    let out = load(plan).context("load failed")?;
+    let out = load_phased(plan, |ms| {
+        use std::io::{BufRead, Write};
+        println!("{}", serde_json::json!({"event": "warmed", "warmup_ms": ms}));
+        std::io::stdout().flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        Ok(())
+    })
+    .context("load failed")?;
     println!("{}", serde_json::to_string(&out)?);
     Ok(())
 }

@@ -37,6 +37,12 @@ pub struct Rec {
     pub status: u16,
     /// "http/1.1" or "h2": what the request went over.
     pub protocol: String,
+    /// The first request of a TLS connection: its handshake ("full" or "resumed") and early
+    /// data ("accepted", "rejected": sent again after the handshake; None: not tried).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_handshake: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub early_data: Option<String>,
 }
 
 #[derive(Serialize, Debug, Clone, Default)]
@@ -59,6 +65,10 @@ pub struct ConnRec {
     pub protocol: String,
     /// Every host whose requests it carried, its own first (more than one: coalesced, h2).
     pub hosts: Vec<String>,
+    /// TLS: "full" or "resumed" (None: no TLS, or the handshake never ended).
+    pub tls_handshake: Option<String>,
+    /// TLS 1.3 early data: "accepted", "rejected" (its bytes sent again at 1-RTT), None: not tried.
+    pub early_data: Option<String>,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -70,6 +80,9 @@ pub struct Output {
     /// TCP_FASTOPEN_CONNECT was accepted by the kernel (always false if not requested).
     pub tfo_available: bool,
     pub max_conns_per_host: usize,
+    /// The plan's tls_mode; `warmup_ms`: how long the visit before it took (resume/0rtt).
+    pub tls_mode: String,
+    pub warmup_ms: Option<f64>,
     pub requests: Vec<Rec>,
     pub connections: Vec<ConnRec>,
     pub errors: Vec<String>,
@@ -87,6 +100,8 @@ impl Output {
                 r.connect_start_ms = Some(c.connect_start_ms);
                 r.connect_end_ms = Some(c.connect_end_ms);
                 r.tls_end_ms = c.tls_end_ms;
+                r.tls_handshake = c.tls_handshake.clone();
+                r.early_data = c.early_data.clone();
             }
         }
         Output {
@@ -96,6 +111,8 @@ impl Output {
             tfo_requested: plan.tfo,
             tfo_available: plan.tfo && tfo_refused.is_none(),
             max_conns_per_host: plan.max_conns_per_host,
+            tls_mode: plan.tls_mode.clone(),
+            warmup_ms: None,
             requests,
             connections,
             errors: tfo_refused.into_iter().collect(),

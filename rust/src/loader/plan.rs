@@ -15,6 +15,9 @@ fn six() -> usize {
 fn timeout_default() -> f64 {
     120.0
 }
+fn full() -> String {
+    "full".into()
+}
 
 #[derive(Deserialize, Debug, Clone)]
 pub struct Object {
@@ -105,9 +108,19 @@ pub struct Plan {
     /// Further tight phases (per frame), chosen by each object's `tight_phase`.
     #[serde(default)]
     pub tight_phases: Vec<TightPhase>,
+    /// TLS handshakes: "full" (no session kept: every handshake full), "resume" (a prior visit
+    /// of the whole page left session tickets: connections resume, 1-RTT without certificate),
+    /// "0rtt" (as resume, and each resumed connection's first request goes as early data).
+    #[serde(default = "full")]
+    pub tls_mode: String,
 }
 
 impl Plan {
+    /// The load is preceded by a visit that leaves session tickets (tls_mode resume/0rtt).
+    pub fn warm_tls(&self) -> bool {
+        self.tls_mode != "full"
+    }
+
     pub fn validate(&self) -> Result<()> {
         let n = self.objects.len();
         if n == 0 {
@@ -176,6 +189,12 @@ impl Plan {
         if seen < n {
             bail!("parents and \"after\" lists form a cycle");
         }
+        if !["full", "resume", "0rtt"].contains(&self.tls_mode.as_str()) {
+            bail!("tls_mode {:?} is none of \"full\", \"resume\", \"0rtt\"", self.tls_mode);
+        }
+        if self.warm_tls() && !self.objects.iter().any(|o| o.tls) {
+            bail!("tls_mode {:?} needs an https object (the page has none)", self.tls_mode);
+        }
         if self.objects.iter().any(|o| o.tls) && self.ca.is_none() {
             bail!("plan has https objects but no \"ca\"");
         }
@@ -221,6 +240,7 @@ pub(crate) mod testing {
             tight_until: Vec::new(),
             tight_delay_ms: 0.0,
             tight_phases: Vec::new(),
+            tls_mode: "full".into(),
         }
     }
 }

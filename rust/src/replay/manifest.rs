@@ -31,6 +31,14 @@ pub const ALPN_PROTOCOLS: &[&str] = &["h2", "http/1.1"];
 pub struct TlsFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// Early data (0-RTT) accepted per resumed connection, bytes; 0 refuses it.
+    #[serde(default = "default_max_early_data")]
+    pub max_early_data: u32,
+}
+
+/// As Cloudflare's front ends: 16 KiB, room for the first requests of a page.
+fn default_max_early_data() -> u32 {
+    16384
 }
 
 #[derive(Deserialize, Debug, Clone)]

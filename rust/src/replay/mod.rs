@@ -34,6 +34,7 @@ mod prop_tests;
 pub mod service;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod tls;
 
 use crate::http::{request, response, BodyDecoder, Framing, Reject};
 use crate::os::{sock, tcpinfo};
@@ -64,6 +65,14 @@ pub struct Stats {
     pub accept_errors: AtomicU64,
     pub tls_connections: AtomicU64,
     pub tls_handshake_errors: AtomicU64,
+    /// TLS handshakes completed: full, resumed (PSK from a ticket); of the resumed, those whose
+    /// early data (0-RTT) was accepted, and the early data bytes read.
+    pub tls_full: AtomicU64,
+    pub tls_resumed: AtomicU64,
+    pub tls_early_data: AtomicU64,
+    pub tls_early_bytes: Arc<AtomicU64>,
+    /// SIGHUP: every session forgotten (a ticket key rotation), how often.
+    pub tls_ticket_rotations: AtomicU64,
     /// Connections served as HTTP/1.x (plain or TLS) and as h2 (TLS, ALPN "h2").
     pub h1_connections: AtomicU64,
     pub h2_connections: AtomicU64,
@@ -76,6 +85,8 @@ pub struct Stats {
     /// ClientHello was larger than that data (TFO then saves no round trip).
     pub tfo_tls_connections: AtomicU64,
     pub tfo_tls_hello_split: AtomicU64,
+    /// TLS connections whose SYN also carried early data (a whole 0-RTT record after the hello).
+    pub tfo_tls_early_in_syn: AtomicU64,
     /// Largest ClientHello record seen in a SYN-data connection, and the most SYN data.
     pub tfo_tls_hello_max: AtomicU64,
     pub tfo_syn_bytes_max: AtomicU64,
@@ -114,11 +125,16 @@ impl Stats {
     }
     fn note_tfo_tls<S: AsRawFd>(&self, s: &S) {
         self.tfo_tls_connections.fetch_add(1, Relaxed);
-        if let Some((syn, Some(hello))) = sock::syn_tls_record(s) {
-            self.tfo_syn_bytes_max.fetch_max(syn as u64, Relaxed);
-            self.tfo_tls_hello_max.fetch_max(hello as u64, Relaxed);
-            if syn < hello {
-                self.tfo_tls_hello_split.fetch_add(1, Relaxed);
+        if let Some(syn) = sock::syn_tls_records(s) {
+            self.tfo_syn_bytes_max.fetch_max(syn.bytes as u64, Relaxed);
+            if let Some(hello) = syn.hello {
+                self.tfo_tls_hello_max.fetch_max(hello as u64, Relaxed);
+                if syn.bytes < hello {
+                    self.tfo_tls_hello_split.fetch_add(1, Relaxed);
+                }
+            }
+            if syn.early_data {
+                self.tfo_tls_early_in_syn.fetch_add(1, Relaxed);
             }
         }
     }
@@ -157,6 +173,11 @@ impl Stats {
             "accept_errors": self.accept_errors.load(Relaxed),
             "tls_connections": self.tls_connections.load(Relaxed),
             "tls_handshake_errors": self.tls_handshake_errors.load(Relaxed),
+            "tls_full": self.tls_full.load(Relaxed),
+            "tls_resumed": self.tls_resumed.load(Relaxed),
+            "tls_early_data": self.tls_early_data.load(Relaxed),
+            "tls_early_bytes": self.tls_early_bytes.load(Relaxed),
+            "tls_ticket_rotations": self.tls_ticket_rotations.load(Relaxed),
             "h1_connections": self.h1_connections.load(Relaxed),
             "h2_connections": self.h2_connections.load(Relaxed),
             "h2_streams": self.h2_streams.load(Relaxed),
@@ -164,6 +185,7 @@ impl Stats {
             "tfo_connections": self.tfo_connections.load(Relaxed),
             "tfo_tls_connections": self.tfo_tls_connections.load(Relaxed),
             "tfo_tls_hello_split": self.tfo_tls_hello_split.load(Relaxed),
+            "tfo_tls_early_in_syn": self.tfo_tls_early_in_syn.load(Relaxed),
             "tfo_tls_hello_max": self.tfo_tls_hello_max.load(Relaxed),
             "tfo_syn_bytes_max": self.tfo_syn_bytes_max.load(Relaxed),
             "bytes_out": self.bytes_out.load(Relaxed),
@@ -177,6 +199,8 @@ pub struct Shared {
     pub matcher: Matcher,
     pub stats: Stats,
     pub accept_log: accept::ErrorLog,
+    /// TLS sessions (tickets) of every https origin.
+    pub sessions: Arc<crate::certs::Sessions>,
 }
 
 impl Shared {
@@ -184,6 +208,12 @@ impl Shared {
     pub fn new_session(&self) {
         self.matcher.new_session();
         self.stats.sessions.fetch_add(1, Relaxed);
+    }
+    /// Forgets every TLS session, as a ticket key rotation does: tickets clients hold no
+    /// longer resume (a full handshake follows, early data is refused and sent again).
+    pub fn rotate_tickets(&self) {
+        self.sessions.clear();
+        self.stats.tls_ticket_rotations.fetch_add(1, Relaxed);
     }
 }
 
@@ -202,7 +232,13 @@ pub fn build_shared(m: &manifest::Manifest) -> Result<Arc<Shared>> {
         };
         matcher.add(&e, i);
     }
-    Ok(Arc::new(Shared { responses, matcher, stats: Stats::default(), accept_log: Default::default() }))
+    Ok(Arc::new(Shared {
+        responses,
+        matcher,
+        stats: Stats::default(),
+        accept_log: Default::default(),
+        sessions: Default::default(),
+    }))
 }
 
 /// Listen socket with TCP_FASTOPEN (queue `tfo_queue`), non-blocking.
@@ -227,13 +263,14 @@ pub struct Server {
 /// Binds every listen socket and spawns the accept loops on the current runtime.
 pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
     // one TLS acceptor per distinct ALPN list (addresses offering the same protocols share it)
-    let mut acceptors: HashMap<Vec<String>, tokio_rustls::TlsAcceptor> = HashMap::new();
+    let mut acceptors: HashMap<Vec<String>, Arc<rustls::ServerConfig>> = HashMap::new();
     if let Some(t) = &m.tls {
         for l in m.listen.iter().filter(|l| l.tls) {
             if !acceptors.contains_key(&l.alpn) {
                 let alpn: Vec<&str> = l.alpn.iter().map(String::as_str).collect();
-                let cfg = crate::certs::server_config(&t.cert, &t.key, &alpn)?;
-                acceptors.insert(l.alpn.clone(), tokio_rustls::TlsAcceptor::from(cfg));
+                let sessions = shared.sessions.clone();
+                let cfg = crate::certs::server_config(&t.cert, &t.key, &alpn, sessions, t.max_early_data)?;
+                acceptors.insert(l.alpn.clone(), cfg);
             }
         }
     }
@@ -283,10 +320,15 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                             st.h1_connections.fetch_add(1, Relaxed);
                             let _ = serve_conn(tcp, &shared, Scheme::Http, None).await;
                         }
-                        Some(acc) => {
+                        Some(cfg) => {
                             st.tls_connections.fetch_add(1, Relaxed);
-                            match acc.accept(tcp).await {
-                                Ok(tls) => {
+                            match tls::accept(cfg, tcp, st.tls_early_bytes.clone()).await {
+                                Ok(mut tls) => {
+                                    let hs = tls.handshake();
+                                    if hs.resumed { &st.tls_resumed } else { &st.tls_full }.fetch_add(1, Relaxed);
+                                    if hs.early_data {
+                                        st.tls_early_data.fetch_add(1, Relaxed);
+                                    }
                                     let (_, conn) = tls.get_ref();
                                     let sni = conn.server_name().map(|s| s.to_string());
                                     if conn.alpn_protocol() == Some(b"h2") {
@@ -565,6 +607,7 @@ struct Signals {
     int: tokio::signal::unix::Signal,
     usr1: tokio::signal::unix::Signal,
     usr2: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -575,18 +618,24 @@ impl Signals {
             int: signal(SignalKind::interrupt())?,
             usr1: signal(SignalKind::user_defined1())?,
             usr2: signal(SignalKind::user_defined2())?,
+            hup: signal(SignalKind::hangup())?,
         })
     }
 
     /// SIGUSR1: prints a stats snapshot (one JSON line, "event": "snapshot"); SIGUSR2: a new
-    /// session (a new load begins); returns at SIGTERM or SIGINT.
+    /// session (a new load begins); SIGHUP: every TLS session forgotten (ticket key rotation);
+    /// returns at SIGTERM or SIGINT.
     async fn serve(&mut self, shared: &Shared) {
         use std::io::Write;
         loop {
+            // biased: signals sent one after the other are handled in that order (a snapshot
+            // asked after a new session or a rotation counts from it)
             tokio::select! {
+                biased;
                 _ = self.term.recv() => break,
                 _ = self.int.recv() => break,
                 _ = self.usr2.recv() => shared.new_session(),
+                _ = self.hup.recv() => shared.rotate_tickets(),
                 _ = self.usr1.recv() => {
                     let mut st = shared.stats.json();
                     st["event"] = "snapshot".into();

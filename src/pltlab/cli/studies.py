@@ -40,6 +40,11 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
             str | None, typer.Option("-o", "--output", help="Output folder (default results/reproduce-tfo-TIME).")
         ] = None,
         resume: Annotated[bool, typer.Option("--resume", help="Continue a killed run in -o DIR.")] = False,
+        protocol: Annotated[
+            str,
+            typer.Option(help="recorded (http, as in 2013), or today's web: h1 or h2, every origin over https."),
+        ] = "recorded",
+        tls: Annotated[str, typer.Option(help="With --protocol h1/h2: TLS 1.3 full, resume or 0rtt.")] = "full",
     ):
         """The TFO paper's experiment: RTT 20/100/200 ms, 4 Mbit/s down, 256 kbit/s up, TFO off vs on."""
         from pltlab.experiments import sweep as sweeper
@@ -50,6 +55,8 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
         if reps is not None:
             units.repetitions(reps, "--reps")
         params = {"quick": quick, "client": client, "corpus": corpus, "pages": pages, "reps": reps}
+        if protocol != "recorded" or tls != "full":  # (earlier studies' parameters stay as they were)
+            params.update(protocol=protocol, tls=tls)
         exps = study.experiments(params)
         ((_, exp),) = exps
         out_dir = output or os.path.join("results", time.strftime("reproduce-tfo-%Y%m%d-%H%M%S"))
@@ -57,8 +64,8 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
         err = Console(stderr=True)
         err.print(
             f"reproduce tfo: {', '.join(e.label for e in exp.pages)} x RTT 20/100/200 ms, 4 Mbit/s down, "
-            f"256 kbit/s up, cubic, warm cookies, {exp.repetitions} repetition(s), {client} loader "
-            f"-> {out_dir}",
+            f"256 kbit/s up, cubic, warm cookies, {exp.repetitions} repetition(s), {client} loader"
+            f"{f', https + {protocol}, TLS {tls}' if protocol != 'recorded' else ''} -> {out_dir}",
             highlight=False,
         )
         res = engine.run(study.NAME, params, exps, out_dir, resume=resume, console=err)["sweeps"][exp.name]

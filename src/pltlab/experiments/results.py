@@ -40,6 +40,10 @@ RUN_COLUMNS = {
     "tfo_active": "INTEGER",
     "tfo_passive": "INTEGER",
     "tfo_counters": "TEXT",
+    # the replay server's TLS handshakes during the load: full, resumed, with early data accepted
+    "tls_full": "INTEGER",
+    "tls_resumed": "INTEGER",
+    "tls_early_data": "INTEGER",
     "runner_id": "TEXT",
     "lateness_p50_us": "REAL",
     "lateness_p99_us": "REAL",
@@ -81,6 +85,9 @@ REQUEST_COLUMNS = {
     "body_bytes": "INTEGER",
     "encoding": "TEXT",
     "protocol": "TEXT",
+    # a connection's first request: its TLS handshake (full/resumed) and early data (accepted/rejected)
+    "tls_handshake": "TEXT",
+    "early_data": "TEXT",
 }
 
 

@@ -265,8 +265,13 @@ def build(
     model: str = "archive",
     calibrated: bool = True,
     h2_ips: set | frozenset = frozenset(),
+    tls_mode: str = "full",
 ) -> dict:
-    """``h2_ips``: replay addresses whose https offers h2: objects fetched over https from one of
+    """``tls_mode``: "full", "resume" or "0rtt" (the loader visits the page once before the load
+    for the session tickets; see docs/loaders.md). Only a mode other than full is written into
+    the plan, so that earlier plans and their digests stay as they were.
+
+    ``h2_ips``: replay addresses whose https offers h2: objects fetched over https from one of
     them say protocol "h2" (the loader offers ALPN h2 and multiplexes if the server picks it) and,
     with model "chromium", carry Chromium's ``priority`` header (chromium_priority).
 
@@ -349,6 +354,8 @@ def build(
         "ca": ca,
         "timeout_s": timeout_s,
     }
+    if tls_mode != "full":
+        plan["tls_mode"] = tls_mode
     if model == "chromium":
         main = heads.st.main_document()
         tight = [pos[id(c)] for c in heads.blocking(main, None) if id(c) in pos] if main.body is None else []

@@ -128,20 +128,23 @@ class Supervisor:
         popen: Callable[..., subprocess.Popen],
         timeout: float | None = None,
         input: str | None = None,
+        on_line: Callable[[str], str | None] | None = None,
     ) -> subprocess.CompletedProcess:
         """Run ``argv`` (started by ``popen(argv, **pipes)``) to completion, its output captured as
         text, like subprocess.run(capture_output=True, text=True). Raises ProcessDied when a
         watched process dies meanwhile (the child is killed at once) or when the child itself is
-        killed by a signal; subprocess.TimeoutExpired (child killed) after ``timeout`` s."""
+        killed by a signal; subprocess.TimeoutExpired (child killed) after ``timeout`` s.
+        ``on_line``: called with each line of the child's stdout as it arrives; what it returns
+        (if not None) is written to the child's stdin (a conversation; not with ``input``)."""
         self.check()
         p = popen(
             argv,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdin=subprocess.PIPE if input is not None or on_line is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         try:
-            out, err = self._wait(p, timeout, input)
+            out, err = self._wait(p, timeout, input, on_line)
         except BaseException:
             _kill(p)
             raise
@@ -153,7 +156,7 @@ class Supervisor:
             raise ProcessDied(describe(p))
         return cp
 
-    def _wait(self, p: subprocess.Popen, timeout: float | None, input: str | None) -> tuple[str, str]:
+    def _wait(self, p: subprocess.Popen, timeout: float | None, input: str | None, on_line=None) -> tuple[str, str]:
         deadline = None if timeout is None else time.monotonic() + timeout
         out_fd, err_fd = p.stdout.fileno(), p.stderr.fileno()
         bufs: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
@@ -166,6 +169,7 @@ class Supervisor:
         poller = select.poll()  # (not select(): fds beyond 1024 in a long sweep)
         for fd in (out_fd, err_fd, child, *watch):
             poller.register(fd, select.POLLIN)
+        seen = b""  # stdout not yet split into lines (on_line)
         try:
             open_fds = {out_fd, err_fd, child}
             while open_fds:
@@ -183,6 +187,8 @@ class Supervisor:
                     data = os.read(fd, 1 << 16) if fd != child else b""
                     if data:
                         bufs[fd].append(data)
+                        if fd == out_fd and on_line is not None:
+                            seen = _answer_lines(p, on_line, data, seen)
                     else:  # EOF, or the child exited
                         poller.unregister(fd)
                         open_fds.discard(fd)
@@ -242,6 +248,21 @@ class Guard:
         if self.died is not None:  # replaces whatever the loader raised when it was killed
             raise ProcessDied(self.died.describe()) from (exc[1] if exc[0] else None)
         return False
+
+
+def _answer_lines(p: subprocess.Popen, on_line, data: bytes, partial: bytes) -> bytes:
+    """Feeds each complete stdout line to ``on_line``, writing its answer to the child's stdin;
+    returns the incomplete rest."""
+    *lines, rest = (partial + data).split(b"\n")
+    for line in lines:
+        answer = on_line(line.decode(errors="replace"))
+        if answer is not None:
+            try:
+                p.stdin.write(answer.encode())
+                p.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # the child is gone: its exit status tells
+    return rest
 
 
 def _feed(f, data: bytes) -> None:

@@ -280,13 +280,21 @@ class Topology:
         self._procs.append(p)
         return p
 
-    def run(self, where, argv: list[str], check: bool = True, timeout: float | None = None, input: str | None = None):
+    def run(
+        self,
+        where,
+        argv: list[str],
+        check: bool = True,
+        timeout: float | None = None,
+        input: str | None = None,
+        on_line=None,
+    ):
         """Run ``argv`` in a namespace of this run to completion, output captured as text (like
         nsutil.run). Supervised: if a watched process (the link emulator, servers registered with
         ``watch``) dies meanwhile, the command is killed at once and ProcessDied names the dead
         process; likewise when the command itself is killed by a signal."""
         ns = self._where(where)
-        cp = self.supervisor.run(argv, lambda a, **kw: nsutil.popen(ns, a, **kw), timeout, input)
+        cp = self.supervisor.run(argv, lambda a, **kw: nsutil.popen(ns, a, **kw), timeout, input, on_line)
         if check and cp.returncode != 0:
             msg = (cp.stderr or cp.stdout or "").strip().splitlines()
             raise PltError(f"{' '.join(argv)} failed in {ns}: {msg[-1] if msg else cp.returncode}")

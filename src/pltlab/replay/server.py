@@ -84,6 +84,12 @@ class ReplayServer:
         if self.alive():
             os.kill(self.proc.pid, signal.SIGUSR2)
 
+    def rotate_tickets(self) -> None:
+        """SIGHUP: the server forgets every TLS session, as a ticket key rotation does (the tickets
+        clients hold then resume nothing: full handshakes, early data refused)."""
+        if self.alive():
+            os.kill(self.proc.pid, signal.SIGHUP)
+
     def _stderr_tail(self) -> str:
         return dataplane.stderr_tail(self._err, "no output")
 

@@ -8,7 +8,7 @@ import os
 from pltlab.errors import PltError
 from pltlab.net import lateness
 from pltlab.report import analysis as an
-from pltlab.report import figures, html, tables
+from pltlab.report import effects, figures, html, tables
 from pltlab.studies import STUDIES, engine
 
 FIG_DIR = "output-figures"
@@ -109,8 +109,13 @@ def build(out_dir: str, study_sections=None) -> dict:
         study_sections = STUDIES[study["study"]].sections  # a study run into this very folder (tfo)
     a = an.analyse(runs)
     seeds, st = tables.seeds_rows(a), tables.stats_rows(a)
+    eff = effects.effects(runs)
+    eff_rows = effects.table_rows(eff)
     written = {}
-    for name, headers, rows in (("table", tables.SEED_HEADERS, seeds), ("stats", tables.STATS_HEADERS, st)):
+    outputs = [("table", tables.SEED_HEADERS, seeds), ("stats", tables.STATS_HEADERS, st)]
+    if eff:  # what each feature saves (knobs varied besides the RTT), paired
+        outputs.append(("effects", effects.HEADERS, eff_rows))
+    for name, headers, rows in outputs:
         for ext, fmt in (("md", tables.markdown), ("csv", tables.to_csv)):
             p = os.path.join(out_dir, f"{name}.{ext}")
             _write(p, fmt(headers, rows))
@@ -118,14 +123,33 @@ def build(out_dir: str, study_sections=None) -> dict:
     picks = [r["id"] for g in a["rows"] for side in (False, True) for r in [figures.median_run(g["runs"][side])] if r]
     reqs = an.load_requests(out_dir, picks) if picks else {}
     figs = figures.all_figures(a, reqs, os.path.join(out_dir, FIG_DIR))
+    figs = figures.effects_vs_rtt(eff, os.path.join(out_dir, FIG_DIR)) + figs
     notes = validity_notes(a, runs)
+    extra = list(study_sections(a)) if study_sections else []
+    if eff:
+        extra.append(
+            {
+                "title": "What each feature saves (paired by page, RTT, other knobs and repetition; 95 % CIs)",
+                "headers": effects.HEADERS,
+                "rows": eff_rows,
+            }
+        )
     page = html.render(
         f"pltlab report: {meta.get('name', os.path.basename(out_dir))}",
-        html.sections(a, meta, seeds, st, figs, notes, study_sections(a) if study_sections else ()),
+        html.sections(a, meta, seeds, st, figs, notes, extra),
     )
     written["report.html"] = os.path.join(out_dir, "report.html")
     _write(written["report.html"], page)
-    return {"analysis": a, "seeds": seeds, "stats": st, "figures": figs, "files": written, "notes": notes, "meta": meta}
+    return {
+        "analysis": a,
+        "seeds": seeds,
+        "stats": st,
+        "effects": eff,
+        "figures": figs,
+        "files": written,
+        "notes": notes,
+        "meta": meta,
+    }
 
 
 # ---- a study's report --------------------------------------------------------------------

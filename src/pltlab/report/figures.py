@@ -137,6 +137,27 @@ def improvement_vs_rtt(rows: list[dict], folder: str) -> list[str]:
     return _save(fig, folder, "improvement-vs-rtt")
 
 
+def effects_vs_rtt(rows: list[dict], folder: str) -> list[str]:
+    """Round trips each feature saves (all pages pooled, every other knob at its baseline) vs RTT,
+    with 95 % CIs: pltlab.report.effects."""
+    rows = [r for r in rows if r["page"] == "all pages" and r.get("baseline_context")]
+    if not rows:
+        return []
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for feature in sorted({r["feature"] for r in rows}):
+        pts = sorted((r for r in rows if r["feature"] == feature), key=lambda r: r["rtt_ms"])
+        x = [r["rtt_ms"] for r in pts]
+        y = [r["saved_rtts"] for r in pts]
+        err = [[r["saved_rtts"] - r["rtts_ci"][0] for r in pts], [r["rtts_ci"][1] - r["saved_rtts"] for r in pts]]
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=feature)
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_xlabel("RTT (ms)")
+    ax.set_ylabel("PLT saved (round trips)")
+    ax.set_title("What each feature saves (mean over pages, 95 % CI)")
+    ax.legend(fontsize=7)
+    return _save(fig, folder, "effects-vs-rtt")
+
+
 def all_figures(analysis: dict, requests: dict, folder: str) -> list[str]:
     os.makedirs(folder, exist_ok=True)
     rows = analysis["rows"]

@@ -42,6 +42,7 @@ from pltlab.net.spec import BACKENDS, CC_CHOICES, DEFAULT_CLIENT_RMEM
 
 SCOPES = ("run", "shell", "sweep")
 PROTOCOLS = ("recorded", "h1", "h2")
+TLS_MODES = ("full", "resume", "0rtt")
 MAX_CLIENT_RMEM = 64 << 20
 _HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
 
@@ -453,6 +454,20 @@ _ALL = (
         scopes=("run", "sweep"),
     ),
     Knob(
+        "tls",
+        _choice(TLS_MODES, "TLS handshake"),
+        "full",
+        "TLS 1.3 handshakes: full (no session kept), resume (tickets left by a prior visit: 1-RTT "
+        "resumption) or 0rtt (resumption with each connection's first request as early data). "
+        "Built-in loader.",
+        type=str,
+        label="TLS",
+        column="tls",
+        describe=lambda v: f"TLS {v}",
+        sweep=True,
+        scopes=("run", "sweep"),
+    ),
+    Knob(
         "warm",
         _warm,
         "warm",
@@ -725,6 +740,11 @@ def parse(values: dict, ks=None, where: str = "") -> dict[str, Any]:
         raise PltError(
             f"{where + ': ' if where else ''}schemes https is for the built-in loader (Chromium loads a page on "
             "its recorded schemes, upgrading what HSTS says)"
+        )
+    if out.get("tls", "full") != "full" and out.get("client") == "chromium":
+        raise PltError(
+            f"{where + ': ' if where else ''}tls {out['tls']} is for the built-in loader (Chromium starts "
+            "each load with a fresh profile: full handshakes, resuming only within the load; docs/loaders.md)"
         )
     return out
 

@@ -164,7 +164,39 @@ def protocol_problem(requests: list[dict], host_ips: dict, h2_ips: set) -> str |
 
 
 SERVER_CONN_KEYS = ("h1_connections", "h2_connections", "h2_streams", "h2_errors")
-SERVER_TFO_KEYS = ("tls_connections", "tfo_connections", "tfo_tls_connections", "tfo_tls_hello_split")
+SERVER_TFO_KEYS = (
+    "tls_connections",
+    "tfo_connections",
+    "tfo_tls_connections",
+    "tfo_tls_hello_split",
+    "tfo_tls_early_in_syn",
+)
+# the replay server's own count of TLS handshakes: the proof of resumption and 0-RTT
+SERVER_TLS_KEYS = ("tls_full", "tls_resumed", "tls_early_data", "tls_early_bytes")
+
+
+def tls_problem(mode: str, server: dict | None, requests: list[dict]) -> str | None:
+    """Why a load did not get the TLS handshakes its ``mode`` asked for, or None: resume/0rtt need
+    every handshake the server completed resumed, 0rtt also every connection's early data
+    accepted (the loader's records say which were refused and sent again at 1-RTT)."""
+    if mode == "full" or server is None:
+        return None
+    done = server.get("tls_full", 0) + server.get("tls_resumed", 0)
+    if done == 0:
+        return f"TLS {mode} asked but the replay server completed no TLS handshake (no https origin loaded)"
+    if server.get("tls_full", 0):
+        return f"TLS {mode} asked but {server['tls_full']} of {done} handshakes were full (no ticket resumed)"
+    if mode == "0rtt":
+        refused = [r["url"] for r in requests if r.get("early_data") == "rejected"]
+        if refused:
+            more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+            return f"TLS 0rtt asked but the early data with {refused[0]} was refused (sent again at 1-RTT){more}"
+        if server.get("tls_early_data", 0) < done:
+            return (
+                f"TLS 0rtt asked but only {server.get('tls_early_data', 0)} of {done} resumed handshakes "
+                "carried early data"
+            )
+    return None
 
 
 def tfo_note(tfo: bool, server: dict | None) -> str | None:
@@ -223,7 +255,7 @@ class PageRunner:
             self.topo.__exit__(*exc)
         return False
 
-    def _load_once(self, tfo: bool) -> dict:
+    def _load_once(self, tfo: bool, warmed=None) -> dict:
         if self.cfg.client == "chromium":
             with self.topo.guard("client"):  # a dead emulator/replay kills the browser at once
                 return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo, check=False)
@@ -239,8 +271,9 @@ class PageRunner:
                 calibrated=self.cfg.calibrated,
                 timeout_s=self.cfg.load_timeout_s,
                 h2_ips=self.replay.h2_ips,
+                tls_mode=self.cfg.tls,
             )
-        res = builtin.load(self.topo, self._plans[tfo], self.topo.workdir)
+        res = builtin.load(self.topo, self._plans[tfo], self.topo.workdir, warmed=warmed)
         tail = plans.tail_ms(self.page, self.cfg.model, self.cfg.calibrated)
         if tail is not None:  # Chromium's measured time from the last response to loadEventEnd
             res["network_plt_ms"], res["tail_ms"] = res["plt_ms"], tail
@@ -287,16 +320,26 @@ class PageRunner:
         elif tfo and not self.cfg.warm:
             self.topo.reset_tfo()
             self.warmed = False
-        self.replay.new_session()  # repeated URLs are served again from their first recording
-        c0, s0 = self.topo.counters(), self.replay.snapshot()
-        self.topo.link_snapshot()  # starts the emulator's interval: its lateness during this load
-        res = self._load_once(tfo)
+        before = {}
+
+        def start() -> None:  # counts begin here (after the loader's TLS warm-up visit, if any)
+            self.replay.new_session()  # repeated URLs are served again from their first recording
+            before.update(c=self.topo.counters(), s=self.replay.snapshot())
+            self.topo.link_snapshot()  # starts the emulator's interval: its lateness during this load
+
+        if self.cfg.client == "chromium" or self.cfg.tls == "full":
+            start()
+            res = self._load_once(tfo)
+        else:
+            res = self._load_once(tfo, warmed=start)
+        c0, s0 = before["c"], before["s"]
         c1, s1 = self.topo.counters(), self.replay.snapshot()
         late = lateness.summary(self.topo.link_snapshot())
-        server = conns = None
+        server = conns = tls = None
         if s0 and s1:  # what the replay server saw during this load
             server = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TFO_KEYS}
             conns = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_CONN_KEYS}
+            tls = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TLS_KEYS}
             server.update(tfo_tls_hello_max=s1.get("tfo_tls_hello_max"), tfo_syn_bytes_max=s1.get("tfo_syn_bytes_max"))
         counters = {
             "client": _delta(c1["client"], c0["client"], COUNTERS_CLIENT),
@@ -307,7 +350,11 @@ class PageRunner:
             doc = res.get("document_problem")
         else:
             doc = document_problem(self.chain, requests, self._plans.get(tfo))
-        reason = judge(tfo, counters, requests, doc) or protocol_problem(requests, self.host_ips, self.replay.h2_ips)
+        reason = (
+            judge(tfo, counters, requests, doc)
+            or protocol_problem(requests, self.host_ips, self.replay.h2_ips)
+            or tls_problem(self.cfg.tls, tls, requests)
+        )
         cfg = self.cfg
         return {
             "page": self.page.url,
@@ -320,6 +367,7 @@ class PageRunner:
             "cc": self.cfg.cc,
             "client": self.cfg.client,
             "protocol": self.cfg.protocol,
+            "tls": self.cfg.tls,
             "rep": rep,
             "plt_ms": res["plt_ms"],
             # built-in loader with a calibrated model="chromium": plt_ms = network_plt_ms + tail_ms
@@ -331,13 +379,15 @@ class PageRunner:
             "server_tfo": server,
             "tfo_note": tfo_note(tfo, server),
             "server_connections": conns,  # HTTP/1.x and h2 connections, h2 streams and errors
+            "server_tls": tls,  # full and resumed handshakes, early data accepted (connections, bytes)
+            "tls_warmup_ms": res.get("warmup_ms"),  # the loader's visit before the load (resume/0rtt)
             "emulator_lateness_us": late,  # the emulator's lateness during this load
             "not_found": sum(1 for r in requests if r.get("status") == 404),
             "requests": requests,
         }
 
 
-REQUEST_BYTES = ("transfer_bytes", "body_bytes", "encoding", "protocol")
+REQUEST_BYTES = ("transfer_bytes", "body_bytes", "encoding", "protocol", "tls_handshake", "early_data")
 
 
 def _request_record(r: dict, client: str) -> dict:

@@ -4,6 +4,11 @@ Open", CoNEXT 2011, Table 1) on its four pages as recorded in 2013.
 Link: RTT 20/100/200 ms, 4 Mbit/s down, 256 kbit/s up: the profile the 2013 CS244 reproduction
 (jfbastien/tcp-fastopen) names for the paper's emulation. cubic, warm TFO cookies (a prior visit),
 TFO off vs on, built-in loader unless --client chromium.
+
+`--protocol h1|h2` reruns the table on today's web: every origin over https (schemes "https"),
+HTTP/1.1 or h2, TLS 1.3 as `--tls` says (full, resume, 0rtt); built-in loader only (Chromium
+loads these http pages on their recorded schemes). What remains of TFO's gain over h2, where
+one connection per origin is opened, is the question.
 """
 
 import os
@@ -11,7 +16,7 @@ import os
 from pltlab.archive import bundled
 from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
-from pltlab.experiments.spec import Experiment, PageEntry, page_label
+from pltlab.experiments.spec import Config, Experiment, PageEntry, page_label
 from pltlab.studies.engine import config, lines, table
 
 NAME = "tfo"
@@ -50,9 +55,22 @@ def experiment(
     corpus: str | None = None,
     pages: str | None = None,
     reps: int | None = None,
+    protocol: str = "recorded",
+    tls: str = "full",
 ) -> Experiment:
     if client not in ("builtin", "chromium"):
         raise PltError(f"invalid --client {client!r}: builtin or chromium")
+    if protocol not in ("recorded", "h1", "h2"):
+        raise PltError(f"invalid --protocol {protocol!r}: recorded (http, as in 2013), h1 or h2 (https)")
+    if tls not in ("full", "resume", "0rtt"):
+        raise PltError(f"invalid --tls {tls!r}: full, resume or 0rtt")
+    if protocol == "recorded" and tls != "full":
+        raise PltError(f"--tls {tls} needs https: add --protocol h1 or h2 (the 2013 pages are http)")
+    if protocol != "recorded" and client == "chromium":
+        raise PltError(
+            f"--protocol {protocol} is for the built-in loader (Chromium loads the 2013 http pages on their "
+            "recorded schemes)"
+        )
     entries = _corpus_pages(corpus) if corpus else [PageEntry(n, bundled.load(n)) for n in bundled.PAPER]
     if pages:
         want = [p.strip() for p in pages.split(",") if p.strip()]
@@ -65,15 +83,27 @@ def experiment(
         entries = [e for e in entries if e.label in want]
     configs = [config(int(r[:-2]), rate="4mbit", rate_up="256kbit", cc="cubic", client=client, warm=True) for r in RTTS]
     n = reps or (QUICK_REPS if quick else REPS)
+    today = protocol != "recorded"
+    if today:  # TLS and the protocol are knobs of each configuration; every origin over https
+        configs = [Config(**{**c.values(), "protocol": protocol, "tls": tls}) for c in configs]
+    flags = f"{' --protocol ' + protocol if today else ''}{' --tls ' + tls if tls != 'full' else ''}"
     src = (
         f"# pltlab reproduce tfo{' --quick' if quick else ''}{' --client ' + client if client != 'builtin' else ''}"
-        f'{" --corpus " + corpus if corpus else ""}\nname = "reproduce-tfo"\n'
+        f'{" --corpus " + corpus if corpus else ""}{flags}\nname = "reproduce-tfo"\n'
         f'pages = {[e.label for e in entries]!r}\nrtt = {list(RTTS)!r}\nrate = "4mbit"\n'
         f'rate_up = "256kbit"\ncc = "cubic"\nwarmup = "warm"\ntfo = ["off", "on"]\n'
         f'client = "{client}"\nrepetitions = {n}\nseed = 1\n'
+        + (f'schemes = "https"\nprotocol = "{protocol}"\ntls = "{tls}"\n' if today else "")
     ).replace("'", '"')
     return Experiment(
-        name="reproduce-tfo", pages=entries, configs=configs, tfo_modes=(False, True), repetitions=n, seed=1, source=src
+        name="reproduce-tfo",
+        pages=entries,
+        configs=configs,
+        tfo_modes=(False, True),
+        repetitions=n,
+        seed=1,
+        source=src,
+        settings={"schemes": "https"} if today else {},
     )
 
 

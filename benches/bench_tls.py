@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""TLS 1.3 over h2 (issue 14): fidelity of full, resumed and 0-RTT handshakes, TFO off and on,
+against the analytic PLT of pages whose critical path is known, and repeatability over h2.
+
+    python3 benches/bench_tls.py [fidelity|repeat ...]
+
+Needs root (namespaces). The pages are generated (pltlab.archive.generate), served over https
+(schemes "https") and h2 (protocol "h2") to the built-in loader; the link is unshaped and the
+objects fit in the initial window, so a page costs whole round trips:
+
+    TCP 1 + TLS 1 + the requests on the critical path, less 1 with TFO (the ClientHello rides in
+    the SYN), less 1 with 0-RTT (the document's request rides with the ClientHello)
+
+chain of n: n requests one after the other; fan of k: the document, then k objects at once on
+its one h2 connection: 2 requests.
+"""
+
+import statistics
+import sys
+
+from pltlab.archive.generate import generate
+from pltlab.run.runner import RunConfig, run_page
+
+MODES = ("full", "resume", "0rtt")
+
+
+def chain(n: int):
+    return generate(objects=n, total_bytes=n * 2000, origins=1, depth=n - 1, seed=3)
+
+
+def fan(children: int):
+    return generate(objects=children + 1, total_bytes=(children + 1) * 1500, origins=1, depth=1, seed=5)
+
+
+def analytic_rtts(critical_requests: int, tfo: bool, tls: str) -> int:
+    return 2 + critical_requests - int(tfo) - int(tls == "0rtt")
+
+
+def _line(what, rtt, tfo, tls, plts, analytic):
+    if not plts:
+        print(f"fidelity: {what}, RTT {rtt} ms, TFO {'on ' if tfo else 'off'}, TLS {tls}: no valid load", flush=True)
+        return
+    med = statistics.median(plts)
+    ok = abs(med - analytic) <= 0.02 * analytic + 2
+    print(
+        f"fidelity: {what}, RTT {rtt} ms, TFO {'on ' if tfo else 'off'}, TLS {tls:6}: median {med:7.1f} ms vs "
+        f"analytic {analytic:5} ms: error {med - analytic:+6.1f} ms ({(med / analytic - 1):+.2%}; "
+        f"target within 2 % + 2 ms: {'ok' if ok else 'MISSED'})",
+        flush=True,
+    )
+
+
+def fidelity(reps: int = 3):
+    n, kids = 5, 8
+    for name, page, critical in ((f"{n}-object chain", chain(n), n), (f"fan of {kids}", fan(kids), 2)):
+        for rtt in (20, 100, 200):
+            for tls in MODES:
+                cfg = RunConfig(rtt=f"{rtt}ms", reps=reps, schemes="https", protocol="h2", tls=tls)
+                runs = run_page(page, cfg)
+                bad = [r["invalid_reason"] for r in runs if not r["valid"]]
+                if bad:
+                    print(f"  ({len(bad)} invalid: {bad[0]})", flush=True)
+                for tfo in (False, True):
+                    plts = [r["plt_ms"] for r in runs if r["tfo"] == tfo and r["valid"]]
+                    _line(f"h2 {name}", rtt, tfo, tls, plts, analytic_rtts(critical, tfo, tls) * rtt)
+
+
+def repeat(reps: int = 10):
+    """CV of 10 loads of the 5-object chain over h2 + TLS 0-RTT at 100 ms, TFO on."""
+    cfg = RunConfig(rtt="100ms", reps=reps, tfo="on", schemes="https", protocol="h2", tls="0rtt")
+    plts = [r["plt_ms"] for r in run_page(chain(5), cfg) if r["valid"]]
+    cv = statistics.pstdev(plts) / statistics.fmean(plts)
+    print(
+        f"repeat: h2 + 0-RTT + TFO, 5-object chain, 100 ms: n {len(plts)}, median {statistics.median(plts):.1f} ms, CV {cv:.2%} (target <= 1 %)"
+    )
+
+
+ALL = {"fidelity": fidelity, "repeat": repeat}
+
+if __name__ == "__main__":
+    for what in sys.argv[1:] or ["fidelity", "repeat"]:
+        ALL[what]()

@@ -1,0 +1,111 @@
+"""TLS 1.3 resumption and 0-RTT (issue 14): the `tls` knob, the proof of each load from the replay
+server's own handshake counts, the round trips each mode saves over HTTP/1.1 and h2 (and with
+TFO, early data in the SYN), and a load whose early data was refused marked invalid."""
+
+import json
+
+import pytest
+from conftest import pltlab_cmd
+from test_validity import entry, har
+
+from pltlab.archive.har import read_page
+from pltlab.errors import PltError
+from pltlab.replay.server import ReplayServer
+from pltlab.run.config import RunConfig
+from pltlab.run.runner import run_page, tls_problem
+
+RTT = 40
+
+
+def test_tls_knob_values_and_chromium():
+    assert RunConfig().tls == "full"
+    assert RunConfig(tls="0rtt").tls == "0rtt"
+    with pytest.raises(PltError, match="invalid tls '2rtt'.*full, resume, 0rtt"):
+        RunConfig(tls="2rtt")
+    with pytest.raises(PltError, match="tls resume is for the built-in loader"):
+        RunConfig(tls="resume", client="chromium")
+
+
+def test_tls_problem_judges_the_servers_counts():
+    counts = lambda full, resumed, early: {"tls_full": full, "tls_resumed": resumed, "tls_early_data": early}  # noqa: E731
+    assert tls_problem("full", counts(3, 0, 0), []) is None
+    assert tls_problem("resume", counts(0, 3, 0), []) is None
+    assert "1 of 3 handshakes were full" in tls_problem("resume", counts(1, 2, 0), [])
+    assert "no TLS handshake" in tls_problem("0rtt", counts(0, 0, 0), [])
+    assert tls_problem("0rtt", counts(0, 3, 3), []) is None
+    assert "only 2 of 3" in tls_problem("0rtt", counts(0, 3, 2), [])
+    refused = [
+        {"url": "https://a.test/x", "early_data": "rejected"},
+        {"url": "https://a.test/y", "early_data": "rejected"},
+    ]
+    msg = tls_problem("0rtt", counts(0, 3, 1), refused)
+    assert "https://a.test/x was refused" in msg and "(and 1 more)" in msg
+
+
+def _page(tmp_path, h2: bool) -> str:
+    """One https document of 2 KB (its load is a known number of round trips)."""
+    e = entry("https://www.a.test/", 200, mime="text/html", size=2000)
+    if h2:
+        e["request"]["httpVersion"] = e["response"]["httpVersion"] = "h2"
+    path = tmp_path / f"one-{'h2' if h2 else 'h1'}.har"
+    path.write_text(json.dumps(har(e)))
+    arch = tmp_path / f"arch-{'h2' if h2 else 'h1'}"
+    assert pltlab_cmd("import", str(path), "-o", str(arch)).returncode == 0
+    return str(next(p for p in arch.iterdir() if p.suffix == ".har"))
+
+
+def _run(page: str, tls: str, tfo: str) -> dict:
+    opts = ["--client", "builtin", "--rtt", f"{RTT}ms", "--reps", "1", "--tfo", tfo, "--tls", tls, "--json"]
+    cp = pltlab_cmd("run", page, *opts, timeout=180)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    return json.loads(cp.stdout)["runs"][0]
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("h2", [False, True], ids=["http1.1", "h2"])
+def test_resumption_and_0rtt_are_proven_and_save_their_round_trips(tmp_path, h2):
+    page = _page(tmp_path, h2)
+    runs = {(tls, tfo): _run(page, tls, tfo) for tls in ("full", "resume", "0rtt") for tfo in ("off", "on")}
+    for (tls, tfo), r in runs.items():
+        assert r["valid"], (tls, tfo, r["invalid_reason"])
+        assert r["tls"] == tls and r["tfo"] == (tfo == "on")
+        (q,) = r["requests"]
+        assert q["protocol"] == ("h2" if h2 else "http/1.1")
+        st = r["server_tls"]
+        if tls == "full":
+            assert (st["tls_full"], st["tls_resumed"], q["tls_handshake"]) == (1, 0, "full") and r[
+                "tls_warmup_ms"
+            ] is None
+        else:  # the visit before the load is not counted
+            assert (st["tls_full"], st["tls_resumed"], q["tls_handshake"]) == (0, 1, "resumed"), st
+            assert r["tls_warmup_ms"] > 2 * RTT
+        if tls == "0rtt":
+            assert st["tls_early_data"] == 1 and st["tls_early_bytes"] > 0 and q["early_data"] == "accepted"
+            # with TFO the ClientHello and the early data (the request) rode in the SYN
+            assert r["server_tfo"]["tfo_tls_early_in_syn"] == (1 if tfo == "on" else 0)
+        else:
+            assert st["tls_early_data"] == 0 and q.get("early_data") is None
+    plt = {k: r["plt_ms"] for k, r in runs.items()}
+    # TCP + TLS + request: 3 RTT; resumption is still 1-RTT; 0-RTT sends the request with the
+    # hello: 2; TFO saves the TCP round trip on top: 2, 2 and 1
+    for tfo, rtts in (("off", {"full": 3, "resume": 3, "0rtt": 2}), ("on", {"full": 2, "resume": 2, "0rtt": 1})):
+        for tls, n in rtts.items():
+            assert n * RTT <= plt[(tls, tfo)] < (n + 0.5) * RTT, (tls, tfo, plt)
+
+
+@pytest.mark.root
+def test_0rtt_refused_after_a_ticket_rotation_is_invalid(tmp_path, monkeypatch):
+    page = read_page(_page(tmp_path, False))
+    new_session = ReplayServer.new_session
+
+    def rotating(self):  # the load's counts start here, after the warm-up visit: rotate then
+        self.rotate_tickets()
+        new_session(self)
+
+    monkeypatch.setattr(ReplayServer, "new_session", rotating)
+    (r,) = run_page(page, RunConfig(rtt="20ms", tfo="off", reps=1, tls="0rtt"))
+    assert not r["valid"]
+    assert "TLS 0rtt asked but 1 of 1 handshakes were full" in r["invalid_reason"], r["invalid_reason"]
+    (q,) = r["requests"]
+    # the loader sent its request again after the full handshake: the page still loaded
+    assert (q["tls_handshake"], q["early_data"], q["status"]) == ("full", "rejected", 200)
