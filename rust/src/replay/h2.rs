@@ -167,6 +167,15 @@ async fn stream(
 /// Sends `body` as DATA frames as the peer's windows allow, END_STREAM on the last one.
 /// Returns false if the stream was reset or the connection went away meanwhile.
 async fn send_body(out: &mut ::h2::SendStream<Bytes>, mut body: Bytes) -> bool {
+    // the first chunk at once (h2 buffers it, a slice of the shared body): it leaves with the
+    // HEADERS in the connection's next write; waiting for capacity first would send the HEADERS
+    // alone, and a burst of small segments uses up the initial window (counted in segments)
+    if !body.is_empty() {
+        let first = body.split_to(body.len().min(SEND_CHUNK));
+        if out.send_data(first, body.is_empty()).is_err() {
+            return false;
+        }
+    }
     while !body.is_empty() {
         out.reserve_capacity(body.len().min(SEND_CHUNK));
         let cap = match std::future::poll_fn(|cx| out.poll_capacity(cx)).await {

@@ -9,6 +9,12 @@
 //! Finished is processed by the reads in between), and writes go out at once as "0.5-RTT" data
 //! (`send_half_rtt_data`, certs.rs). Without early data `accept` returns after the handshake,
 //! as usual. Counts: early data bytes read (`early_bytes`, shared with the server's stats).
+//! Writes are encrypted at once and reach the socket together: a flush only marks them due and
+//! wakes the task, whose next poll of this stream (h2 reads first; the HTTP/1.1 loop reads the
+//! next request) writes everything due in one go (past COALESCE bytes a write goes out at once;
+//! shutdown writes at once). h2's codec flushes after every DATA frame: a batch of responses
+//! would otherwise leave as a burst of partial segments, and Linux counts its congestion window
+//! in segments. A server (nginx, a CDN) writes such a batch at once; so does this one.
 use rustls::ServerConnection;
 use std::io::{self, Read, Write};
 use std::pin::Pin;
@@ -22,6 +28,8 @@ pub struct TlsServerStream<IO> {
     pub conn: ServerConnection,
     eof: bool,
     early_bytes: Arc<AtomicU64>,
+    /// Plaintext handed to rustls since the socket last took everything (see COALESCE).
+    pending: usize,
 }
 
 /// How a connection's handshake went, as the server saw it.
@@ -96,6 +104,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsServerStream<IO> {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
         }
+        self.pending = 0;
         Poll::Ready(Ok(()))
     }
 
@@ -137,7 +146,7 @@ pub async fn accept<IO: AsyncRead + AsyncWrite + Unpin>(
     early_bytes: Arc<AtomicU64>,
 ) -> io::Result<TlsServerStream<IO>> {
     let conn = ServerConnection::new(cfg).map_err(io::Error::other)?;
-    let mut s = TlsServerStream { io, conn, eof: false, early_bytes };
+    let mut s = TlsServerStream { io, conn, eof: false, early_bytes, pending: 0 };
     std::future::poll_fn(|cx| s.poll_handshake(cx)).await?;
     Ok(s)
 }
@@ -165,7 +174,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsServerStream<IO> {
                 Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Poll::Ready(Err(e)),
                 Err(_) => {}
             }
-            // handshake messages (tickets after the client's Finished) go out meanwhile
+            // what is due (responses flushed, tickets after the client's Finished) goes out first
             if let Poll::Ready(Err(e)) = this.poll_write_tls(cx) {
                 return Poll::Ready(Err(e));
             }
@@ -177,27 +186,65 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsServerStream<IO> {
     }
 }
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsServerStream<IO> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
+/// Encrypted bytes kept back before a flush: small writes (h2 frames, a head and its body)
+/// leave together as full segments. Linux counts its congestion window in segments: a burst of
+/// small ones, one per TLS record, would use it up long before its bytes do.
+const COALESCE: usize = 64 * 1024;
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> TlsServerStream<IO> {
+    /// Writes what rustls accepts of `bufs` (0: its buffer is full: write some out first).
+    fn poll_write_some(&mut self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
         loop {
-            let n = this.conn.writer().write(buf)?;
-            if n > 0 || buf.is_empty() {
-                // push out what fits now; poll_flush sends the rest
-                if let Poll::Ready(Err(e)) = this.poll_write_tls(cx) {
-                    return Poll::Ready(Err(e));
+            let n = self.conn.writer().write_vectored(bufs)?;
+            if n > 0 || bufs.iter().all(|b| b.is_empty()) {
+                if self.conn.wants_write() && self.pending + n >= COALESCE {
+                    if let Poll::Ready(Err(e)) = self.poll_write_tls(cx) {
+                        return Poll::Ready(Err(e));
+                    }
                 }
                 return Poll::Ready(Ok(n));
             }
-            ready!(this.poll_write_tls(cx))?; // rustls' buffer is full: drain it first
+            ready!(self.poll_write_tls(cx))?; // rustls' buffer is full: drain it first
         }
     }
+}
 
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsServerStream<IO> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = this.poll_write_some(cx, &[io::IoSlice::new(buf)]);
+        if let Poll::Ready(Ok(n)) = r {
+            this.pending += n;
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = this.poll_write_some(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            this.pending += n;
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    /// Marks what was written due: it goes out at the task's next poll of this stream (see the
+    /// module comment), which this wake-up makes sure of.
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         this.conn.writer().flush()?;
-        ready!(this.poll_write_tls(cx))?;
-        Pin::new(&mut this.io).poll_flush(cx)
+        if this.conn.wants_write() {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
