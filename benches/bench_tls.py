@@ -18,14 +18,12 @@ its one h2 connection: 2 requests.
 import statistics
 import sys
 
+from bench_run import _fidelity_line, chain  # benches/ is the script's folder
+
 from pltlab.archive.generate import generate
 from pltlab.run.runner import RunConfig, run_page
 
 MODES = ("full", "resume", "0rtt")
-
-
-def chain(n: int):
-    return generate(objects=n, total_bytes=n * 2000, origins=1, depth=n - 1, seed=3)
 
 
 def fan(children: int):
@@ -36,20 +34,6 @@ def fan(children: int):
 
 def analytic_rtts(critical_requests: int, tfo: bool, tls: str) -> int:
     return 2 + critical_requests - int(tfo) - int(tls == "0rtt")
-
-
-def _line(what, rtt, tfo, tls, plts, analytic):
-    if not plts:
-        print(f"fidelity: {what}, RTT {rtt} ms, TFO {'on ' if tfo else 'off'}, TLS {tls}: no valid load", flush=True)
-        return
-    med = statistics.median(plts)
-    ok = abs(med - analytic) <= 0.02 * analytic + 2
-    print(
-        f"fidelity: {what}, RTT {rtt} ms, TFO {'on ' if tfo else 'off'}, TLS {tls:6}: median {med:7.1f} ms vs "
-        f"analytic {analytic:5} ms: error {med - analytic:+6.1f} ms ({(med / analytic - 1):+.2%}; "
-        f"target within 2 % + 2 ms: {'ok' if ok else 'MISSED'})",
-        flush=True,
-    )
 
 
 def fidelity(reps: int = 3, only: str = ""):
@@ -65,7 +49,8 @@ def fidelity(reps: int = 3, only: str = ""):
                     print(f"  ({len(bad)} invalid: {bad[0]})", flush=True)
                 for tfo in (False, True):
                     plts = [r["plt_ms"] for r in runs if r["tfo"] == tfo and r["valid"]]
-                    _line(f"h2 {name}", rtt, tfo, tls, plts, analytic_rtts(critical, tfo, tls) * rtt)
+                    if plts:
+                        _fidelity_line(f"h2 {name}, TLS {tls}", rtt, tfo, plts, analytic_rtts(critical, tfo, tls) * rtt)
 
 
 def repeat(reps: int = 10):

@@ -109,3 +109,20 @@ def test_0rtt_refused_after_a_ticket_rotation_is_invalid(tmp_path, monkeypatch):
     (q,) = r["requests"]
     # the loader sent its request again after the full handshake: the page still loaded
     assert (q["tls_handshake"], q["early_data"], q["status"]) == ("full", "rejected", 200)
+
+
+def test_reproduce_tfo_on_todays_web_is_one_experiment():
+    from pltlab.studies import tfo as study
+
+    exp = study.experiment(quick=True, protocol="h2", tls="0rtt")
+    cfg = exp.run_config(0)
+    assert (cfg.schemes, cfg.protocol, cfg.tls, cfg.rate_bps) == ("https", "h2", "0rtt", 4_000_000)
+    assert 'protocol = "h2"' in exp.source and "--protocol h2 --tls 0rtt" in exp.source
+    # the 2013 table's runs keep their keys: nothing of today's web in them
+    assert "protocol" not in study.experiment(quick=True).configs[0].key()
+    with pytest.raises(PltError, match="--tls resume needs https"):
+        study.experiment(tls="resume")
+    with pytest.raises(PltError, match="--protocol h2 is for the built-in loader"):
+        study.experiment(protocol="h2", client="chromium")
+    with pytest.raises(PltError, match="invalid --protocol 'h3'"):
+        study.experiment(protocol="h3")

@@ -332,6 +332,8 @@ class PageRunner:
             res = self._load_once(tfo)
         else:
             res = self._load_once(tfo, warmed=start)
+        if "c" not in before:  # (a loader that never said its visit was over: a bug, not a load)
+            raise PltError("the built-in loader finished without reporting the end of its TLS warm-up visit")
         c0, s0 = before["c"], before["s"]
         c1, s1 = self.topo.counters(), self.replay.snapshot()
         late = lateness.summary(self.topo.link_snapshot())
