@@ -162,7 +162,8 @@ BAD = [
     ("[icw]\nicws = [3, 3]\n", "key 'icw.icws': duplicate values in [3, 3]"),
     (
         '[icw.transfer]\npages = ["nope"]\n',
-        "key 'icw.transfer.pages': unknown bundled page 'nope': one of amazon, nytimes, wsj, wikipedia, google",
+        "key 'icw.transfer.pages': unknown bundled page 'nope': one of amazon, nytimes, wsj, wikipedia, google, "
+        "filamentgroup, arcelormittal, linkedin",
     ),
     (
         '[icw.fairness]\nlong_flow = "netperf"\n',
