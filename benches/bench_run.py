@@ -2,7 +2,7 @@
 """`pltlab run` figures (issue: replay + loaders): tool overhead, fidelity against analytic PLTs,
 repeatability, built-in loader vs Chromium.
 
-    python3 benches/bench_run.py [overhead|fidelity|fanout|repeat|repeat-kernel|repeat-chromium|compare|compare-20|compare-200|compare-uncalibrated|chromium-tfo ...]
+    python3 benches/bench_run.py [overhead|fidelity|fanout|repeat|repeat-kernel|repeat-chromium|compare|compare-20|compare-200|compare-uncalibrated|compare-h2|compare-h2-recent|chromium-tfo ...]
 
 Needs root (namespaces). Timings are noisy on a shared 2-core machine: run it on a quiet one.
 """
@@ -210,7 +210,8 @@ ALL = {
     "compare-20": lambda: compare(rtt=20),
     "compare-200": lambda: compare(rtt=200),
     # over h2: wikipedia (HSTS-preloaded: https for Chromium) and the three pages recorded over h2
-    "compare-h2": lambda: compare(names=("wikipedia", "filamentgroup", "arcelormittal", "linkedin"), protocol="h2"),
+    "compare-h2": lambda: compare(protocol="h2"),
+    "compare-h2-recent": lambda: compare(names=("filamentgroup", "arcelormittal", "linkedin"), protocol="h2"),
     "chromium-tfo": chromium_tfo,
 }
 

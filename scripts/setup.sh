@@ -25,14 +25,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # The Python package and its Rust data plane (maturin builds pltlab-dp into the install), with the
-# test tools (pytest, hypothesis, ruff, import-linter: the `test` extra).
+# test tools (pytest, hypothesis, ruff, import-linter: the `test` extra) and Ray (the `cluster`
+# extra: `pltlab sweep --cluster`, tests/test_cluster.py).
 stamp=.setup-stamp
 if [ ! -f "$stamp" ] || [ -n "$(find pyproject.toml Cargo.toml Cargo.lock src rust -newer "$stamp" -print -quit)" ] \
    || ! command -v pltlab >/dev/null || ! command -v ruff >/dev/null || ! command -v lint-imports >/dev/null \
+   || ! python3 -c 'import ray' 2>/dev/null \
    || ! python3 -c 'import pltlab, sys; sys.exit(not pltlab.__file__.startswith(sys.argv[1]))' "$PWD/src/" 2>/dev/null; then
   # (the last test: an editable install of another checkout of pltlab is not this one's)
   echo "setup: building and installing pltlab (Rust data plane in release mode)"
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore maturin
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[test]'
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[test,cluster]'
   touch "$stamp"
 fi

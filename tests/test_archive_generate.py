@@ -67,6 +67,8 @@ def _loaded_by_synthesized_bodies(page):
             urls.append(o.redirect_url)
         for u in urls:
             c = page.find(u)
+            if c is None and u.startswith("https://"):  # an http object referenced from https (upgraded)
+                c = page.find("http://" + u[8:])
             if c is not None and c.url not in found:
                 found.add(c.url)
                 todo.append(c)
@@ -127,3 +129,28 @@ def test_bundled_pages_match_a_fresh_derivation(tmp_path, monkeypatch):
         fresh = (tmp_path / f"{name}.har").read_bytes()
         with open(os.path.join(os.path.dirname(bundled.__file__), "tfo2013", f"{name}.har"), "rb") as f:
             assert f.read() == fresh, f"{name}: bundled model is stale, run python3 -m pltlab.archive.bundled"
+
+
+def test_https_document_upgrades_http_references_without_csp():
+    """An https document's http sub-resources load over https through scheme-relative references,
+    never a CSP <meta> (Chromium's preload scanner drops what follows one); an https stylesheet
+    on an http page keeps the recorded http URL of its image."""
+    from pltlab.archive.model import Obj, Page
+
+    def page(doc_url):
+        p = Page(url=doc_url, objects=[Obj(url=doc_url, mime="text/html", size=3000)])
+        p.objects += [
+            Obj(url="http://img.test/a.png", mime="image/png", size=500, initiator=doc_url),
+            Obj(url="http://js.test/a.js", mime="application/javascript", size=500, initiator=doc_url),
+            Obj(url="https://css.test/s.css", mime="text/css", size=800, initiator=doc_url),
+            Obj(url="http://img.test/bg.png", mime="image/png", size=500, initiator="https://css.test/s.css"),
+        ]
+        return p
+
+    p = page("https://www.test/")
+    html = synth.body(p, p.objects[0]).decode()
+    assert "Content-Security-Policy" not in html
+    assert 'src="//img.test/a.png"' in html and 'src="//js.test/a.js"' in html
+    assert 'url("//img.test/bg.png")' in synth.body(p, p.objects[3]).decode()
+    p = page("http://www.test/")
+    assert 'url("http://img.test/bg.png")' in synth.body(p, p.objects[3]).decode()

@@ -16,7 +16,8 @@ from pltlab.replay import hosts, manifest
 
 # sha256 of json.dumps(plan, sort_keys=True) per model (chromium_https: every other host
 # upgraded, sorted), and of the concatenated sha256 hex digests of every object's synth.body(),
-# computed with the code before issue 12's indexes.
+# computed with the code before issue 12's indexes (bodies of nytimes and wsj: since session 8,
+# their https frames reference http objects scheme-relatively instead of carrying a CSP <meta>).
 BUNDLED = {
     "amazon": {
         "archive": "4e2ebc17e53818be1b6211795551ac34bd4b91e88b794261983a83328cf203df",
@@ -28,13 +29,13 @@ BUNDLED = {
         "archive": "5e13b9275d44fe541141474c8df94f265d6aab901ca2362a9a1468281d3e3600",
         "chromium": "81e1400ea265b1cebd2eadbd9c3107f68dacc08c4238efb2fcab9cddb4eed988",
         "chromium_https": "0c6703cd28d551ccf4c6c101ac6eacbed62e1a81da57f5972c3f734583d1d32e",
-        "bodies": "a18b74a90ec585b8b1c1b2dc63f9d35f91190b08f347c7a85e66d9a4db46c35e",
+        "bodies": "02cfd852dfca98a29993fb593764917b2c2178564e20cfebcf4cfab2964a1020",
     },
     "wsj": {
         "archive": "e07c7d668f2e5cf1620951e3ea1ea2c471560ae4136ed1c0fa35c3f21103eb3c",
         "chromium": "46bfe3452f187b9b6fbea5ec16ff361c90282f8029367abf078da3e99d919586",
         "chromium_https": "0abe63dc671f8e8d51c7265665bd0df076138504817f5d24e71e4be79cdbd56a",
-        "bodies": "f64b58dda0dfc430739fcb6a230291db4074767338f3e5a97f63c65b68885ef6",
+        "bodies": "986debcf94c516e510fe7aaa59aa5f725016b2b3599b46e8c3f2826e29455d2b",
     },
     "wikipedia": {
         "archive": "fc27ec3803c7497357a61a5efa362c4c8bfaaf45b85466b58b081743ab146c1c",

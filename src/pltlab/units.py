@@ -8,7 +8,8 @@ outside is one error line naming the option (or the file and key) and the value.
 
     knob                                   accepted
     RTT (--rtt, rtt, origin RTT overrides) 0 .. 10 s            (MAX_RTT_US)
-    rate, uplink rate                      1 kbit/s .. 100 Gbit/s, or unlimited
+    rate, uplink rate                      1 kbit/s .. 100 Gbit/s, or unlimited ("4mbit" or as
+                                           printed: "4 Mbit/s"; a bare number is Mbit/s)
     loss (both directions, per origin)     0 .. 100 %
     queue                                  1 .. 1,000,000 packets, or 1500 B .. 1 GiB
     initial windows (--icw, initcwnd)      1 .. 1024 segments    (net.spec.TcpKnobs; the ICW
@@ -114,15 +115,18 @@ def duration_us(text: str | float | int, what: str = "duration", max_us: int = M
 
 
 def rate_bps(text: str | float | int | None, what: str = "rate") -> int | None:
-    """'4mbit', '256kbit', '1gbit' (bare number = Mbit/s) -> bit/s, 1 kbit/s .. 100 Gbit/s;
-    None, 'unlimited', 'none' and 'inf' mean no rate limit."""
+    """'4mbit', '256kbit', '1gbit' (bare number = Mbit/s), or as pltlab prints rates: '4 Mbit/s',
+    '256 kbit/s' -> bit/s, 1 kbit/s .. 100 Gbit/s; None, 'unlimited', 'none' and 'inf' mean no
+    rate limit."""
     if text is None or (isinstance(text, str) and text.strip().lower() in ("unlimited", "none", "inf")):
         return None
     n = _number(text, what)
     if n is not None:
         value, unit = n, ""
     else:
-        value, unit = _split(text, what)
+        # "4 Mbit/s" (reports, tables, help texts) is "4mbit"; "/s" only after a bit unit
+        per_s = re.fullmatch(r"(.*bit)\s*/\s*s\s*", text, re.IGNORECASE) if isinstance(text, str) else None
+        value, unit = _split(per_s.group(1) if per_s else text, what)
     if unit not in _RATE_BPS:
         raise PltError(f"invalid {what} {show(text)}: unknown unit {unit!r} (use kbit, mbit or gbit)")
     bps = value * _RATE_BPS[unit]

@@ -17,6 +17,8 @@ pub struct ResponseHead {
     pub keep_alive: bool,
     /// Content-Encoding as sent (several header lines joined by ", "), "" if none.
     pub content_encoding: String,
+    /// Every header line as received, in order (values lossily UTF-8).
+    pub headers: Vec<(String, String)>,
 }
 
 /// Parses a response head from `buf` (the answer to a HEAD request if `head_request`: no
@@ -40,7 +42,9 @@ pub fn parse_response_head(buf: &[u8], head_request: bool) -> Result<Option<Resp
     let mut conn_close = false;
     let mut conn_keep = false;
     let mut content_encoding = String::new();
+    let mut fields = Vec::with_capacity(r.headers.len());
     for h in r.headers.iter() {
+        fields.push((h.name.to_string(), String::from_utf8_lossy(h.value).into_owned()));
         if h.name.eq_ignore_ascii_case("content-encoding") {
             let v = String::from_utf8_lossy(h.value);
             if !content_encoding.is_empty() {
@@ -73,7 +77,7 @@ pub fn parse_response_head(buf: &[u8], head_request: bool) -> Result<Option<Resp
         Framing::Close
     };
     let keep_alive = framing != Framing::Close && keep_alive(minor, conn_close, conn_keep);
-    Ok(Some(ResponseHead { status, head_len: n, framing, keep_alive, content_encoding }))
+    Ok(Some(ResponseHead { status, head_len: n, framing, keep_alive, content_encoding, headers: fields }))
 }
 
 /// Appends a status line, "HTTP/1.<minor> <status> <reason>".
@@ -117,6 +121,7 @@ mod tests {
     fn content_length() {
         let h = head("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA");
         assert_eq!((h.status, h.head_len, h.framing), (200, 38, Framing::Length(5)));
+        assert_eq!(h.headers, vec![("Content-Length".to_string(), "5".to_string())]);
         assert!(h.keep_alive);
         assert!(parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false).is_err());
         let two = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n";

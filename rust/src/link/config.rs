@@ -84,6 +84,17 @@ pub struct Config {
     /// mlockall(): no page fault in the packet path.
     #[serde(default)]
     pub mlock: bool,
+    /// A standby thread on another CPU looks at the TUNs and the queues every
+    /// this many us and moves what the main loop has not (its CPU stalled);
+    /// 0: none (also on a one-CPU machine).
+    #[serde(default)]
+    pub standby_us: u64,
+    /// Fault injection (tests): the main loop stops for `stall_us` every `stall_every_ms`, as
+    /// if its CPU stalled. 0: never.
+    #[serde(default)]
+    pub stall_us: u64,
+    #[serde(default)]
+    pub stall_every_ms: u64,
     /// Log every release or ingress delay of at least this many us (with its
     /// wall-clock time) in the final statistics' `late_events`.
     #[serde(default = "d_event")]
@@ -200,6 +211,12 @@ impl Config {
         }
         if self.linger_us > 100_000 {
             bail!("linger_us must be <= 100000, got {}", self.linger_us);
+        }
+        if self.standby_us > 100_000 {
+            bail!("standby_us must be <= 100000, got {}", self.standby_us);
+        }
+        if self.stall_us > 100_000 || (self.stall_us > 0 && self.stall_every_ms == 0) {
+            bail!("stall_us must be <= 100000 and needs stall_every_ms > 0");
         }
         if self.cpu.is_some_and(|c| c >= libc::CPU_SETSIZE as usize) {
             bail!("cpu must be < {}, got {:?}", libc::CPU_SETSIZE, self.cpu);

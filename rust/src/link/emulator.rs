@@ -19,6 +19,8 @@ use anyhow::{Context, Result};
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
 
 use super::buf::{Pkt, Pool, LARGE, SMALL, VNET};
 use super::gso;
@@ -26,9 +28,9 @@ use super::pcap::Pcap;
 use super::pipeline::Direction;
 use super::stats::LateLog;
 use super::tun::Tun;
-use crate::os::clock::{now_ns, Timer};
+use crate::os::clock::{now_ns, sleep_until, Timer};
 use crate::os::epoll::Epoll;
-use crate::os::process::RunDelay;
+use crate::os::process::{self, RunDelay};
 use crate::os::signal;
 
 const BATCH: usize = 16;
@@ -54,8 +56,33 @@ pub struct Emulator {
     pub late: LateLog,
     /// Ingress delay bound of the packets read in this round (ns).
     ingress_ns: u64,
+    /// When the TUNs were last read (by either thread).
+    last_look: u64,
+    pub standby: Standby,
     rbuf: Pkt,
     segs: Vec<Pkt>,
+}
+
+/// What the standby thread did (see `run`).
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Standby {
+    pub tick_ns: u64,
+    pub started: bool,
+    pub looks: u64,
+    /// Looks that found work the main loop had left: packets read or released.
+    pub rescues: u64,
+    pub packets: u64,
+}
+
+/// Published by the main loop after each round, read by the standby thread.
+struct Beat {
+    /// When the main loop last finished a round, and the next release then due.
+    at: AtomicU64,
+    next: AtomicU64,
+    /// When the main loop last moved a packet.
+    active: AtomicU64,
+    cpu: AtomicUsize,
+    stop: AtomicBool,
 }
 
 impl Emulator {
@@ -78,6 +105,8 @@ impl Emulator {
             linger_ns: 0,
             late: LateLog::new(0),
             ingress_ns: 0,
+            last_look: now_ns(),
+            standby: Standby::default(),
             rbuf,
             segs: Vec::new(),
         }
@@ -206,57 +235,172 @@ impl Emulator {
         false
     }
 
-    /// Runs until SIGTERM/SIGINT.
-    pub fn run(&mut self, sigfd: &OwnedFd, ready: impl FnOnce()) -> Result<()> {
+    /// One look at the TUNs and the queues: reads what waits, writes what is due. `woke`: the
+    /// run delay of the wake-up that led here, if it ended a blocking wait. Returns (packets
+    /// read + written, the time after reading).
+    fn round(&mut self, woke: Option<u64>) -> Result<(usize, u64)> {
+        let look = now_ns();
+        self.ingress_ns = woke.unwrap_or(look.saturating_sub(self.last_look));
+        self.last_look = look;
+        let got = self.read_side(0)? + self.read_side(1)?;
+        let now = now_ns();
+        let sent = self.release(UP, now) + self.release(DOWN, now);
+        Ok((got + sent, now))
+    }
+
+    /// Runs until SIGTERM/SIGINT. With `standby.tick_ns` > 0 and more than one CPU, a second
+    /// thread (same scheduling policy, kept off the main loop's CPU) looks every tick, and at
+    /// each release time plus a tick, whether the main loop has gone on; if it has not (its
+    /// CPU stalled: a hypervisor or kernel delay no scheduling setting removes), it does the
+    /// round itself. The two never work at once (one lock, held for a round only).
+    pub fn run(&mut self, sigfd: &OwnedFd, ready: impl FnOnce(), stall: (u64, u64)) -> Result<()> {
         let ep = Epoll::new()?;
         let mut timer = Timer::new().context("timerfd_create")?;
         ep.add(self.tuns[0].fd(), T_CLIENT)?;
         ep.add(self.tuns[1].fd(), T_SERVER)?;
         ep.add(timer.fd(), T_TIMER)?;
         ep.add(sigfd.as_raw_fd(), T_SIGNAL)?;
-        ready();
-        let rd = RunDelay::open();
-        let mut iter: u64 = 0;
-        let mut active = 0u64; // last time a packet was read or written
-        let mut last_look = now_ns(); // when the TUNs were last read
-        let mut woke: Option<u64> = None; // run delay of the wake-up that ended the last wait
-        loop {
-            let look = now_ns();
-            self.ingress_ns = woke.take().unwrap_or(look.saturating_sub(last_look));
-            last_look = look;
-            let got = self.read_side(0)? + self.read_side(1)?;
-            let now = now_ns();
-            let sent = self.release(UP, now) + self.release(DOWN, now);
+        let tick = self.standby.tick_ns;
+        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let beat = Beat {
+            at: AtomicU64::new(now_ns()),
+            next: AtomicU64::new(u64::MAX),
+            active: AtomicU64::new(0),
+            cpu: AtomicUsize::new(usize::MAX),
+            stop: AtomicBool::new(false),
+        };
+        let busy_ns = self.busy_ns;
+        let linger_ns = self.linger_ns;
+        let emu = Mutex::new(self);
+        std::thread::scope(|s| {
+            if tick > 0 && cpus > 1 {
+                emu.lock().unwrap().standby.started = true;
+                s.spawn(|| standby(&emu, &beat, tick));
+            }
+            ready();
+            let r = main_loop(&emu, &beat, &ep, &mut timer, sigfd, (busy_ns, linger_ns), stall);
+            beat.stop.store(true, Relaxed);
+            r
+        })
+    }
+}
+
+/// `spin`: (busy-wait, linger) ns; `stall`: fault injection, (stall ns, every ns) or zeros.
+fn main_loop(
+    emu: &Mutex<&mut Emulator>,
+    beat: &Beat,
+    ep: &Epoll,
+    timer: &mut Timer,
+    sigfd: &OwnedFd,
+    spin: (u64, u64),
+    stall: (u64, u64),
+) -> Result<()> {
+    let (busy_ns, linger_ns) = spin;
+    let mut next_stall = now_ns().saturating_add(stall.1);
+    let rd = RunDelay::open();
+    let mut iter: u64 = 0;
+    let mut active = 0u64; // last time a packet was read or written
+    let mut woke: Option<u64> = None; // run delay of the wake-up that ended the last wait
+    loop {
+        let (moved, now, next) = {
+            let mut e = emu.lock().unwrap();
+            let (moved, now) = e.round(woke.take())?;
             iter = iter.wrapping_add(1);
-            if iter.is_multiple_of(256) && self.on_signal(sigfd) {
+            if iter.is_multiple_of(256) && e.on_signal(sigfd) {
                 return Ok(());
             }
-            if got + sent > 0 {
-                if self.linger_ns > 0 {
-                    active = now;
+            (moved, now, e.next_release())
+        };
+        beat.next.store(next.unwrap_or(u64::MAX), Relaxed);
+        beat.at.store(now, Relaxed);
+        if stall.0 > 0 && now >= next_stall {
+            sleep_until(now + stall.0); // injected stall (tests): the lock is free meanwhile
+            next_stall = now + stall.1;
+        }
+        if iter.is_multiple_of(64) {
+            if let Some(c) = process::current_cpu() {
+                beat.cpu.store(c, Relaxed);
+            }
+        }
+        if moved > 0 {
+            if linger_ns > 0 {
+                active = now;
+            }
+            beat.active.store(now, Relaxed);
+            continue;
+        }
+        let now = now_ns();
+        if now < active.saturating_add(linger_ns) {
+            continue; // lingering after activity: spin
+        }
+        if let Some(d) = next {
+            if d <= now.saturating_add(busy_ns) {
+                // busy-wait window: spin, looking at the TUNs every SPIN_LOOK_NS, the lock free
+                // in between (a stall of this CPU then rarely holds it from the standby thread)
+                let until = d.min(now + SPIN_LOOK_NS);
+                while now_ns() < until {
+                    std::hint::spin_loop();
                 }
                 continue;
             }
-            let now = now_ns();
-            if now < active.saturating_add(self.linger_ns) {
-                continue; // lingering after activity: spin
-            }
-            let next = self.next_release();
-            if let Some(d) = next {
-                if d <= now.saturating_add(self.busy_ns) {
-                    continue; // busy-wait window: spin
+            timer.arm(d - busy_ns).context("timerfd_settime")?;
+        }
+        let before = rd.now();
+        let m = ep.wait(-1)?;
+        woke = Some(rd.now().saturating_sub(before));
+        if m & (1 << T_TIMER) != 0 {
+            timer.ack();
+        }
+        if m & (1 << T_SIGNAL) != 0 && emu.lock().unwrap().on_signal(sigfd) {
+            return Ok(());
+        }
+    }
+}
+
+/// While spinning before a release, how often the main loop reads the TUNs.
+const SPIN_LOOK_NS: u64 = 5_000;
+
+/// How late after a release time the standby thread checks on it.
+const STANDBY_SLACK_NS: u64 = 60_000;
+/// A link without packets in flight for this long is idle: the standby thread then looks only
+/// every STANDBY_IDLE_TICK_NS (a 200 us tick on an idle link costs ~5 % of a CPU).
+const STANDBY_IDLE_NS: u64 = 50_000_000;
+const STANDBY_IDLE_TICK_NS: u64 = 2_000_000;
+
+/// The standby thread (see Emulator::run): wakes every `tick` (packets waiting in a TUN) and
+/// STANDBY_SLACK_NS after each release time; when the main loop has not finished a round for
+/// that long, does one.
+fn standby(emu: &Mutex<&mut Emulator>, beat: &Beat, tick: u64) {
+    let _ = process::set_timerslack(1);
+    let slack = STANDBY_SLACK_NS.min(tick);
+    let mut avoided = usize::MAX;
+    while !beat.stop.load(Relaxed) {
+        let cpu = beat.cpu.load(Relaxed);
+        if cpu != avoided && cpu != usize::MAX {
+            let _ = process::avoid_cpu(cpu);
+            avoided = cpu;
+        }
+        let now = now_ns();
+        let queued = beat.next.load(Relaxed);
+        let idle = queued == u64::MAX && now.saturating_sub(beat.active.load(Relaxed)) > STANDBY_IDLE_NS;
+        let tick_now = if idle { tick.max(STANDBY_IDLE_TICK_NS) } else { tick };
+        let next = queued.saturating_add(slack);
+        sleep_until(if next > now { next.min(now + tick_now) } else { now + tick_now });
+        let now = now_ns();
+        if now.saturating_sub(beat.at.load(Relaxed)) < slack {
+            continue; // the main loop is going on
+        }
+        // try_lock: a main loop holding the lock is working (or stalled mid-round: nothing to do)
+        if let Ok(mut e) = emu.try_lock() {
+            e.standby.looks += 1;
+            if let Ok((moved, _)) = e.round(None) {
+                if moved > 0 {
+                    e.standby.rescues += 1;
+                    e.standby.packets += moved as u64;
                 }
-                timer.arm(d - self.busy_ns).context("timerfd_settime")?;
             }
-            let before = rd.now();
-            let m = ep.wait(-1)?;
-            woke = Some(rd.now().saturating_sub(before));
-            if m & (1 << T_TIMER) != 0 {
-                timer.ack();
-            }
-            if m & (1 << T_SIGNAL) != 0 && self.on_signal(sigfd) {
-                return Ok(());
-            }
+            // its own next check: the next release (the main loop's beat stays stale)
+            beat.next.store(e.next_release().unwrap_or(u64::MAX), Relaxed);
         }
     }
 }

@@ -52,12 +52,18 @@ pub fn run(a: Args) -> Result<()> {
     let mut emu = Emulator::new([client, server], dirs, pcap, clock::realtime_offset(), cfg.busy_wait_us * 1000);
     emu.linger_ns = cfg.linger_us * 1000;
     emu.late = stats::LateLog::new(cfg.late_event_us * 1000);
+    emu.standby.tick_ns = cfg.standby_us * 1000;
     let pid = std::process::id();
-    emu.run(&sigfd, || {
-        let mut o = std::io::stdout().lock();
-        let _ = writeln!(o, "{}", json!({"event": "ready", "pid": pid}));
-        let _ = o.flush();
-    })?;
+    let stall = (cfg.stall_us * 1000, cfg.stall_every_ms * 1_000_000);
+    emu.run(
+        &sigfd,
+        || {
+            let mut o = std::io::stdout().lock();
+            let _ = writeln!(o, "{}", json!({"event": "ready", "pid": pid}));
+            let _ = o.flush();
+        },
+        stall,
+    )?;
     let run_time = (clock::now_ns() - t0) as f64 / 1e9;
     let pcap_packets = match &mut emu.pcap {
         Some(p) => {
@@ -80,6 +86,8 @@ pub fn run(a: Args) -> Result<()> {
         "mlock_applied": matches!(locked, Some(Ok(()))),
         "mlock_error": match &locked { Some(Err(e)) => json!(e), _ => json!(null) },
         "pcap_packets": pcap_packets,
+        "standby": {"tick_us": cfg.standby_us, "started": emu.standby.started, "looks": emu.standby.looks,
+                    "rescues": emu.standby.rescues, "packets": emu.standby.packets},
         "buffers_allocated": emu.pool.allocated,
         "uplink": emu.dirs[UP].st.to_json(emu.dirs[UP].in_flight()),
         "downlink": emu.dirs[DOWN].st.to_json(emu.dirs[DOWN].in_flight()),

@@ -21,6 +21,18 @@ pub fn request(o: &Object) -> Vec<u8> {
     http::request::write_request(&o.method, &o.url, &o.host, o.port, o.tls, &headers)
 }
 
+/// The header fields of a request `request` wrote (its head; no body follows).
+fn request_fields(req: &[u8]) -> Vec<(String, String)> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut r = httparse::Request::new(&mut headers);
+    match r.parse(req) {
+        Ok(_) => {
+            r.headers.iter().map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into_owned())).collect()
+        }
+        Err(_) => Vec::new(),
+    }
+}
+
 /// One request/response exchange; returns (record, keep_alive).
 pub async fn exchange(
     ctx: &Ctx,
@@ -32,11 +44,11 @@ pub async fn exchange(
     first_byte: impl FnOnce(),
 ) -> Result<(Rec, bool)> {
     let mut first_byte = Some(first_byte);
-    let mut rec = Rec { request_ms: ctx.ms(), ..Default::default() };
+    let mut rec = Rec { request_ms: ctx.ms(), request_header_bytes: req.len() as u64, ..Default::default() };
     s.write_all(req).await.map_err(|e| anyhow!("sending request for {url}: {e}"))?;
     s.flush().await.map_err(|e| anyhow!("sending request for {url}: {e}"))?;
     let mut len = 0usize;
-    let head = 'head: loop {
+    let mut head = 'head: loop {
         if len == buf.len() {
             buf.resize(buf.len() * 2, 0);
         }
@@ -66,6 +78,7 @@ pub async fn exchange(
     };
     rec.status = head.status;
     rec.header_bytes = head.head_len as u64;
+    rec.response_headers = std::mem::take(&mut head.headers);
     // an encoded body is kept (de-chunked) and decoded at its end; an identity one is only counted
     let encoded = !decode::codings(&head.content_encoding).is_empty();
     let mut body: Vec<u8> = Vec::new();
@@ -91,6 +104,7 @@ pub async fn exchange(
         wire += used as u64;
     }
     rec.last_byte_ms = ctx.ms();
+    rec.request_headers = request_fields(req); // (after the timed part)
     if used < len {
         bail!("{url}: {} unexpected bytes after the response", len - used);
     }

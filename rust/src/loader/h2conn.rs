@@ -85,6 +85,24 @@ pub async fn serve(
     Ok(())
 }
 
+/// A request's fields as h2 sends them: the pseudo-headers (from its URI), then its headers.
+fn request_fields(req: &::http::Request<()>) -> Vec<(String, String)> {
+    let u = req.uri();
+    let mut out = vec![(":method".to_string(), req.method().as_str().to_string())];
+    out.push((":scheme".into(), u.scheme_str().unwrap_or("https").to_string()));
+    out.push((":authority".into(), u.authority().map(|a| a.as_str()).unwrap_or("").to_string()));
+    out.push((":path".into(), u.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string()));
+    out.extend(
+        req.headers().iter().map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())),
+    );
+    out
+}
+
+/// Header fields' size in HTTP/1.1 framing ("name: value\r\n" each, without the blank line).
+fn head_size(fields: &[(String, String)]) -> u64 {
+    fields.iter().map(|(k, v)| (k.len() + v.len() + 4) as u64).sum()
+}
+
 /// One request and its response.
 async fn stream(
     ctx: &Ctx,
@@ -105,15 +123,27 @@ async fn stream(
         req = req.header("priority", p.as_str());
     }
     let req = req.body(()).map_err(|e| anyhow!("{url}: cannot make an h2 request: {e}"))?;
+    let request_headers = request_fields(&req);
     let mut send = send.ready().await.map_err(|e| anyhow!("{url}: h2 connection: {e}"))?;
-    let mut rec = Rec { index: idx, request_ms: ctx.ms(), ..Default::default() };
+    let mut rec = Rec {
+        index: idx,
+        request_ms: ctx.ms(),
+        request_header_bytes: head_size(&request_headers),
+        request_headers,
+        ..Default::default()
+    };
     let (resp, _) = send.send_request(req, true).map_err(|e| anyhow!("{url}: h2 request: {e}"))?;
     let resp = resp.await.map_err(|e| anyhow!("{url}: h2 response: {e}"))?;
     rec.first_byte_ms = ctx.ms();
     let _ = tx.send(Msg::FirstByte(idx));
     let (parts, mut body) = resp.into_parts();
     rec.status = parts.status.as_u16();
-    rec.header_bytes = 12 + parts.headers.iter().map(|(k, v)| (k.as_str().len() + v.len() + 4) as u64).sum::<u64>();
+    rec.response_headers = parts
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect();
+    rec.header_bytes = 12 + head_size(&rec.response_headers);
     let encoding = parts
         .headers
         .get_all(::http::header::CONTENT_ENCODING)

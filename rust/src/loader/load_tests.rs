@@ -42,6 +42,16 @@ fn check_page(out: &Output) {
         let r = &out.requests[1 + i as usize];
         assert_eq!(r.status, 200, "{r:?}");
         assert_eq!(r.bytes, 1000 + 1000 * i, "{r:?}");
+        // the fields as sent and received (HTTP/1.1: Host first; h2: :method first, :authority)
+        let host = if i % 2 == 0 { "a.test" } else { "b.test" };
+        let field = |fs: &[(String, String)], name: &str| {
+            fs.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+        };
+        let authority = field(&r.request_headers, "host").or_else(|| field(&r.request_headers, ":authority"));
+        assert!(authority.is_some_and(|a| a.starts_with(host)), "{r:?}");
+        assert!(field(&r.request_headers, "accept-encoding").is_some_and(|v| v.contains("gzip")), "{r:?}");
+        assert_eq!(field(&r.response_headers, "x-i"), Some(i.to_string()), "{r:?}");
+        assert!(r.request_header_bytes > 60 && r.request_header_bytes < 200);
     }
     assert_eq!(out.requests[31].status, 404);
     // children after parents
@@ -266,7 +276,8 @@ fn tfo_loads_in_namespace() {
     // first visit: no cookie for the first connection
     assert!(!o1.connections[0].tfo && o1.connections[0].tfo_client_fail == 1, "{:?}", o1.connections[0]);
     assert!(o2.connections.iter().all(|c| c.tfo), "{:?}", o2.connections);
-    assert!(o2.requests.iter().all(|r| r.tfo));
+    assert!(o2.requests.iter().all(|r| r.tfo == r.new_conn), "{:?}", o2.requests);
+    assert_eq!(o2.requests.iter().filter(|r| r.tfo).count(), o2.connections.len());
     let after = ns.counter("TcpExtTCPFastOpenActive");
     assert!(after - before >= o2.connections.len() as u64, "{before} -> {after}");
     assert!(st["tfo_connections"].as_u64().unwrap() >= o2.connections.len() as u64, "{st}");

@@ -11,6 +11,8 @@ pub struct Rec {
     pub host: String,
     pub conn_id: usize,
     pub new_conn: bool,
+    /// This request rode in the SYN of a TFO connection: it opened a connection whose SYN data
+    /// was sent and acked (the connection's `tfo`); false for every later request on it.
     pub tfo: bool,
     pub ready_ms: f64,
     /// When the delayable-request limits let it go to its pool (= ready_ms if not held).
@@ -35,6 +37,13 @@ pub struct Rec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_error: Option<String>,
     pub status: u16,
+    /// The request's header fields as sent (HTTP/1.1: Host first; h2: the pseudo-headers first)
+    /// and the size of its head (HTTP/1.1: the bytes written; h2: the same fields in HTTP/1.1
+    /// framing, not the compressed bytes); the response's header fields as received (h2: as
+    /// HPACK decodes them, without :status).
+    pub request_headers: Vec<(String, String)>,
+    pub request_header_bytes: u64,
+    pub response_headers: Vec<(String, String)>,
     /// "http/1.1" or "h2": what the request went over.
     pub protocol: String,
     /// The first request of a TLS connection: its handshake ("full" or "resumed") and early
@@ -94,7 +103,8 @@ impl Output {
     pub fn new(plan: &Plan, mut requests: Vec<Rec>, connections: Vec<ConnRec>, tfo_refused: Option<String>) -> Output {
         for r in &mut requests {
             let c = &connections[r.conn_id];
-            r.tfo = c.tfo;
+            // SYN data is a connection's: only the request that opened it rode in that SYN
+            r.tfo = c.tfo && r.new_conn;
             r.protocol = c.protocol.clone();
             if r.new_conn {
                 r.connect_start_ms = Some(c.connect_start_ms);

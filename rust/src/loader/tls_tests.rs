@@ -78,6 +78,12 @@ fn full_resumed_and_early_data_handshakes_are_counted_over_h1_and_h2() {
     for (addr, h2) in [(srv.addrs[0], false), (srv.addrs[1], true)] {
         let (out, d) = measured(&srv, page_plan(&srv, addr, h2, "full"), |_| {});
         check_complete(&out);
+        // header fields as sent and received, on either protocol
+        let r = &out.requests[0];
+        let first = if h2 { ":method" } else { "Host" };
+        assert_eq!(r.request_headers[0].0, first, "{r:?}");
+        assert!(r.request_headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("user-agent")), "{r:?}");
+        assert!(!r.response_headers.is_empty() && r.request_header_bytes > 0, "{r:?}");
         let n = out.connections.len() as u64;
         assert!(out.warmup_ms.is_none());
         assert_eq!(

@@ -13,6 +13,16 @@ pub fn now_ns() -> u64 {
     clock(libc::CLOCK_MONOTONIC)
 }
 
+/// Sleeps until CLOCK_MONOTONIC reaches `t_ns` (returns early on a signal).
+pub fn sleep_until(t_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (t_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: valid timespec; no remaining-time output with TIMER_ABSTIME.
+    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+}
+
 /// Offset to add to a monotonic time to get wall-clock ns since the epoch.
 pub fn realtime_offset() -> u64 {
     let m = now_ns();

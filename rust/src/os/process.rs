@@ -63,6 +63,35 @@ pub fn pin_cpu(cpu: usize) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// The CPU the calling thread runs on (None if unknown).
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: plain call.
+    let c = unsafe { libc::sched_getcpu() };
+    (c >= 0).then_some(c as usize)
+}
+
+/// Lets the calling thread run on every CPU it may use now except `cpu` (no change when that
+/// would leave none).
+pub fn avoid_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; cpu < CPU_SETSIZE is checked.
+    unsafe {
+        let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in 0..n.min(libc::CPU_SETSIZE as usize) {
+            if c != cpu {
+                libc::CPU_SET(c, &mut set);
+            }
+        }
+        if libc::CPU_COUNT(&set) == 0 {
+            return Ok(());
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Locks all current and future pages in memory; returns the error text on failure.
 pub fn mlockall() -> std::result::Result<(), String> {
     // SAFETY: plain syscall.

@@ -211,12 +211,15 @@ def children(page: Page, parent: Obj) -> list[Obj]:
     return Structure(page).children(parent)
 
 
-def ref(url: str, base: str) -> str:
-    """How a synthesized HTML or CSS body at ``base`` references ``url``: scheme-relative if both
-    were recorded over http (the same URL on an http page); else the recorded absolute URL (an
-    https document's http sub-resources were mixed content already: browsers upgrade images)."""
+def ref(url: str, base: str, upgrade: bool = False) -> str:
+    """How a synthesized HTML or CSS body at ``base`` references ``url``: an http URL
+    scheme-relative if ``base`` was recorded over http (the same URL on an http page) or with
+    ``upgrade`` (it loads over https from an https document); else as recorded (an https
+    stylesheet on an http page: the recorded http URL). Upgrading by scheme-relative references,
+    not by a CSP <meta> upgrade-insecure-requests: Chromium's preload scanner drops what it finds
+    after such a <meta>, which serializes the page's loads."""
     http = url[:7].lower() == "http://"
-    return url[5:] if http and base[:7].lower() == "http://" else url
+    return url[5:] if http and (upgrade or base[:7].lower() == "http://") else url
 
 
 def js_url(url: str) -> str:
@@ -232,7 +235,7 @@ def _html(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
     head, body, later = [], [], []
     fonts = 0
     for c in kids:
-        u = escape(ref(c.url, o.url), quote=True)
+        u = escape(ref(c.url, o.url, upgrade=True), quote=True)
         k = st.ref_kind(c)
         if k == "css":
             head.append(f'<link rel="stylesheet" href="{u}">')
@@ -244,7 +247,7 @@ def _html(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
             body.append(f'<iframe src="{u}"></iframe>')
         elif k == "font":
             fonts += 1
-            css_u = ref(c.url, o.url).replace('"', "%22")  # <style> is raw text: no entity escaping
+            css_u = ref(c.url, o.url, upgrade=True).replace('"', "%22")  # <style> is raw text: no entity escaping
             head.append(
                 f'<style>@font-face{{font-family:"plt{fonts}";src:url("{css_u}")}}'
                 f'.plt{fonts}{{font-family:"plt{fonts}"}}</style>'
@@ -262,8 +265,6 @@ def _html(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
             + "".join(f"fetch({js_url(u)},{{mode:'no-cors'}}).catch(function(){{}});" for u in later)
             + "</script>"
         )
-    if o.url[:8].lower() == "https://":  # its http sub-resources load over https, as modelled
-        head.insert(0, '<meta http-equiv="Content-Security-Policy" content="upgrade-insecure-requests">')
     doc = (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
         + escape(st.page.title or o.url)
@@ -277,16 +278,20 @@ def _html(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
 
 
 def _css(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
-    imports = [f'@import url("{ref(c.url, o.url)}");' for c in kids if st.ref_kind(c) == "css"]
-    imgs = [f'url("{ref(c.url, o.url)}")' for c in kids if st.ref_kind(c) == "image"]
+    up = st.document_of(o).url[:8].lower() == "https://"  # applied to an https document
+
+    def ref_(c: Obj) -> str:
+        return ref(c.url, o.url, upgrade=up)
+
+    imports = [f'@import url("{ref_(c)}");' for c in kids if st.ref_kind(c) == "css"]
+    imgs = [f'url("{ref_(c)}")' for c in kids if st.ref_kind(c) == "image"]
     fonts = [c for c in kids if st.ref_kind(c) == "font"]
     rules, h = imports[:], hook(o)
     if imgs:  # every layer of a multi-background is fetched
         rules.append(f".{h}{{background-image:" + ",".join(imgs) + "}")
     for i, c in enumerate(fonts, 1):  # one element per font: a fallback font may never load
         rules.append(
-            f'@font-face{{font-family:"{h}f{i}";src:url("{ref(c.url, o.url)}")}}'
-            f'.{h}>b:nth-of-type({i}){{font-family:"{h}f{i}"}}'
+            f'@font-face{{font-family:"{h}f{i}";src:url("{ref_(c)}")}}.{h}>b:nth-of-type({i}){{font-family:"{h}f{i}"}}'
         )
     return _pad_text("\n".join(rules) + "\n", "/* ", " */", "", o.size, rng)
 

@@ -19,8 +19,42 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="pltlab: page-load-time lab for TCP latency features over emulated WANs.",
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
 )
 err = Console(stderr=True)
+
+
+def _versions() -> list[str]:
+    """pltlab's version and the data plane's (`pltlab-dp --version`), one line each."""
+    import subprocess
+
+    from pltlab import dataplane
+
+    try:
+        cp = subprocess.run([dataplane.binary(), "--version"], capture_output=True, text=True)
+        dp = cp.stdout.strip() or f"data plane: no version (exit code {cp.returncode})"
+    except (PltError, OSError) as e:
+        dp = f"data plane: {e}"
+    return [f"pltlab {__version__}", dp]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print("\n".join(_versions()))
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print pltlab's and the data plane's version."
+        ),
+    ] = False,
+):
+    pass
+
 
 # `pltlab check`'s own options (its link is fixed: the self-test's)
 Backend = Annotated[str, typer.Option("--backend", help="auto, userspace (TUN emulator) or netem.")]
@@ -186,26 +220,28 @@ def clean(
 
 @app.command()
 def version():
-    """Print the versions of pltlab and its data plane."""
-    import subprocess
-
-    from pltlab import dataplane
-
-    print(f"pltlab {__version__}")
-    try:
-        print(subprocess.run([dataplane.binary(), "--version"], capture_output=True, text=True).stdout.strip())
-    except PltError as e:
-        print(f"data plane: {e}")
+    """Print the versions of pltlab and its data plane (also: pltlab --version)."""
+    print("\n".join(_versions()))
 
 
 # Commands that live with their subsystem.
 from pltlab.cli import archive as _archive_commands  # noqa: E402
+from pltlab.cli import cluster as _cluster_commands  # noqa: E402
+from pltlab.cli import compare as _compare_commands  # noqa: E402
 from pltlab.cli import experiments as _experiment_commands  # noqa: E402
+from pltlab.cli import explain as _explain_commands  # noqa: E402
+from pltlab.cli import export as _export_commands  # noqa: E402
+from pltlab.cli import predict as _predict_commands  # noqa: E402
 from pltlab.cli import studies as _studies_commands  # noqa: E402
 
 _archive_commands.register(app)
 _experiment_commands.register(app)
 _studies_commands.register(app)
+_cluster_commands.register(app)
+_explain_commands.register(app)
+_predict_commands.register(app)
+_compare_commands.register(app)
+_export_commands.register(app)
 
 
 def main() -> None:

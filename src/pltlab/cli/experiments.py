@@ -13,7 +13,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from pltlab import units
+from pltlab.cli.cluster import ClusterOpt, SlotsOpt
 from pltlab.cli.options import knob_options
+from pltlab.cli.progress import LoadProgress, working
 from pltlab.errors import PltError
 
 
@@ -55,9 +57,11 @@ def run(
     from pltlab.run.runner import summarize
 
     cfg = RunConfig.from_knobs(knobs)  # every knob checked before anything is built
-    out = Console(stderr=as_json)
+    bar = LoadProgress(cfg.reps * len(cfg.tfo_modes), Console(stderr=as_json), json_mode=as_json)
+    out = bar.lines
 
     def on_run(r):
+        bar.load_done(r["page_id"])
         out.print(
             f"Experiment {r['rep']} {escape(r['page_id'])} @ {r['rtt_ms']:g}ms delay"
             f" ({'TFO' if r['tfo'] else 'no TFO'})",
@@ -69,6 +73,7 @@ def run(
             out.print(f"  [yellow]note: {escape(r['tfo_note'])}[/]", highlight=False)
 
     def on_page(p, runs):
+        bar.page_done()
         if as_json:
             return  # (stderr gets one line per failed page at the end)
         if p["status"] == "failed":
@@ -76,14 +81,15 @@ def run(
         if runs:
             _print_plt_table(out, summarize(runs), p["page_id"])
 
-    res = run_pages(
-        page,
-        cfg,
-        corpus,
-        on_run=on_run,
-        on_page=on_page,
-        on_note=lambda n: out.print(f"[yellow]note: {escape(n)}[/]", highlight=False),
-    )
+    with bar:
+        res = run_pages(
+            page,
+            cfg,
+            corpus,
+            on_run=on_run,
+            on_page=on_page,
+            on_note=lambda n: out.print(f"[yellow]note: {escape(n)}[/]", highlight=False),
+        )
     runs, failed = res["runs"], [p for p in res["pages"] if p["status"] == "failed"]
     invalid = [r for r in runs if not r["valid"]]
     if as_json:  # one object at the end, with every page that finished (and every failure)
@@ -158,14 +164,26 @@ def sweep(
     resume: Annotated[bool, typer.Option("--resume", help="Continue a killed sweep in its output folder.")] = False,
     output: Annotated[str | None, typer.Option("-o", "--output", help="Output folder (default results/NAME).")] = None,
     report: Annotated[bool, typer.Option(help="Build the report (tables, figures, HTML) at the end.")] = True,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object at the end: runs done/failed/invalid, output paths, the report's data.",
+        ),
+    ] = False,
+    cluster: ClusterOpt = None,
+    slots: SlotsOpt = 1,
 ):
     """Run an experiment file's full cross product into an SQLite results database."""
+    from pltlab.cli.cluster import executor
     from pltlab.experiments import spec
     from pltlab.experiments import sweep as sweeper
+    from pltlab.report import summary
 
     exp = spec.load(file)
     out_dir = output or sweeper.default_out(exp)
     sweeper.prepare(exp, out_dir, resume)  # refuse before printing anything
+    ex = executor(cluster, slots)
     out = Console(stderr=True)
     out.print(
         f"{exp.name}: {len(exp.pages)} page(s) x {len(exp.configs)} configuration(s) x "
@@ -173,24 +191,34 @@ def sweep(
         f"-> {out_dir}",
         highlight=False,
     )
-    res = sweeper.run(exp, out_dir, resume=resume, console=out)
+    res = sweeper.run(exp, out_dir, resume=resume, console=out, executor=ex)
     if sweeper.all_failed(res):  # nothing measured: no report, a non-zero exit
         out.print(
             f"0 runs in {res['wall_s']:.1f} s: all {res['failed']} failed (results in {out_dir})", highlight=False
         )
+        if as_json:
+            print(json.dumps(summary.sweep(out_dir, res, None)))
         raise typer.Exit(2)
     out.print(
         f"{res['runs']} run(s) in {res['wall_s']:.1f} s ({res['failed']} failed, {res['invalid']} invalid); "
         f"sum of PLTs / wall time = {res['efficiency']:.2f}",
         highlight=False,
     )
-    if report:
-        _report(out_dir, Console())
+    rep = _report(out_dir, None if as_json else Console()) if report else None
+    if as_json:
+        print(json.dumps(summary.sweep(out_dir, res, rep)))
 
 
-def report(out_dir: Annotated[str, typer.Argument(help="An experiment's output folder.")]):
+def report(
+    out_dir: Annotated[str, typer.Argument(help="An experiment's output folder.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object: the tables as data, the notes, the files written.")
+    ] = False,
+):
     """Statistics, the PLT table (Markdown/CSV), figures (output-figures/) and report.html."""
-    _report(out_dir, Console())
+    rep = _report(out_dir, None if as_json else Console())
+    if as_json:
+        print(json.dumps(rep))
 
 
 def _print_seeds_table(out: Console, rows: list[list[str]], title: str) -> None:
@@ -204,17 +232,24 @@ def _print_seeds_table(out: Console, rows: list[list[str]], title: str) -> None:
     out.print(t)
 
 
-def _report(out_dir: str, out: Console) -> None:
-    from pltlab.report import build, study_report
+def _report(out_dir: str, out: Console | None) -> dict:
+    """Build the report; print its table and paths on ``out`` (None: print nothing); returns it
+    as data (pltlab.report.summary)."""
+    from pltlab.report import build, study_report, summary
     from pltlab.studies.engine import STUDY_FILE
 
     if not os.path.exists(os.path.join(out_dir, "results.sqlite")) and os.path.exists(
         os.path.join(out_dir, STUDY_FILE)
     ):
-        study_report(out_dir)  # a study's folder (pltlab reproduce icw): its experiments' databases
-        out.print(f"report: {os.path.join(out_dir, 'report.html')}", highlight=False)
-        return
-    built = build(out_dir)
+        with working(f"report: {out_dir}: the study's tables, figures and report.html"):
+            res = study_report(out_dir)  # a study's folder (pltlab reproduce icw): its experiments' databases
+        if out is not None:
+            out.print(f"report: {os.path.join(out_dir, 'report.html')}", highlight=False)
+        return summary.study(out_dir, res)
+    with working(f"report: {out_dir}: statistics, tables, figures and report.html"):
+        built = build(out_dir)
+    if out is None:
+        return summary.report(out_dir, built)
     _print_seeds_table(out, built["seeds"], f"PLT table ({out_dir})")
     for note, bad in built["notes"]:
         if bad:
@@ -224,6 +259,7 @@ def _report(out_dir: str, out: Console) -> None:
         f"{os.path.join(out_dir, 'output-figures')}",
         highlight=False,
     )
+    return summary.report(out_dir, built)
 
 
 def register(app: typer.Typer) -> None:

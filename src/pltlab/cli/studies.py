@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from pltlab import units
+from pltlab.cli.cluster import ClusterOpt, SlotsOpt
 from pltlab.cli.experiments import _print_seeds_table
 from pltlab.errors import PltError
 
@@ -45,8 +46,11 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
             typer.Option(help="recorded (http, as in 2013), or today's web: h1 or h2, every origin over https."),
         ] = "recorded",
         tls: Annotated[str, typer.Option(help="With --protocol h1/h2: TLS 1.3 full, resume or 0rtt.")] = "full",
+        cluster: ClusterOpt = None,
+        slots: SlotsOpt = 1,
     ):
         """The TFO paper's experiment: RTT 20/100/200 ms, 4 Mbit/s down, 256 kbit/s up, TFO off vs on."""
+        from pltlab.cli.cluster import executor
         from pltlab.experiments import sweep as sweeper
         from pltlab.report import build
         from pltlab.studies import engine
@@ -61,6 +65,7 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
         ((_, exp),) = exps
         out_dir = output or os.path.join("results", time.strftime("reproduce-tfo-%Y%m%d-%H%M%S"))
         engine.prepare(study.NAME, params, exps, out_dir, resume)
+        ex = executor(cluster, slots)
         err = Console(stderr=True)
         err.print(
             f"reproduce tfo: {', '.join(e.label for e in exp.pages)} x RTT 20/100/200 ms, 4 Mbit/s down, "
@@ -68,7 +73,8 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
             f"{f', https + {protocol}, TLS {tls}' if protocol != 'recorded' else ''} -> {out_dir}",
             highlight=False,
         )
-        res = engine.run(study.NAME, params, exps, out_dir, resume=resume, console=err)["sweeps"][exp.name]
+        res = engine.run(study.NAME, params, exps, out_dir, resume=resume, console=err, executor=ex)
+        res = res["sweeps"][exp.name]
         if sweeper.all_failed(res):
             err.print(
                 f"reproduce tfo: 0 runs in {res['wall_s']:.0f} s: all {res['failed']} failed (results in {out_dir})",
@@ -158,6 +164,8 @@ def icw_command(app: typer.Typer, name: str = "icw") -> None:
         resume: Annotated[
             bool, typer.Option("--resume", help="Continue a killed study in --out DIR: no finished load is repeated.")
         ] = False,
+        cluster: ClusterOpt = None,
+        slots: SlotsOpt = 1,
     ):
         """Initial congestion window study (Yahoo! CDN, IMC 2011): PLT vs RTT and loss, object
         transfer times in RTTs, fairness of a large ICW against a long flow."""
@@ -181,13 +189,22 @@ def icw_command(app: typer.Typer, name: str = "icw") -> None:
                 losses=[percent(x) for x in loss] if loss else None,
                 fairness_seconds=fairness_seconds,
                 parts=only or None,
+                cluster=(cluster, slots),
             )
         except PltError as e:
             print(f"pltlab: error: {e}", file=sys.stderr)
             raise typer.Exit(2) from None
 
 
-def reproduce_icw(t0: float, out: str, resume: bool, as_json: bool, config_file: str | None, **given) -> dict:
+def reproduce_icw(
+    t0: float,
+    out: str,
+    resume: bool,
+    as_json: bool,
+    config_file: str | None,
+    cluster: tuple[str | None, int] = (None, 1),
+    **given,
+) -> dict:
     """Run the ICW study's parts into ``out`` (resumable), then write its results.json, tables.md,
     figures and report.html; print the JSON object (``as_json``) or the tables."""
     from pltlab.report import study_report
@@ -197,6 +214,9 @@ def reproduce_icw(t0: float, out: str, resume: bool, as_json: bool, config_file:
     p = icw.params(config.load(config_file) if config_file else {}, **given)
     exps = icw.experiments(p)
     engine.prepare(icw.NAME, p.as_json(), exps, out, resume)  # everything checked before anything runs
+    from pltlab.cli.cluster import executor
+
+    ex = executor(*cluster, keep_up=True)  # (--cluster: one Ray session, each node checked once)
     err = Console(stderr=True)
     n = sum(e.n_runs for _, e in exps)
     err.print(
@@ -204,15 +224,20 @@ def reproduce_icw(t0: float, out: str, resume: bool, as_json: bool, config_file:
         f"{' (resumed)' if resume else ''} -> {out}",
         highlight=False,
     )
-    engine.run(
-        icw.NAME,
-        p.as_json(),
-        exps,
-        out,
-        resume=resume,
-        console=err,
-        note={"config_file": os.path.abspath(config_file) if config_file else None},
-    )
+    try:
+        engine.run(
+            icw.NAME,
+            p.as_json(),
+            exps,
+            out,
+            resume=resume,
+            console=err,
+            note={"config_file": os.path.abspath(config_file) if config_file else None},
+            executor=ex,
+        )
+    finally:
+        if ex is not None:
+            ex.close()
     res = study_report(out, wall_time_s=round(time.monotonic() - t0, 1))
     slim = icw.summary(res, p.quick)
     if as_json:

@@ -6,6 +6,7 @@ rows), so old results folders resume and report. Every run is committed with its
 most the run in progress and never half of one.
 """
 
+import gzip
 import json
 import os
 import sqlite3
@@ -58,6 +59,9 @@ RUN_COLUMNS = {
     "dp_version": "TEXT",
     "kernel": "TEXT",
     "browser": "TEXT",
+    # the machine that ran the load (JSON: host, kernel, CPU model, versions) when a cluster ran
+    # the sweep (pltlab.cluster); NULL: this machine (environment in the meta table)
+    "node": "TEXT",
 }
 REQUEST_COLUMNS = {
     "run_id": "INTEGER NOT NULL",
@@ -88,6 +92,15 @@ REQUEST_COLUMNS = {
     # a connection's first request: its TLS handshake (full/resumed) and early data (accepted/rejected)
     "tls_handshake": "TEXT",
     "early_data": "TEXT",
+    # the load's graph (pltlab.explain): when a scheduler's priority limits let it go (built-in
+    # loader), the request it waited for (its initiator's idx), the further ones (JSON list), whether
+    # the initiator's first byte sufficed, and the compute delay between them and ready_ms
+    "released_ms": "REAL",
+    "tls_start_ms": "REAL",  # Chromium: sslStart (its connect_end_ms includes TLS)
+    "parent": "INTEGER",
+    "after": "TEXT",
+    "at_first_byte": "INTEGER",
+    "delay_ms": "REAL",
 }
 
 
@@ -108,6 +121,7 @@ class Results:
                 {", ".join(f"{k} {v}" for k, v in REQUEST_COLUMNS.items())});
             CREATE INDEX IF NOT EXISTS requests_run ON requests(run_id);
             CREATE TABLE IF NOT EXISTS runners (run_id TEXT PRIMARY KEY, opened REAL, closed REAL);
+            CREATE TABLE IF NOT EXISTS hars (run_id INTEGER PRIMARY KEY, har BLOB);
         """)
         # a database of an earlier version (resumed): add the columns it lacks
         for table, want in (("runs", RUN_COLUMNS), ("requests", REQUEST_COLUMNS)):
@@ -141,8 +155,9 @@ class Results:
     def count(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
-    def add_run(self, row: dict, requests: list[dict]) -> int:
-        """Insert one run attempt and its requests atomically; returns the run id."""
+    def add_run(self, row: dict, requests: list[dict], har: dict | None = None) -> int:
+        """Insert one run attempt and its requests (and the load's HAR, pltlab.run.loadhar: gzip'd
+        JSON in table `hars`) atomically; returns the run id."""
         cols = [c for c in RUN_COLUMNS if c in row]
         with self.db:
             cur = self.db.execute(
@@ -155,7 +170,16 @@ class Results:
                 f"INSERT INTO requests (run_id, {', '.join(rcols)}) VALUES (?{', ?' * len(rcols)})",
                 [[rid] + [_sql(_req_value(r, c)) for c in rcols] for r in requests],
             )
+            if har is not None:
+                blob = gzip.compress(json.dumps(har, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+                self.db.execute("INSERT INTO hars (run_id, har) VALUES (?, ?)", (rid, blob))
         return rid
+
+    def load_har(self, run_id: int) -> dict | None:
+        """The HAR stored with run ``run_id``, or None (none stored: an older folder, a failed run,
+        a measurement kind without requests)."""
+        got = self.db.execute("SELECT har FROM hars WHERE run_id = ?", (run_id,)).fetchone()
+        return json.loads(gzip.decompress(got[0])) if got and got[0] is not None else None
 
     def set_lateness(self, runner_id: str, stats: dict | None) -> None:
         """The emulator's lateness (downlink) over a whole runner, known at its teardown: for its

@@ -14,6 +14,8 @@
     model = "archive"                # built-in loader: "archive" (recorded initiators) or "chromium"
     schemes = "recorded"             # or "chromium" (Chromium's HSTS https upgrades, both loaders), "https" (all)
     calibrated = true                # model "chromium": use a page's calibration (pltlab calibrate)
+    trace_down = "lte.down"          # Mahimahi delivery traces instead of rates (trace_up too)
+    pcap = true                      # one pcap per load in OUT_DIR/pcap (or a folder)
     warmup = ["warm"]                # warm: TFO cookies cached by a prior visit; cold: keys reset
     origin_rtt = [{}, {"cdn.example.com" = "10ms"}]   # per-origin RTT[/LOSS] by host or index
     repetitions = 5
@@ -54,6 +56,7 @@ SCALAR_KEYS = ("name", "pages", "corpus") + tuple(k.toml for k in SWEEP_KNOBS if
 KEY_ORDER = ("rtt", "rate", "rate_up", "loss", "queue", "icw", "cc", "client", "warm", "origin_rtt")
 # Experiment-level knobs with their own Experiment attribute (and place in the digest).
 _OWN = ("reps", "seed", "max_conns_per_host", "client_rmem")
+PATH_KEYS = ("trace_up", "trace_down", "pcap")  # relative to the experiment file's folder
 # An experiment's name names its output folder (results/NAME): a name, never a path.
 NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
@@ -129,7 +132,9 @@ class Experiment:
         # refused: a different experiment)
         if self.client_rmem is not None:
             h.update(json.dumps({"client_rmem": self.client_rmem}).encode())
-        settings = {n: knobs.KNOBS[n].key(v) for n, v in self.settings.items() if v != knobs.KNOBS[n].value}
+        settings = {  # (where packet traces are written changes nothing measured)
+            n: knobs.KNOBS[n].key(v) for n, v in self.settings.items() if v != knobs.KNOBS[n].value and n != "pcap"
+        }
         if settings:  # (before other knobs: the loader's model/schemes/calibrated, same form)
             h.update(json.dumps(settings, sort_keys=True).encode())
         if self.kind != "page_load":
@@ -213,6 +218,8 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
             raise bad(k, f"unknown key (known: {', '.join(SCALAR_KEYS + LIST_KEYS)})")
     if "pages" not in doc:
         raise bad("pages", "missing (a list of pages: bundled names, HAR files, directories, .pages lists)")
+    # files and folders the file names are relative to its own folder, as its pages are
+    doc = {k: _abs(v, base) if k in PATH_KEYS and isinstance(v, str) else v for k, v in doc.items()}
     lists, scalars = parse_knobs(doc, where)
     if "name" in doc:
         name = doc["name"]
@@ -244,7 +251,7 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
         for point in itertools.product(*(lists[n] for n in names))
     ]
     settings = {n: v for n, v in scalars.items() if n not in _OWN + ("tfo",) and v != knobs.KNOBS[n].value}
-    return Experiment(
+    exp = Experiment(
         name=name,
         pages=pages,
         configs=configs,
@@ -255,6 +262,12 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
         client_rmem=scalars["client_rmem"],
         settings=settings,
     )
+    for c in range(len(configs)):  # settings that do not go together (a trace and a rate): now, not mid-sweep
+        try:
+            exp.run_config(c)
+        except PltError as e:
+            raise PltError(f"{where}: {e}") from None
+    return exp
 
 
 def _abs(p: str | None, base: str) -> str | None:

@@ -36,7 +36,7 @@ from pltlab.errors import PltError
 from pltlab.experiments.results import Results, export
 from pltlab.experiments.spec import NAME_RE, Experiment
 from pltlab.net import clean
-from pltlab.run import kinds
+from pltlab.run import kinds, loadhar, loadpcaps
 from pltlab.run.config import RunConfig
 
 MAX_ATTEMPTS = 2  # a failed run is retried once
@@ -135,8 +135,15 @@ def all_failed(stats: dict) -> bool:
 
 
 class Sweep:
-    def __init__(self, exp: Experiment, out_dir: str, console: Console | None = None, max_live: int = 16):
+    def __init__(
+        self, exp: Experiment, out_dir: str, console: Console | None = None, max_live: int = 16, executor=None
+    ):
+        """``executor``: None runs the loads here; else an object whose ``run(sweep, todo, seen,
+        finish, retrying)`` runs them elsewhere (pltlab.cluster.driver), storing each attempt with
+        ``record_ok``/``record_failed`` and calling ``finish(item, row)`` with an item's last one."""
         self.exp, self.out_dir = exp, out_dir
+        self.executor = executor
+        self._cols: dict[int, dict] = {}
         self.out = console or Console(stderr=True)
         self.max_live = max_live
         self.live: OrderedDict[tuple, object] = OrderedDict()  # (page, config) -> a kind's runner
@@ -144,8 +151,18 @@ class Sweep:
         self.env: dict = {}
 
     # ---- runners ----------------------------------------------------------------------
+    def _columns(self, c: int) -> dict:
+        """A configuration's columns, made once (a row is built per run: a cluster's driver builds
+        hundreds a second)."""
+        if c not in self._cols:
+            self._cols[c] = self._cfg(c).columns()
+        return self._cols[c]
+
     def _cfg(self, c: int) -> RunConfig:
-        return self.exp.run_config(c)
+        cfg = self.exp.run_config(c)
+        if cfg.pcap is True:  # experiment key pcap = true: one pcap per load in OUT_DIR/pcap
+            cfg.pcap = os.path.join(os.path.abspath(self.out_dir), loadpcaps.FOLDER)
+        return cfg
 
     def _runner(self, p: int, c: int):
         key = (p, c)
@@ -193,7 +210,7 @@ class Sweep:
             "objects": len(e.page.objects),
             "page_bytes": sum(o.size for o in e.page.objects),
             "config_key": k.key(),
-            **self._cfg(it.config).columns(),
+            **self._columns(it.config),
             "tfo": it.tfo,
             "rep": it.rep,
             "pltlab_version": self.env.get("pltlab"),
@@ -201,24 +218,35 @@ class Sweep:
             "kernel": self.env.get("kernel"),
         }
 
-    def _attempt(self, it: Item, attempt: int) -> dict:
+    def new_row(self, it: Item, attempt: int) -> dict:
+        """A run attempt's row before its load: what it is, its start time."""
         row = self._row(it, attempt)
-        t0 = time.time()
-        row["started_at"] = t0
+        row["started_at"] = time.time()
+        return row
+
+    def _attempt(self, it: Item, attempt: int) -> dict:
+        row = self.new_row(it, attempt)
         try:
             pr = self._runner(it.page, it.config)
             row["runner_id"] = pr.topo.run_id
             r = pr.load(it.tfo, it.rep)
         except (PltError, OSError, subprocess.SubprocessError, ValueError) as e:
-            row.update(
-                status="failed",
-                valid=False,
-                failure_reason=str(e) or type(e).__name__,
-                wall_ms=(time.time() - t0) * 1000,
-            )
             self._close((it.page, it.config))  # a fresh runner for the retry
-            self.res.add_run(row, [])
-            return row
+            return self.record_failed(row, str(e) or type(e).__name__)
+        return self.record_ok(row, r)
+
+    def record_failed(self, row: dict, reason: str, wall_ms: float | None = None) -> dict:
+        """Store a failed attempt (the executor seam: a load run elsewhere is recorded here too)."""
+        if wall_ms is None:
+            wall_ms = (time.time() - row["started_at"]) * 1000
+        row.update(status="failed", valid=False, failure_reason=reason, wall_ms=wall_ms)
+        self.res.add_run(row, [])
+        return row
+
+    def record_ok(self, row: dict, r: dict, wall_ms: float | None = None) -> dict:
+        """Store a load's result ``r`` (a runner's ``load``) with its requests in one transaction."""
+        if wall_ms is None:
+            wall_ms = (time.time() - row["started_at"]) * 1000
         c = r["tfo_counters"]
         row.update(
             status="ok",
@@ -230,7 +258,7 @@ class Sweep:
             tfo_active=c["client"].get("TCPFastOpenActive"),
             tfo_passive=c["server"].get("TCPFastOpenPassive"),
             browser=r.get("browser"),
-            wall_ms=(time.time() - t0) * 1000,
+            wall_ms=wall_ms,
             network_plt_ms=r.get("network_plt_ms"),
             tail_ms=r.get("tail_ms"),
             late_reruns=r.get("late_reruns"),
@@ -244,9 +272,25 @@ class Sweep:
         lat = r.get("emulator_lateness_us") or {}
         if lat:  # this load's own figures (else the runner's, filled in at its teardown)
             row.update(lateness_p50_us=lat.get("p50"), lateness_p99_us=lat.get("p99"), lateness_max_us=lat.get("max"))
-        self.res.add_run(row, r["requests"])
+        self.res.add_run(row, r["requests"], har=self._har(row, r))
         row["summary"] = r.get("summary")  # for the progress display, not stored
         return row
+
+    def _har(self, row: dict, r: dict) -> dict | None:
+        """The load's HAR (pltlab.run.loadhar) for a load with requests; None for other kinds. A
+        HAR that cannot be built costs the HAR only (said once), never the measurement."""
+        if not r.get("requests"):
+            return None
+        page = next((e.page for e in self.exp.pages if e.label == row["page"]), None)
+        if page is None:
+            return None
+        try:
+            return loadhar.build(page, r)
+        except Exception as e:  # noqa: BLE001 - the load's figures are stored whatever happens here
+            if not getattr(self, "_har_warned", False):
+                self._har_warned = True
+                _say(self.out, f"[yellow]note: the load's HAR could not be built ({type(e).__name__}: {e})[/]")
+            return None
 
     # ---- the sweep --------------------------------------------------------------------
     def run(self) -> dict:
@@ -316,19 +360,10 @@ class Sweep:
         )
         with Progress(*cols, console=self.out, transient=False) as prog:
             task = prog.add_task(self.exp.name, total=len(items), completed=len(items) - len(todo), last="-")
-            for it in todo:
+
+            def finish(it: Item, row: dict) -> None:
+                """An item's last attempt: counted, printed, the progress bar advanced."""
                 e = self.exp.pages[it.page]
-                _say(
-                    prog.console,
-                    f"Experiment {it.rep} {e.label} @ {self._where(it.config)} ({'TFO' if it.tfo else 'no TFO'})",
-                )
-                attempt = len(seen.get(it.key, [])) + 1
-                while True:
-                    row = self._attempt(it, attempt)
-                    if row["status"] == "ok" or attempt >= MAX_ATTEMPTS:
-                        break
-                    _say(prog.console, f"[yellow]run failed ({row['failure_reason']}); retrying once[/]")
-                    attempt += 1
                 if row["status"] == "ok":
                     stats["runs"] += 1
                     stats["plt_sum_ms"] += row["plt_ms"] or 0.0
@@ -345,6 +380,26 @@ class Sweep:
                     _say(prog.console, f"[red]FAILED twice: {row['failure_reason']}[/]")
                     last = "failed"
                 prog.update(task, advance=1, last=last)
+
+            def retrying(row: dict) -> None:
+                _say(prog.console, f"[yellow]run failed ({row['failure_reason']}); retrying once[/]")
+
+            if self.executor is not None:  # elsewhere (pltlab.cluster): same queue, rows stored here
+                self.executor.run(self, todo, seen, finish, retrying)
+            for it in todo if self.executor is None else ():
+                e = self.exp.pages[it.page]
+                _say(
+                    prog.console,
+                    f"Experiment {it.rep} {e.label} @ {self._where(it.config)} ({'TFO' if it.tfo else 'no TFO'})",
+                )
+                attempt = len(seen.get(it.key, [])) + 1
+                while True:
+                    row = self._attempt(it, attempt)
+                    if row["status"] == "ok" or attempt >= MAX_ATTEMPTS:
+                        break
+                    retrying(row)
+                    attempt += 1
+                finish(it, row)
                 left[(it.page, it.config)] -= 1
                 if not left[(it.page, it.config)]:  # its last run: free its namespaces and servers now
                     self._close((it.page, it.config))
@@ -362,9 +417,9 @@ def _say(console: Console, line: str) -> None:
     console.print(line, highlight=False, no_wrap=True, crop=False, overflow="ignore")
 
 
-def run(exp: Experiment, out_dir: str, resume: bool = False, console: Console | None = None) -> dict:
+def run(exp: Experiment, out_dir: str, resume: bool = False, console: Console | None = None, executor=None) -> dict:
     prepare(exp, out_dir, resume)
-    return Sweep(exp, out_dir, console).run()
+    return Sweep(exp, out_dir, console, executor=executor).run()
 
 
 def default_out(exp: Experiment) -> str:

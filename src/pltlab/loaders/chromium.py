@@ -23,18 +23,23 @@ def shim_path(workdir: str) -> str:
 
 
 TIMES = (
+    ("dns_start_ms", "dnsStart"),
+    ("dns_end_ms", "dnsEnd"),
     ("connect_start_ms", "connectStart"),
     ("connect_end_ms", "connectEnd"),
     ("tls_start_ms", "sslStart"),
+    ("tls_end_ms", "sslEnd"),
     ("request_ms", "sendStart"),
+    ("send_end_ms", "sendEnd"),
     ("first_byte_ms", "receiveHeadersEnd"),
 )
 
 
 def wire_times(r) -> dict:
     """The CDP ResourceTiming of a request on the load's clock (ms since its first request), named
-    like the built-in loader's fields: connect_* only on the request that opened the connection
-    (-1 in CDP = not this request's), request_ms = request sent, first_byte_ms = response head
+    like the built-in loader's fields: dns_*, connect_* and tls_* only on the request that opened
+    the connection (-1 in CDP = not this request's; Chromium's connect_end_ms includes its TLS
+    handshake), request_ms/send_end_ms = request being sent, first_byte_ms = response head
     received; released_ms = ResourceTiming's requestTime, when the network stack started the
     request (after Chromium's scheduler held a low-priority one back). None where Chromium gave
     no timing (redirects, failures)."""
@@ -84,10 +89,12 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
         if hsts.is_hsts_redirect(r.status, r.headers):  # internal, never on the wire
             upgraded.append(r.url)
             continue
+        ip, _, port = r.remote.rpartition(":")
         requests.append(
             {
                 "index": i,
                 "url": r.url,
+                "method": r.method,
                 "host": r.url.split("/")[2] if "//" in r.url else "",
                 "conn_id": r.connection_id,
                 "new_conn": r.connection_reused is False,
@@ -101,7 +108,12 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
                 "encoding": collect.content_encoding(r),
                 "protocol": r.protocol.lower() or None,
                 "status": r.status,
+                "status_text": r.status_text,
                 "error": r.error or None,
+                # for the load's HAR (pltlab.run.loadhar): the fields as sent and received, the server
+                "request_headers": r.request_headers,
+                "response_headers": r.headers,
+                "remote_ip": ip.strip("[]") or None,
                 "resource_type": r.resource_type,
                 "initiator_type": r.initiator_type,
                 "initiator_url": r.initiator_url,
@@ -123,4 +135,5 @@ def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None,
         "nav_timing": res.nav_timing,
         "unfinished": res.unfinished,
         "hsts_upgraded": upgraded,
+        "load_started_at": res.started,  # epoch seconds of the first request
     }

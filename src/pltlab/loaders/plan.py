@@ -11,11 +11,11 @@ def effective_schemes(page: Page, https_hosts, st: synth.Structure | None = None
     """The scheme a browser uses for each object (by ``id(obj)``) when it upgrades the hosts in
     ``https_hosts`` to https (HSTS preload) and loads the synthesized page: an upgraded or
     https-recorded object is https; the main document keeps its recorded scheme otherwise; an
-    http sub-resource follows the scheme of the http document or stylesheet that references it
+    http sub-resource follows the scheme of the document or http stylesheet that references it
     (scheme-relative references, synth.ref), of the document a script runs in (its requests
-    resolve against location.protocol), of the document an https stylesheet applies to (mixed
-    content), or of the https document referencing it (upgrade-insecure-requests); a redirect
-    target follows its redirect (scheme-relative Location). ``st``: the page's synth.Structure."""
+    resolve against location.protocol), or of the document an https stylesheet applies to (mixed
+    content); a redirect target follows its redirect (scheme-relative Location). ``st``: the
+    page's synth.Structure."""
     st = st if st is not None else synth.Structure(page)
     https_hosts = {h.lower() for h in https_hosts}
     main = page.objects[0] if page.objects else None

@@ -81,13 +81,15 @@ def _pct(values: list[float], q: float) -> float:
 LATE_EVENT_US = 50  # the emulator logs delays from this size on: stalls are told apart with them
 
 
-def _spec(backend: str, sched_fifo: bool, **link) -> TopologySpec:
+def _spec(backend: str, sched_fifo: bool, standby_us: int | None = None, extra: dict | None = None, **link):
+    extra = dict(extra or {}, **({} if standby_us is None else {"standby_us": standby_us}))
     return TopologySpec(
         link=LinkSpec.build(**link),
         knobs=TcpKnobs(cc="cubic"),
         backend=backend,
         sched_fifo=sched_fifo,
         late_event_us=LATE_EVENT_US,
+        **extra,
     )
 
 
@@ -96,9 +98,19 @@ def flows_for(rtt_ms: float, samples: int) -> int:
     return max(1, min(MAX_FLOWS, math.ceil(samples * rtt_ms / 1000 / FLOW_SECONDS)))
 
 
-def rtt_test(rtt_ms: int, samples: int, backend: str, sched_fifo: bool, flows: int | None = None) -> dict:
+def rtt_test(
+    rtt_ms: int,
+    samples: int,
+    backend: str,
+    sched_fifo: bool,
+    flows: int | None = None,
+    standby_us: int | None = None,
+    spec_extra: dict | None = None,
+) -> dict:
+    """``standby_us``: the emulator's standby tick (None: TopologySpec's default);
+    ``spec_extra``: more TopologySpec fields (tests: injected stalls)."""
     flows = flows or flows_for(rtt_ms, samples)
-    with Topology(_spec(backend, sched_fifo, rtt=f"{rtt_ms}ms")) as topo:
+    with Topology(_spec(backend, sched_fifo, standby_us, spec_extra, rtt=f"{rtt_ms}ms")) as topo:
         probes.start_server(topo)
         limit = 30 + samples / flows * (rtt_ms / 1000 + 0.005) * 3
         res = probes.client(
@@ -149,6 +161,8 @@ def rtt_figures(rtt_ms: float, res: dict, stats: dict, target_ms: float = MAX_P9
         "app_p50_err_ms": round(_pct(app, 0.5), 4),
         "app_p99_err_ms": round(_pct(app, 0.99), 4),
         "emulator_lateness": _lateness_summary(stats),
+        # what the emulator's standby thread did for a stalled main loop (link/emulator.rs)
+        "standby": (stats or {}).get("standby"),
     }
 
 

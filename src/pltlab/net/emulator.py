@@ -24,6 +24,8 @@ def link_config(
     stats: str | None,
     linger_us: int = 0,
     late_event_us: int = 0,
+    standby_us: int = 0,
+    stall: tuple[int, int] = (0, 0),
 ) -> dict:
     def direction(delay, rate, trace, loss, seed):
         return {
@@ -52,6 +54,9 @@ def link_config(
         "overrides": ovr,
         "busy_wait_us": busy_wait_us,
         "linger_us": linger_us,
+        "standby_us": standby_us,
+        "stall_us": stall[0],
+        "stall_every_ms": stall[1],
         "sched_fifo": sched_fifo,
         "late_event_us": late_event_us,
         "pcap": pcap,

@@ -145,6 +145,12 @@ class TopologySpec:
     backend: str = "auto"
     busy_wait_us: int = 300
     linger_us: int = 0  # emulator polls this long after each packet (see link/emulator.rs)
+    # A standby thread of the emulator on another CPU looks this often whether the main loop
+    # has stalled, and does its work if so (link/emulator.rs; docs/performance.md); 0 = none.
+    standby_us: int = 200
+    # Fault injection (tests): the emulator's main loop stops for stall_us every stall_every_ms.
+    stall_us: int = 0
+    stall_every_ms: int = 0
     sched_fifo: bool = False
     pcap: str | None = None
     # Emulator logs each release/ingress delay >= this many us (the self-check tells machine
@@ -164,5 +170,9 @@ class TopologySpec:
             raise PltError(f"invalid busy-wait {self.busy_wait_us} us: must be 0..100000")
         if not 0 <= self.linger_us <= 100_000:
             raise PltError(f"invalid linger {self.linger_us} us: must be 0..100000")
+        if not 0 <= self.standby_us <= 100_000:
+            raise PltError(f"invalid standby tick {self.standby_us} us: must be 0..100000")
+        if not 0 <= self.stall_us <= 100_000 or (self.stall_us and self.stall_every_ms <= 0):
+            raise PltError(f"invalid injected stall {self.stall_us} us every {self.stall_every_ms} ms")
         if not 0 <= self.late_event_us <= 1_000_000:
             raise PltError(f"invalid late-event threshold {self.late_event_us} us: must be 0..1000000")

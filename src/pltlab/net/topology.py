@@ -257,6 +257,8 @@ class Topology:
                 os.path.join(self.workdir, "link-stats.json"),
                 s.linger_us,
                 s.late_event_us,
+                s.standby_us,
+                (s.stall_us, s.stall_every_ms),
             )
             self.link = UserspaceLink(cfg, self.workdir, self.server_ns)
         self.link.start()

@@ -8,7 +8,7 @@ import os
 from pltlab.errors import PltError
 from pltlab.net import lateness
 from pltlab.report import analysis as an
-from pltlab.report import effects, figures, html, tables
+from pltlab.report import effects, figures, headline, html, nodes, tables, waterfalls, why
 from pltlab.studies import STUDIES, engine
 
 FIG_DIR = "output-figures"
@@ -115,6 +115,8 @@ def build(out_dir: str, study_sections=None) -> dict:
     outputs = [("table", tables.SEED_HEADERS, seeds), ("stats", tables.STATS_HEADERS, st)]
     if eff:  # what each feature saves (knobs varied besides the RTT), paired
         outputs.append(("effects", effects.HEADERS, eff_rows))
+    if nodes.on_cluster(runs):  # statistics split by node (pltlab.cluster)
+        outputs.append(("nodes", nodes.HEADERS, nodes.rows(runs)))
     for name, headers, rows in outputs:
         for ext, fmt in (("md", tables.markdown), ("csv", tables.to_csv)):
             p = os.path.join(out_dir, f"{name}.{ext}")
@@ -124,7 +126,10 @@ def build(out_dir: str, study_sections=None) -> dict:
     reqs = an.load_requests(out_dir, picks) if picks else {}
     figs = figures.all_figures(a, reqs, os.path.join(out_dir, FIG_DIR))
     figs = figures.effects_vs_rtt(eff, os.path.join(out_dir, FIG_DIR)) + figs
-    notes = validity_notes(a, runs)
+    notes = validity_notes(a, runs) + nodes.notes(runs)  # (cluster sweeps: machines that differ)
+    warning = headline.warning(a)
+    if warning:
+        notes.append((warning, True))
     extra = list(study_sections(a)) if study_sections else []
     if eff:
         extra.append(
@@ -134,9 +139,23 @@ def build(out_dir: str, study_sections=None) -> dict:
                 "rows": eff_rows,
             }
         )
+    if nodes.on_cluster(runs):
+        extra.append(nodes.section(runs))
+    wf_html, n_wf = waterfalls.section(out_dir, a["rows"])
     page = html.render(
         f"pltlab report: {meta.get('name', os.path.basename(out_dir))}",
-        html.sections(a, meta, seeds, st, figs, notes, extra),
+        html.sections(
+            a,
+            meta,
+            (headline.sentences(a, why.sentence_hook(out_dir)), headline.HEADERS, headline.rows(a)),
+            tables.compact_stats(a),
+            figs,
+            notes,
+            extra,
+            waterfalls=wf_html if n_wf else "",
+            warning=warning,
+        ),
+        css=waterfalls.css() if n_wf else "",
     )
     written["report.html"] = os.path.join(out_dir, "report.html")
     _write(written["report.html"], page)

@@ -13,6 +13,7 @@ import json
 import statistics
 
 from pltlab.experiments import stats
+from pltlab.report import headline
 from pltlab.run import knobs
 
 RTT = knobs.KNOBS["rtt"].column
@@ -128,6 +129,12 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
     def f(x, d):
         return "" if x is None else f"{x:.{d}f}"
 
+    def ci(r, key, d):  # no interval of fewer than headline.MIN_N pairs
+        lo, hi = r[key]
+        if lo is None:
+            return ""
+        return headline.NO_CI if r["n"] < headline.MIN_N else f"[{lo:.{d}f}, {hi:.{d}f}]"
+
     return [
         [
             r["feature"],
@@ -136,9 +143,9 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
             f"{r['rtt_ms']:g}",
             str(r["n"]),
             f(r["saved_ms"], 1),
-            "" if r["ci"][0] is None else f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}]",
+            ci(r, "ci", 1),
             f(r["saved_rtts"], 2),
-            "" if r["rtts_ci"][0] is None else f"[{r['rtts_ci'][0]:.2f}, {r['rtts_ci'][1]:.2f}]",
+            ci(r, "rtts_ci", 2),
         ]
         for r in rows
     ]

@@ -6,6 +6,8 @@ import re
 
 import matplotlib
 
+from pltlab.report.headline import MIN_N
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -77,8 +79,18 @@ def waterfall(group: dict, requests: dict, folder: str, suffix: str = "") -> lis
 
 
 def _err(summary: dict) -> tuple[float, float]:
+    """The whiskers of a mean: none below MIN_N values (their bootstrap interval means nothing)."""
     m, (lo, hi) = summary["mean"], summary["ci"]
+    if summary["n"] < MIN_N or lo is None:
+        return 0.0, 0.0
     return m - lo, hi - m
+
+
+def _few_note(ax, n_min: int) -> None:
+    if n_min < MIN_N:
+        ax.text(
+            0.01, 0.01, f"n < {MIN_N} somewhere: no whiskers there", transform=ax.transAxes, fontsize=7, color="#a00"
+        )
 
 
 def plt_vs_rtt(rows: list[dict], folder: str) -> list[str]:
@@ -105,6 +117,9 @@ def plt_vs_rtt(rows: list[dict], folder: str) -> list[str]:
                     capsize=4,
                     label=label,
                 )
+        _few_note(
+            ax, min((g[s]["n"] for g in rows if g["page"] == page for s in ("notfo", "tfo") if g[s]["n"]), default=0)
+        )
         ax.set_title(page)
         ax.set_xlabel("RTT (ms)")
         ax.set_ylabel("page load time (s), mean with 95 % CI")
@@ -123,9 +138,11 @@ def improvement_vs_rtt(rows: list[dict], folder: str) -> list[str]:
     for name, gs in sorted(lines.items()):
         gs = sorted(gs, key=lambda g: g["rtt_ms"])
         y = [g["improvement"] * 100 for g in gs]
-        lo = [y_ - g["improvement_ci"][0] * 100 for y_, g in zip(y, gs)]
-        hi = [g["improvement_ci"][1] * 100 - y_ for y_, g in zip(y, gs)]
+        ok = [min(g["notfo"]["n"], g["tfo"]["n"]) >= MIN_N for g in gs]  # else no whiskers
+        lo = [y_ - g["improvement_ci"][0] * 100 if k else 0 for y_, g, k in zip(y, gs, ok)]
+        hi = [g["improvement_ci"][1] * 100 - y_ if k else 0 for y_, g, k in zip(y, gs, ok)]
         ax.errorbar([g["rtt_ms"] for g in gs], y, yerr=[lo, hi], marker="o", capsize=4, label=name)
+    _few_note(ax, min((min(g["notfo"]["n"], g["tfo"]["n"]) for gs in lines.values() for g in gs), default=MIN_N))
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xlabel("RTT (ms)")
     ax.set_ylabel("improvement 1 − PLT_TFO / PLT_noTFO (%)")
@@ -148,8 +165,13 @@ def effects_vs_rtt(rows: list[dict], folder: str) -> list[str]:
         pts = sorted((r for r in rows if r["feature"] == feature), key=lambda r: r["rtt_ms"])
         x = [r["rtt_ms"] for r in pts]
         y = [r["saved_rtts"] for r in pts]
-        err = [[r["saved_rtts"] - r["rtts_ci"][0] for r in pts], [r["rtts_ci"][1] - r["saved_rtts"] for r in pts]]
+        ok = [r["n"] >= MIN_N for r in pts]  # else no whiskers
+        err = [
+            [r["saved_rtts"] - r["rtts_ci"][0] if k else 0 for r, k in zip(pts, ok)],
+            [r["rtts_ci"][1] - r["saved_rtts"] if k else 0 for r, k in zip(pts, ok)],
+        ]
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=feature)
+    _few_note(ax, min(r["n"] for r in rows))
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_xlabel("RTT (ms)")
     ax.set_ylabel("PLT saved (round trips)")

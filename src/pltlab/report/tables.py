@@ -4,6 +4,7 @@ statistics table, as rows of text for Markdown, CSV, the console and HTML."""
 import csv
 import io
 
+from pltlab.report import headline
 from pltlab.run import knobs
 
 # The seeds' table, headers as the 2013 scripts printed them (its RTT is the rtt knob's column).
@@ -71,6 +72,44 @@ def stats_rows(analysis: dict) -> list[list[str]]:
                 ]
             )
     return out
+
+
+COMPACT_STATS_HEADERS = [
+    "page",
+    "RTT(ms)",
+    "TFO",
+    "n",
+    "mean (ms)",
+    "median (ms)",
+    "geomean (ms)",
+    "95 % CI of the mean",
+]
+
+
+def compact_stats(analysis: dict) -> tuple[list[str], list[list[str]]]:
+    """The statistics for the HTML report, one row per side in 8 columns that fit the page (the
+    13-column table stays in stats.md/csv); no interval where n < headline.MIN_N."""
+    out = []
+    for g in analysis["rows"]:
+        for tfo in (False, True):
+            s = g["tfo" if tfo else "notfo"]
+            if not s["n"]:
+                continue
+            lo, hi = s["ci"]
+            ci = headline.NO_CI if s["n"] < headline.MIN_N else f"[{_f(lo, 1)}, {_f(hi, 1)}]"
+            out.append(
+                [
+                    _name(g),
+                    f"{g['rtt_ms']:g}",
+                    "on" if tfo else "off",
+                    str(s["n"]),
+                    _f(s["mean"], 1),
+                    _f(s["median"], 1),
+                    _f(s["geomean"], 1),
+                    ci,
+                ]
+            )
+    return COMPACT_STATS_HEADERS, out
 
 
 def markdown(headers: list[str], rows: list[list[str]]) -> str:

@@ -42,7 +42,8 @@ class RunConfig:
         return LinkSpec(
             delay_up_us=rtt // 2,
             delay_down_us=rtt - rtt // 2,
-            rate_up_bps=self.rate_bps if self.rate_up_bps is None else self.rate_up_bps,
+            # an uplink trace replaces the rate there (`rate` then shapes the downlink only)
+            rate_up_bps=None if self.trace_up else self.rate_bps if self.rate_up_bps is None else self.rate_up_bps,
             rate_down_bps=self.rate_bps,
             trace_up=self.trace_up,
             trace_down=self.trace_down,
@@ -68,7 +69,7 @@ class RunConfig:
             overrides=self._overrides(origins, hosts),
             backend=self.backend,
             busy_wait_us=self.busy_wait_us,
-            pcap=self.pcap,
+            pcap=self.pcap if isinstance(self.pcap, str) else None,  # (true: a sweep's folder, not yet named)
             sched_fifo=self.sched_fifo,
         )
 

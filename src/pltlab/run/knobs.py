@@ -26,6 +26,7 @@ By its field (where that differs from its name) a value is the typed one and tak
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -221,12 +222,51 @@ def _existing_dir(v, what):
     return path
 
 
+def _pcap(v, what):
+    """A folder (shell: a file) for packet traces; in experiment files also true: the results
+    folder's pcap/ (the sweep fills it in), false: none."""
+    if v is True or v is False:
+        return v or None
+    return _existing_dir(v, what)
+
+
 def _existing_file(v, what):
     if v is None:
         return None
     if not isinstance(v, str) or not os.path.isfile(v):
         raise PltError(f"invalid {what} {units.show(v)}: trace file does not exist")
     return os.path.abspath(v)
+
+
+def _trace(v, what):
+    """A Mahimahi delivery trace (one millisecond timestamp per line, non-decreasing, the last
+    > 0: the period it loops with), checked before the link is built."""
+    path = _existing_file(v, what)
+    if path is not None:
+        st = os.stat(path)
+        problem = _trace_problem(path, st.st_mtime_ns, st.st_size)
+        if problem:
+            raise PltError(f"invalid {what} {units.show(v)}: {problem}")
+    return path
+
+
+@functools.lru_cache(maxsize=16)
+def _trace_problem(path: str, _mtime: int, _size: int) -> str | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            prev = last = 0
+            for i, line in enumerate(f, 1):
+                t = line.strip()
+                if not t:
+                    continue
+                if not t.isdigit():
+                    return f"line {i}: not a millisecond timestamp (a Mahimahi trace has one per line)"
+                if int(t) < prev:
+                    return f"line {i}: timestamps must not decrease ({t} < {prev})"
+                prev = last = int(t)
+    except (OSError, UnicodeDecodeError) as e:
+        return f"cannot read it: {getattr(e, 'strerror', None) or e}"
+    return None if last > 0 else "no timestamp after 0 ms (empty trace, or a period of 0)"
 
 
 def _seconds(v, what):
@@ -590,11 +630,12 @@ _ALL = (
     # -- the run's machinery --
     Knob(
         "pcap",
-        _existing_dir,
+        _pcap,
         None,
-        "Write the emulator's client-side packet trace to this pcap file.",
-        type=str | None,
-        scopes=("run", "shell"),
+        "Packet traces (the emulator's, client side): run: a folder getting one pcap per load; shell: "
+        "one pcap file; experiment files: a folder, or true (OUT_DIR/pcap).",
+        type=str | bool | None,
+        scopes=("run", "shell", "sweep"),
     ),
     Knob(
         "sched_fifo",
@@ -618,19 +659,19 @@ _ALL = (
     Knob("mtu", _int(576, 65535), 1500, "Link MTU.", type=int, unit="bytes", scopes=("shell",), cli_type=int),
     Knob(
         "trace_up",
-        _existing_file,
+        _trace,
         None,
         "Mahimahi delivery trace for the uplink (instead of a rate).",
         type=str | None,
-        scopes=("shell",),
+        scopes=("run", "shell", "sweep"),
     ),
     Knob(
         "trace_down",
-        _existing_file,
+        _trace,
         None,
-        "Mahimahi delivery trace for the downlink.",
+        "Mahimahi delivery trace for the downlink (instead of a rate).",
         type=str | None,
-        scopes=("shell",),
+        scopes=("run", "shell", "sweep"),
     ),
     Knob(
         "busy_wait_us",
@@ -741,6 +782,12 @@ def parse(values: dict, ks=None, where: str = "") -> dict[str, Any]:
             f"{where + ': ' if where else ''}schemes https is for the built-in loader (Chromium loads a page on "
             "its recorded schemes, upgrading what HSTS says)"
         )
+    for trace, rate, opt in (("trace_down", "rate_bps", "rate"), ("trace_up", "rate_up_bps", "rate_up")):
+        if out.get(trace) and out.get(rate):  # a delivery trace is that direction's rate
+            raise PltError(
+                f"{where + ': ' if where else ''}{trace} and {opt} both set the "
+                f"{trace[6:]}link's rate: give one of them"
+            )
     if out.get("tls", "full") != "full" and out.get("client") == "chromium":
         raise PltError(
             f"{where + ': ' if where else ''}tls {out['tls']} is for the built-in loader (Chromium starts "

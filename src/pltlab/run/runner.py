@@ -18,6 +18,7 @@ h2; else HTTP/1.1) is invalid with the URL named.
 """
 
 import statistics
+import time
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from pltlab.archive.model import Obj, Page, strip_fragment
@@ -30,6 +31,7 @@ from pltlab.net.supervise import ProcessDied
 from pltlab.net.topology import Topology
 from pltlab.replay import hosts as hostmap
 from pltlab.replay.server import ReplayServer
+from pltlab.run import graph, loadpcaps
 from pltlab.run.config import RunConfig
 
 COUNTERS_CLIENT = ("TCPFastOpenActive", "TCPFastOpenActiveFail", "TCPFastOpenCookieReqd")
@@ -213,12 +215,19 @@ def tfo_note(tfo: bool, server: dict | None) -> str | None:
 class PageRunner:
     """Topology + replay for one page and one link configuration; loads it on demand."""
 
+    per_load_pcap = True  # cfg.pcap: a folder getting one pcap per load (run.loadpcaps)
+
     def __init__(self, page: Page, cfg: RunConfig):
         self.page, self.cfg = page, cfg
         self.hosts = hostmap.assign([page])
         self.chain = document_chain(page, self.hosts)  # refuses a page without a document
         # hosts recorded at one server address share an origin (replay/hosts.py)
-        self.topo = Topology(cfg.topology(max(self.hosts.values(), default=0) + 1, self.hosts))
+        spec, rid = cfg.topology(max(self.hosts.values(), default=0) + 1, self.hosts), None
+        folder = loadpcaps.out_folder(cfg.pcap) if self.per_load_pcap else None
+        self.pcaps = loadpcaps.LoadPcaps(folder) if folder else None
+        if self.pcaps:
+            spec, rid = self.pcaps.attach(spec)
+        self.topo = Topology(spec, run_id=rid)
         self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
         self.replay: ReplayServer | None = None
         self.https_hosts = None  # hosts the built-in loader upgrades to https (schemes "chromium"/"https")
@@ -253,6 +262,8 @@ class PageRunner:
                 self.replay.stop()
         finally:
             self.topo.__exit__(*exc)
+            if self.pcaps:  # the emulator has stopped: its trace is complete
+                self.pcaps.split()
         return False
 
     def _load_once(self, tfo: bool, warmed=None) -> dict:
@@ -311,6 +322,9 @@ class PageRunner:
         if why is not None and r["valid"]:  # never averaged in
             r["valid"] = False
             r["invalid_reason"] = f"{why} (still, after {len(late)} re-run(s))"
+        if self.pcaps:  # (the file is written when the runner closes)
+            name = loadpcaps.file_name(page_label(self.page), self.cfg, tfo, rep)
+            r["pcap"] = self.pcaps.add(name, r["started_at"], r["ended_at"])
         return r
 
     def _load(self, tfo: bool, rep: int) -> dict:
@@ -326,12 +340,14 @@ class PageRunner:
             self.replay.new_session()  # repeated URLs are served again from their first recording
             before.update(c=self.topo.counters(), s=self.replay.snapshot())
             self.topo.link_snapshot()  # starts the emulator's interval: its lateness during this load
+            before["t"] = time.time()
 
         if self.cfg.client == "chromium" or self.cfg.tls == "full":
             start()
             res = self._load_once(tfo)
         else:
             res = self._load_once(tfo, warmed=start)
+        ended = time.time()
         if "c" not in before:  # (a loader that never said its visit was over: a bug, not a load)
             raise PltError("the built-in loader finished without reporting the end of its TLS warm-up visit")
         c0, s0 = before["c"], before["s"]
@@ -348,6 +364,10 @@ class PageRunner:
             "server": _delta(c1["server"], c0["server"], COUNTERS_SERVER),
         }
         requests = [_request_record(r, self.cfg.client) for r in res.get("requests", [])]
+        if self.cfg.client == "chromium":  # the load's graph on its records (pltlab.explain)
+            graph.from_initiators(requests)
+        else:
+            graph.from_plan(requests, self._plans.get(tfo))
         if self.cfg.client == "chromium":
             doc = res.get("document_problem")
         else:
@@ -384,8 +404,14 @@ class PageRunner:
             "server_tls": tls,  # full and resumed handshakes, early data accepted (connections, bytes)
             "tls_warmup_ms": res.get("warmup_ms"),  # the loader's visit before the load (resume/0rtt)
             "emulator_lateness_us": late,  # the emulator's lateness during this load
+            "started_at": before["t"],  # wall clock (s) of the load's start and end
+            "ended_at": ended,
             "not_found": sum(1 for r in requests if r.get("status") == 404),
             "requests": requests,
+            # the built-in loader's connections (TFO, TLS per connection) and the load's first
+            # request's wall clock: for the load's HAR (pltlab.run.loadhar)
+            "connections": res.get("connections"),
+            "load_started_at": res.get("load_started_at", before["t"]),
         }
 
 

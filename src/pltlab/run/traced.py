@@ -58,6 +58,8 @@ class FreshTopologies:
 class _OneLoad(PageRunner):
     """A PageRunner for one load under a given run id (its topology made with that id)."""
 
+    per_load_pcap = False  # cfg.pcap is this load's own trace file
+
     def __init__(self, page: Page, cfg: RunConfig, run_id: str):
         super().__init__(page, cfg)
         self.topo = Topology(self.topo.spec, run_id=run_id)

@@ -115,11 +115,12 @@ def run(
     resume: bool = False,
     console: Console | None = None,
     note: dict | None = None,
+    executor=None,
 ) -> dict:
     """Run every experiment of a study through the sweep engine, one after the other, each into
     its folder (resumable run by run). ``study.json`` records the study, its parameters (``params``:
     JSON) and ``note`` (e.g. the parameters file). Returns {experiment name: the sweep's
-    statistics} and the session's wall time."""
+    statistics} and the session's wall time. ``executor``: where the loads run (sweep.Sweep)."""
     prepare(name, params, experiments, out_dir, resume)
     os.makedirs(out_dir, exist_ok=True)
     prev = read_study(out_dir) or {}
@@ -139,5 +140,5 @@ def run(
     t0 = time.monotonic()
     out = {}
     for d, exp in plan(experiments, out_dir):
-        out[exp.name] = sweep.Sweep(exp, d, console).run()
+        out[exp.name] = sweep.Sweep(exp, d, console, executor=executor).run()
     return {"sweeps": out, "wall_s": time.monotonic() - t0}

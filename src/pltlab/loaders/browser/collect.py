@@ -22,6 +22,8 @@ class Request:
     status: int = 0  # 0: no response
     status_text: str = ""
     headers: list[tuple[str, str]] = field(default_factory=list)
+    # the request's header fields as sent (requestWillBeSentExtraInfo; else as the page asked)
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
     mime: str = ""
     protocol: str = ""
     remote: str = ""  # ip:port
@@ -60,6 +62,7 @@ class Collector:
 
     EVENTS = (
         "requestWillBeSent",
+        "requestWillBeSentExtraInfo",
         "responseReceived",
         "responseReceivedExtraInfo",
         "dataReceived",
@@ -74,6 +77,7 @@ class Collector:
         self.wall_start: float | None = None  # epoch seconds of the first request
         self.last_activity = time.monotonic()
         self._raw: dict[str, list[list[tuple[str, str]]]] = {}  # wire headers per hop
+        self._sent: dict[str, list[list[tuple[str, str]]]] = {}  # request headers as sent, per hop
         for ev in self.EVENTS:
             cdp.on(f"Network.{ev}", getattr(self, f"_on_{ev}"))
 
@@ -106,6 +110,7 @@ class Collector:
             initiator_url=iurl,
             start_ms=self._ms(p["timestamp"]),
             request_id=rid,
+            request_headers=_headers(req.get("headers") or {}),
         )
         self.requests.append(r)
         self._live[rid] = r
@@ -132,6 +137,11 @@ class Collector:
         if r is not None:
             self._response(r, p["response"])
 
+    def _on_requestWillBeSentExtraInfo(self, p: dict) -> None:
+        # The headers as sent on the wire (pseudo-headers, Cookie ...), one event per hop; it may
+        # arrive before or after requestWillBeSent: kept and applied by wire_headers().
+        self._sent.setdefault(p["requestId"], []).append(_headers(p.get("headers") or {}))
+
     def _on_responseReceivedExtraInfo(self, p: dict) -> None:
         # The headers as received (Set-Cookie included); one event per hop, in hop order.
         text = p.get("headersText")
@@ -139,7 +149,17 @@ class Collector:
         self._raw.setdefault(p["requestId"], []).append(hdrs)
 
     def wire_headers(self) -> None:
-        """Replace each response's headers with the ones received on the wire, where known."""
+        """Replace each response's headers with the ones received on the wire, and each request's
+        with the ones sent, where known."""
+        sent: dict[str, list[Request]] = {}
+        for r in self.requests:
+            sent.setdefault(r.request_id, []).append(r)
+        for rid, rs in sent.items():
+            got = self._sent.get(rid, [])
+            if len(got) == len(rs):  # else (a hop never sent, served from memory) keep the page's
+                for r, h in zip(rs, got):
+                    if h:
+                        r.request_headers = h
         hops: dict[str, list[Request]] = {}
         for r in self.requests:
             if r.status:

@@ -1,0 +1,69 @@
+"""Progress displays of `pltlab run` and `pltlab report`: on stderr, drawn only when stderr is a
+terminal (rich draws nothing into a pipe or file), and never touching stdout: what a command
+prints there (tables, --json) stays as it is."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True)
+
+
+class LoadProgress:
+    """A bar of one page's loads (reset per page) with the pages done so far. ``lines``: the
+    console for the per-load lines: the bar's own when they are meant for the terminal the bar
+    is drawn on (drawn above it), else ``fallback`` (stdout into a pipe or file)."""
+
+    def __init__(self, loads_per_page: int, fallback: Console, json_mode: bool = False):
+        self.err = stderr_console()
+        self.total = loads_per_page
+        self.pages = 0
+        self.prog = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.err,
+            transient=True,
+            redirect_stdout=False,  # stdout is the command's (tables, JSON)
+            redirect_stderr=False,
+            disable=not self.err.is_terminal,
+        )
+        self.task = self.prog.add_task("loads", total=loads_per_page)
+        # lines for the terminal the bar is on are printed by the bar's console (above the bar)
+        shared = self.err.is_terminal and (json_mode or sys.stdout.isatty())
+        self.lines = self.err if shared else fallback
+
+    def __enter__(self):
+        self.prog.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.prog.stop()
+        return False
+
+    def load_done(self, page: str) -> None:
+        self.prog.update(self.task, advance=1, description=f"{page} (pages done: {self.pages})")
+
+    def page_done(self) -> None:
+        self.pages += 1
+        self.prog.reset(self.task, total=self.total, description=f"pages done: {self.pages}")
+
+
+@contextlib.contextmanager
+def working(what: str):
+    """A spinner with ``what`` on stderr while a step runs (nothing when stderr is no terminal)."""
+    err = stderr_console()
+    if not err.is_terminal:
+        yield
+        return
+    with err.status(what):
+        yield

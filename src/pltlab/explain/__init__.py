@@ -1,0 +1,45 @@
+"""`pltlab explain`: the critical path of a load, its PLT split into DNS, handshakes, round trips,
+transfer, waits and compute, and for two loads (TFO on vs off, or any two) what one saved on the
+other's path (docs/explain.md). ``critical`` and ``compare`` are pure; ``loads`` reads a results
+folder."""
+
+from pltlab.explain import compare as cmp
+from pltlab.explain import loads
+
+NO_GRAPH = (
+    "its requests carry no initiators (results written before pltlab explain, or a loader that "
+    "reported none): the path follows connections only and may miss the objects that made requests ready"
+)
+
+
+def _notes(folder: str, run_ids: list[int]) -> list[str]:
+    return [f"run {i}: {NO_GRAPH}" for i in run_ids if not loads.has_graph(folder, i)]
+
+
+def explain(folder: str, run_id: int, vs: int | None = None, vs_folder: str | None = None) -> dict:
+    """Run ``run_id`` of ``folder`` explained, and compared with run ``vs`` (of ``vs_folder``,
+    default the same folder) if given: a JSON-able dict with ``sentences``."""
+    a = loads.load(folder, run_id)
+    notes = _notes(folder, [run_id])
+    if vs is None:
+        return {"folder": folder, "a": cmp.describe(a), "sentences": [cmp.where_sentence(a)], "notes": notes}
+    vf = vs_folder or folder
+    b = loads.load(vf, vs)
+    notes += _notes(vf, [vs])
+    out = cmp.compare(a, b)
+    out.update(
+        folder=folder,
+        sentences=[
+            f"{a.label} vs {b.label}: " + cmp.saved_sentence(out),
+            f"{a.label}: " + cmp.where_sentence(a),
+            f"{b.label}: " + cmp.where_sentence(b),
+        ],
+        notes=notes,
+    )
+    return out
+
+
+def explain_page(folder: str, page: str, rtt: str) -> dict:
+    """The median loads of TFO on and off of ``page`` at ``rtt`` in ``folder``, compared."""
+    on, off = loads.median_pair(folder, page, rtt)
+    return explain(folder, on, vs=off)

@@ -1,0 +1,392 @@
+"""A page load predicted from the page's structure, the way Lighthouse's Lantern simulates a
+page's graph: the built-in loader's own plan (pltlab.loaders.plan.build, as `pltlab run` builds
+it) run through the loader's scheduling (predict.schedule, a port of the Rust state machine)
+over modelled connections (predict.tcpmodel: slow start from initcwnd, the bottleneck rate)
+with TCP Fast Open, TLS 1.3 (full, resumed, 0-RTT) and HTTP/2 handshakes as the loader makes
+them. Pure: no namespace, socket or clock; the same page and configuration give the same
+prediction. docs/explain.md "Predict" says what is modelled and what is not.
+
+    predict(page, cfg, tfo=True)   # {"plt_ms", "requests": [...], "connections", ...}
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+from pltlab.archive.model import Page
+from pltlab.errors import PltError
+from pltlab.loaders import plan as plans
+from pltlab.net import names
+from pltlab.predict import tcpmodel
+from pltlab.predict.schedule import Scheduler
+from pltlab.replay import hosts as hostmap
+from pltlab.replay import manifest
+from pltlab.run.config import RunConfig
+
+DEFAULT_ICW = 10  # the kernel's initcwnd (segments)
+TLS_RECORD = 16384  # TLS plaintext per record; the client decrypts a record when all of it arrived
+TLS_OVERHEAD = 22  # record header, AEAD tag, content type
+H2_FRAME = 16384  # the replay's DATA frames
+H2_FRAME_HEADER = 9
+SYN_BYTES = 60
+SYN_DATA_MAX = 1420  # bytes of data a SYN carries (one MSS; docs/loaders.md "TFO in Chromium")
+CLIENT_HELLO = 400  # rustls, X25519: fits in a SYN
+REQUEST_HEAD = 180  # the built-in loader's request line and headers, without the URL
+NO_BODY = (204, 304)
+# CPU time, measured on this project's shared 2-core VM (docs/explain.md "Predict"): a TLS 1.3
+# handshake beyond its round trips (rustls at both ends: key exchange, the certificate signed and
+# checked; median 3.2 ms, quartiles 1.2-5.3, over 135 handshakes of the bench's pages), and a
+# request answered on an open connection beyond its round trip (replay server and loader: median
+# 0.28 ms over 1121 small plain HTTP/1.1 responses; over TLS 1.66 ms over 33 (loaded machine),
+# 0.7 ms on a quiet one by pcap (docs/performance.md, session 7): 1 ms).
+TLS_CPU_MS = 3.0
+# The loader from a request's readiness to a new connection's connect() (median 0.17 ms), and to
+# its request on a new TFO connection (connect() returns at once: median 0.85 ms over 631).
+OPEN_MS = 0.2
+TFO_SEND_MS = 0.85
+SERVE_CPU_MS = 0.3
+SERVE_TLS_CPU_MS = 1.0
+TICKETS = 2 * 250  # the replay's two NewSessionTicket records, written before the first answer
+SKIPPED_HEADERS = manifest._DROP  # framing headers the replay server drops and sets itself
+
+
+def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
+    """The plan the built-in loader would load under ``cfg`` (as run.runner.PageRunner builds it,
+    origin addresses numbered as the topology numbers them), the page object of each plan object,
+    and the per-origin RTT overrides as {address: (up, down) one-way delays in ms}."""
+    if cfg.client != "builtin":
+        raise PltError(f"predict models the built-in loader only, not --client {cfg.client}")
+    if cfg.schemes == "chromium":
+        raise PltError(
+            "predict: --schemes chromium needs Chromium's HSTS list (asked at run time); use --schemes https"
+        )
+    if not page.objects:
+        raise PltError(f"{page.id or page.url}: the page has no objects")
+    assigned = hostmap.assign([page])
+    host_ips = {h: names.origin_ip(i) for h, i in assigned.items()}
+    one_way = {}  # per-origin RTT overrides: address -> (up, down) delays in ms
+    for o in cfg.topology(max(assigned.values(), default=0) + 1, assigned).overrides:
+        if o.loss:
+            raise PltError(f"--origin-rtt with loss ({o.loss * 100:g}%): predict models no loss")
+        one_way[names.origin_ip(o.origin)] = (o.rtt_us // 2 / 1000.0, (o.rtt_us - o.rtt_us // 2) / 1000.0)
+    https_hosts = set(assigned) if cfg.schemes == "https" else None
+    built = plans.build(
+        page,
+        host_ips,
+        tfo=tfo,
+        ca="ca.pem",
+        max_conns_per_host=cfg.max_conns_per_host,
+        https_hosts=https_hosts,
+        model=cfg.model,
+        calibrated=cfg.calibrated,
+        h2_ips=manifest.h2_addresses([page], host_ips, cfg.protocol),
+        tls_mode=cfg.tls,
+    )
+    return built, plans.plan_objects(page, host_ips), one_way
+
+
+def response_bytes(o) -> tuple[int, int]:
+    """(head, body) bytes the replay server sends for page object ``o`` over HTTP/1.1: the
+    recorded headers it keeps, its Content-Length, and the body at its recorded transfer size."""
+    body = 0 if (100 <= o.status < 200 or o.status in NO_BODY or o.method.upper() == "HEAD") else o.wire_size
+    head = len(f"HTTP/1.1 {o.status} OK\r\n") + len(f"Content-Length: {body}\r\n") + 2
+    for k, v in o.headers:
+        if k.lower() not in SKIPPED_HEADERS and (k.lower() != "content-encoding" or body):
+            head += len(k) + len(v) + 4
+    if o.mime and not any(k.lower() == "content-type" for k, _ in o.headers):
+        head += len("Content-Type: ") + len(o.mime) + 2
+    return head, body
+
+
+def _tls(n: int) -> int:
+    """Bytes on the wire for ``n`` bytes sent in TLS records."""
+    return n + TLS_OVERHEAD * max(1, -(-n // TLS_RECORD))
+
+
+class _Conn:
+    def __init__(self, cid: int, pool_obj: dict, sender: tcpmodel.Sender, opened: float):
+        self.id = cid
+        self.tls = bool(pool_obj.get("tls"))
+        self.h2 = self.tls and pool_obj.get("protocol") == "h2"
+        self.ip = pool_obj["ip"]
+        self.up_ms = self.down_ms = 0.0  # one-way delays (set by the simulation)
+        self.sender = sender
+        self.opened = opened
+        self.syn_free = False  # the request may ride in the SYN (TFO, plain http)
+        self.connected: float | None = None
+        self.streams: list[list] = []  # h2: [object, bytes left, first frame sent]
+        self.rr = 0
+        self.requests: list[int] = []
+        self.tfo = False
+        self.tickets = False
+        self.batch: tuple | None = None  # (when, objects) of the last request write
+
+
+class Simulation:
+    """One predicted load: the scheduler's actions carried out on modelled connections."""
+
+    def __init__(self, page: Page, cfg: RunConfig, tfo: bool):
+        self.cfg, self.tfo = cfg, tfo
+        self.plan, self.objs, self.one_way = plan_for(page, cfg, tfo)
+        up_rate = cfg.rate_bps if cfg.rate_up_bps is None else cfg.rate_up_bps
+        self.up = tcpmodel.Link(cfg.rtt_us // 2 / 1000.0, up_rate)
+        self.down = tcpmodel.Link((cfg.rtt_us - cfg.rtt_us // 2) / 1000.0, cfg.rate_bps)
+        mtu = cfg.mtu or 1500
+        self.mss = mtu - tcpmodel.HEADERS
+        self.icw = cfg.icw or DEFAULT_ICW
+        self.sched = Scheduler(self.plan)
+        self.heap: list = []
+        self.seq = itertools.count()
+        self.conns: list[_Conn] = []
+        self.cookies: dict[str, float] = {}  # address -> when the client holds its TFO cookie
+        self.sizes = [response_bytes(o) for o in self.objs]
+        hosts = {o["host"] for o in self.plan["objects"] if o.get("tls")}
+        # the replay's one certificate names every https host (+ its CA): a full handshake's flight
+        self.flight_full = 1500 + sum(len(h) + 4 for h in hosts)
+        n = len(self.objs)
+        self.t = {k: [None] * n for k in ("send", "first", "last")}
+        self.conn_of: list[int | None] = [None] * n
+        self.new_conn = [False] * n
+
+    # -- the event queue --
+    def at(self, when: float, ev: tuple) -> None:
+        heapq.heappush(self.heap, (when, next(self.seq), ev))
+
+    def run(self) -> dict:
+        self._actions(0.0, self.sched.start(0.0))
+        while self.heap:
+            now, _, ev = heapq.heappop(self.heap)
+            kind = ev[0]
+            if kind == "sched":
+                self._actions(now, self.sched.handle(now, ev[1]))
+            elif kind == "segment":
+                self._segment(now, ev[1], ev[2])
+            elif kind == "ack":
+                self.conns[ev[1]].sender.acked()
+                self._pump(now, self.conns[ev[1]])
+            elif kind == "server":
+                self._server(now, ev[1], ev[2])
+            elif kind == "connect":
+                self._connect(now, self.conns[ev[1]])
+            elif kind == "hello":
+                self._hello(now, self.conns[ev[1]])
+        if not self.sched.is_done():
+            raise PltError("predict: the plan's scheduling stalled (an object never became ready)")
+        return self._result()
+
+    def _actions(self, now: float, actions: list) -> None:
+        for a in actions:
+            if a[0] == "timer":
+                _, when, what, x = a
+                self.at(when, ("sched", ("timer", what, x)))
+            elif a[0] == "open":
+                self._open(now, a[1], a[2])
+            else:
+                self._send(now, a[1], a[2])
+
+    # -- connections --
+    def _open(self, now: float, cid: int, pool: int) -> None:
+        o = self.plan["objects"][self.sched.pool_object(pool)]
+        up, down = self.one_way.get(o["ip"], (self.up.delay_ms, self.down.delay_ms))
+        sender = tcpmodel.Sender(mss=self.mss, cwnd=self.icw, initcwnd=self.icw, rtt_ms=up + down)
+        c = _Conn(cid, o, sender, now)
+        c.up_ms, c.down_ms = up, down
+        self.conns.append(c)
+        cookie = self.cookies.get(c.ip)
+        c.tfo = self.tfo and (self.cfg.warm or (cookie is not None and cookie <= now))
+        self.at(now + (TFO_SEND_MS if c.tfo else OPEN_MS), ("connect", cid))
+
+    def _connect(self, now: float, c: _Conn) -> None:
+        """connect() at ``now``: the SYN leaves (with TFO carrying the first request or the
+        ClientHello)."""
+        c.opened, cid = now, c.id
+        syn_at = self.up.send(now, SYN_BYTES, c.up_ms)
+        if self.tfo and c.ip not in self.cookies:  # the SYN-ACK brings the cookie (cold keys)
+            self.cookies[c.ip] = syn_at + c.down_ms
+        if not c.tls:
+            if c.tfo:  # connect() returns at once; the first request rides in the SYN
+                c.syn_free = True
+                self._connected(now, c)
+            else:
+                self.at(syn_at + c.down_ms, ("sched", ("connected", cid)))
+                c.connected = syn_at + c.down_ms
+            return
+        hello_at = now if c.tfo else syn_at + c.down_ms  # the ClientHello leaves
+        if c.tfo:  # the ClientHello (and with 0-RTT the first request) rides in the SYN
+            self._hello(now, c, syn_at)
+        else:
+            self.at(hello_at, ("hello", cid))
+
+    def _hello(self, now: float, c: _Conn, arrive: float | None = None) -> None:
+        """The ClientHello leaves at ``now`` (in the SYN: it arrives at ``arrive``); with 0-RTT
+        the connection counts as set up at once and its first request goes as early data."""
+        if arrive is None:
+            arrive = self.up.send(now, CLIENT_HELLO + tcpmodel.HEADERS, c.up_ms)
+        flight = self.flight_full if self.cfg.tls == "full" else 250
+        self.at(arrive, ("server", c.id, ("flight", flight)))
+        if self.cfg.tls == "0rtt":
+            c.syn_free = c.tfo
+            self._connected(now, c)
+
+    def _connected_event(self, c: _Conn) -> tuple:
+        return ("connected_h2", c.id) if c.h2 else ("connected", c.id)
+
+    def _connected(self, now: float, c: _Conn) -> None:
+        """Set up at ``now``: the loader learns it after what already happened at this instant
+        (its connection tasks report asynchronously), so a response arriving at the same time
+        frees its connection first."""
+        c.connected = now
+        self.at(now, ("sched", self._connected_event(c)))
+
+    def _send(self, now: float, cid: int, i: int) -> None:
+        c = self.conns[cid]
+        obj = self.plan["objects"][i]
+        self.t["send"][i] = now
+        if self.conn_of[i] is None:
+            self.conn_of[i] = cid
+            self.new_conn[i] = not c.requests
+        c.requests.append(i)
+        if c.h2 and c.batch is not None and c.batch[0] == now:  # h2: in the same write as the one before
+            c.batch[1].append(i)
+            return
+        size = REQUEST_HEAD + len(obj["url"])
+        if c.syn_free:  # in the SYN (already on its way)
+            c.syn_free = False
+            arrive = c.up_ms + c.opened
+        else:
+            arrive = self.up.send(now, size + tcpmodel.HEADERS, c.up_ms)
+        c.batch = (now, [i])
+        cpu = SERVE_TLS_CPU_MS if c.tls else SERVE_CPU_MS
+        self.at(arrive + cpu, ("server", cid, ("requests", c.batch[1])))
+
+    # -- the server side --
+    def _server(self, now: float, cid: int, what: tuple) -> None:
+        c = self.conns[cid]
+        if what[0] == "flight":
+            c.sender.write(now, tcpmodel.Unit(_tls(what[1]), [("hs", cid)]))
+        else:
+            if c.tls and not c.tickets:  # the client's Finished came with it: 2 session tickets
+                c.tickets = True
+                c.sender.write(now, tcpmodel.Unit(TICKETS, []))
+            if c.h2 and len(what[1]) > 1 and len(what) == 2:
+                # the server answers the requests of one read one after another, then writes the
+                # answers in one go (one TLS write): the first waited SERVE_TLS_CPU_MS, each further
+                # one costs what parsing and looking up a request costs (SERVE_CPU_MS)
+                self.at(now + (len(what[1]) - 1) * SERVE_CPU_MS, ("server", cid, (*what, "served")))
+                return
+            if c.h2:  # the requests of one client write are answered in one poll
+                for i in what[1]:
+                    head, body = self.sizes[i]
+                    c.streams.append([i, head // 2 + body, False])  # HPACK: about half the head
+                self._frames(now, c)
+            else:
+                (i,) = what[1]
+                head, body = self.sizes[i]
+                total = head + body
+                wire = _tls(total) if c.tls else total
+                first = min(wire, TLS_RECORD + TLS_OVERHEAD) if c.tls else 1
+                c.sender.write(now, tcpmodel.Unit(wire, [("last", cid, i)], first, [("first", cid, i)]))
+        self._pump(now, c)
+
+    def _frames(self, now: float, c: _Conn) -> None:
+        """h2: the streams' frames, round robin, into the socket as far as its send buffer
+        (about two windows) goes; what one poll writes is cut into TLS records, and a stream's
+        first or last byte is readable when its record has arrived."""
+        s = c.sender
+        room = 2 * s.cwnd * self.mss - sum(u.size - u.sent for u in s.queue)
+        batch, events, size, joined = [], [], 0, False
+        while c.streams and room > 0:
+            c.rr %= len(c.streams)
+            st = c.streams[c.rr]
+            take = min(H2_FRAME, st[1])
+            st[1] -= take
+            n = take + H2_FRAME_HEADER
+            room -= n
+            batch.append((n, [] if st[2] else [("first", c.id, st[0])]))
+            st[2] = True
+            if st[1] <= 0:
+                batch[-1][1].append(("stream", c.id, st[0]))
+                c.streams.pop(c.rr)
+            else:
+                c.rr += 1
+        for n, evs in batch:  # records of at most TLS_RECORD bytes over the batch
+            while n > 0:
+                take = min(n, TLS_RECORD - size)
+                size, n = size + take, n - take
+                if n == 0:
+                    events += evs
+                if size == TLS_RECORD:
+                    s.write(now, tcpmodel.Unit(size + TLS_OVERHEAD, events), join=joined)
+                    size, events, joined = 0, [], True
+        if size:
+            s.write(now, tcpmodel.Unit(size + TLS_OVERHEAD, events), join=joined)
+
+    def _pump(self, now: float, c: _Conn) -> None:
+        for seg in c.sender.next_segments(now):
+            self.at(self.down.send(now, seg.size + tcpmodel.HEADERS, c.down_ms), ("segment", c.id, seg))
+        if c.h2 and c.streams:
+            self._frames(now, c)
+            if c.sender.queue and c.sender.inflight < int(c.sender.cwnd):
+                self._pump(now, c)
+
+    # -- the client side --
+    def _segment(self, now: float, cid: int, seg: tcpmodel.Segment) -> None:
+        c = self.conns[cid]
+        # the client's ACK; on the uplink it costs half a header: delayed ACKs cover two segments
+        self.at(self.up.send(now, tcpmodel.HEADERS // 2, c.up_ms), ("ack", cid))
+        for ev in seg.events:
+            kind = ev[0]
+            if kind == "hs" and c.connected is None:  # (0-RTT: set up when the hello left)
+                c.connected = now + TLS_CPU_MS  # the client checks the flight (certificate)
+                self.at(c.connected, ("sched", self._connected_event(c)))
+            elif kind == "first":
+                i = ev[2]
+                self.t["first"][i] = now
+                self._actions(now, self.sched.handle(now, ("first_byte", i)))
+            elif kind == "last":
+                self.t["last"][ev[2]] = now
+                self._actions(now, self.sched.handle(now, ("done", cid, True)))
+            elif kind == "stream":
+                self.t["last"][ev[2]] = now
+                self._actions(now, self.sched.handle(now, ("stream_done", cid, ev[2])))
+
+    def _result(self) -> dict:
+        objs = self.plan["objects"]
+        reqs = []
+        for i, o in enumerate(objs):
+            reqs.append(
+                {
+                    "index": i,
+                    "url": o["url"],
+                    "host": o["host"],
+                    "conn_id": self.conn_of[i],
+                    "new_conn": self.new_conn[i],
+                    "ready_ms": round(self.sched.ready_ms[i], 3),
+                    "request_ms": round(self.t["send"][i], 3),
+                    "first_byte_ms": round(self.t["first"][i] or self.t["last"][i], 3),
+                    "last_byte_ms": round(self.t["last"][i], 3),
+                    "transfer_bytes": sum(self.sizes[i]),
+                }
+            )
+        plt = max(r["last_byte_ms"] for r in reqs)
+        return {
+            "plt_ms": round(plt, 3),
+            "network_plt_ms": round(plt, 3),
+            "objects": len(objs),
+            "connections": len({c for c in self.conn_of if c is not None}),  # that carried a request
+            "connections_opened": len(self.conns),
+            "requests": reqs,
+        }
+
+
+def predict(page: Page, cfg: RunConfig, tfo: bool) -> dict:
+    """The built-in loader's load of ``page`` under ``cfg`` with TFO on or off, predicted:
+    {"plt_ms", "network_plt_ms", "tail_ms", "objects", "connections", "requests"}. With a
+    calibrated page and model "chromium", plt_ms adds the calibrated tail as `pltlab run` does."""
+    res = Simulation(page, cfg, tfo).run()
+    tail = plans.tail_ms(page, cfg.model, cfg.calibrated)
+    res["tail_ms"] = tail
+    if tail is not None:
+        res["plt_ms"] = round(res["plt_ms"] + tail, 3)
+    return res

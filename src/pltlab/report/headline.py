@@ -1,0 +1,125 @@
+"""The report's headline: the PLT table with the improvement and its interval, one sentence per page,
+and the warning wherever a side has fewer than MIN_N loads (a bootstrap interval of 2 or 3 values
+says nothing about the uncertainty: such intervals are not shown)."""
+
+from collections.abc import Callable
+
+MIN_N = 5  # loads per side below which no interval is shown
+
+HEADERS = [
+    "Page",
+    "RTT(ms)",
+    "n (off / on)",
+    "PLT: no TFO (ms)",
+    "PLT: TFO (ms)",
+    "saved (ms)",
+    "Improv. (%)",
+    "95 % CI (%)",
+]
+NO_CI = f"n < {MIN_N}: no CI"
+
+
+def enough(*ns: int) -> bool:
+    return min(ns) >= MIN_N
+
+
+def _name(g: dict) -> str:
+    return f"{g['page']} ({g['config']})" if g["config"] else g["page"]
+
+
+def _f(v, digits: int) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def saved_ms(g: dict) -> float | None:
+    off, on = g["notfo"]["mean"], g["tfo"]["mean"]
+    return None if off is None or on is None else off - on
+
+
+def ci_text(g: dict) -> str:
+    """The improvement's interval, or why there is none."""
+    lo, hi = g["improvement_ci"]
+    if g["improvement"] is None or lo is None:
+        return "-"
+    if not enough(g["notfo"]["n"], g["tfo"]["n"]):
+        return NO_CI
+    return f"[{lo * 100:.1f}, {hi * 100:.1f}]"
+
+
+def rows(analysis: dict) -> list[list[str]]:
+    return [
+        [
+            _name(g),
+            f"{g['rtt_ms']:g}",
+            f"{g['notfo']['n']} / {g['tfo']['n']}",
+            _f(g["notfo"]["mean"], 0),
+            _f(g["tfo"]["mean"], 0),
+            _f(saved_ms(g), 0),
+            _f(None if g["improvement"] is None else g["improvement"] * 100, 1),
+            ci_text(g),
+        ]
+        for g in analysis["rows"]
+    ]
+
+
+def small_n(analysis: dict) -> list[str]:
+    """The rows (page @ RTT, configuration) with a side of fewer than MIN_N valid loads."""
+    return [
+        f"{_name(g)} @ {g['rtt_ms']:g} ms (n = {g['notfo']['n']} / {g['tfo']['n']})"
+        for g in analysis["rows"]
+        if (g["notfo"]["n"] or g["tfo"]["n"]) and not enough(g["notfo"]["n"], g["tfo"]["n"])
+    ]
+
+
+def warning(analysis: dict) -> str | None:
+    few = small_n(analysis)
+    if not few:
+        return None
+    shown = ", ".join(few[:6]) + (f" and {len(few) - 6} more" if len(few) > 6 else "")
+    return (
+        f"Fewer than {MIN_N} valid loads per side in {len(few)} of {len(analysis['rows'])} row(s): {shown}. "
+        f"A bootstrap interval of so few loads understates the uncertainty, so none is shown there "
+        f"(tables say '{NO_CI}', figures draw no whiskers); run more repetitions to get one."
+    )
+
+
+def _point(g: dict) -> str:
+    rtt = g["rtt_ms"]
+    saved = saved_ms(g)
+    if saved is None:
+        return f"at {rtt:g} ms RTT only one side was measured"
+    verb = "saves" if saved >= 0 else "costs"
+    rtts = f" = {abs(saved) / rtt:.1f} RTT" if rtt else ""
+    ci = ci_text(g)
+    ci = f", 95 % CI {ci} %" if ci.startswith("[") else f", n = {g['notfo']['n']} / {g['tfo']['n']}: no CI"
+    lo, hi = g["improvement_ci"]
+    unclear = enough(g["notfo"]["n"], g["tfo"]["n"]) and lo is not None and lo < 0 < hi
+    return (
+        f"{verb} {abs(saved):.0f} ms{rtts} at {rtt:g} ms RTT ({g['improvement'] * 100:.1f} %{ci}"
+        + ("; not significant" if unclear else "")
+        + ")"
+    )
+
+
+def sentences(analysis: dict, explain: Callable[[str, list[dict]], str | None] | None = None) -> list[tuple[str, str]]:
+    """(page, sentence) per page, from the improvement figures; ``explain(page, rows)``: the hook
+    for `pltlab explain`'s words on the page (which handshakes were saved on the critical path),
+    added where it has some (pltlab.report.why.sentence_hook)."""
+    pages: dict[str, list[dict]] = {}
+    for g in analysis["rows"]:
+        pages.setdefault(g["page"], []).append(g)
+    out = []
+    for page, gs in pages.items():
+        why = explain(page, gs) if explain else None
+        by_cfg: dict[str, list[dict]] = {}
+        for g in gs:
+            by_cfg.setdefault(g["config"], []).append(g)
+        parts = [
+            (f"with {cfg}, " if cfg else "")
+            + "TFO "
+            + "; ".join(_point(g) for g in sorted(cg, key=lambda g: g["rtt_ms"]))
+            for cfg, cg in by_cfg.items()
+        ]
+        said = f"{page}: " + "; ".join(parts) + "."
+        out.append((page, f"{said} {why}" if why else said))
+    return out

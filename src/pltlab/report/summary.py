@@ -1,0 +1,84 @@
+"""What `pltlab report --json` and `pltlab sweep --json` print on stdout: one JSON object, the
+report's tables as data (numbers, not the formatted text of table.md), its notes and the paths
+of everything written."""
+
+from __future__ import annotations
+
+import os
+
+from pltlab.report import effects, tables
+
+
+def _side(s: dict) -> dict:
+    return {k: s[k] for k in ("n", "mean", "median", "geomean")} | {"ci95": list(s["ci"])}
+
+
+def plt_rows(analysis: dict) -> list[dict]:
+    """One row per page and configuration: both TFO sides and the improvement (a fraction)."""
+    out = []
+    for g in analysis["rows"]:
+        out.append(
+            {
+                "page": g["page"],
+                "configuration": g["config"],
+                "config_key": g["config_key"],
+                "rtt_ms": g["rtt_ms"],
+                "knobs": dict(g["dims"]),
+                "tfo_off": _side(g["notfo"]),
+                "tfo_on": _side(g["tfo"]),
+                "improvement": g["improvement"],
+                "improvement_ci95": list(g["improvement_ci"]),
+            }
+        )
+    return out
+
+
+def report(out_dir: str, built: dict) -> dict:
+    """A report (pltlab.report.build's result) as data."""
+    a = built["analysis"]
+    return {
+        "out_dir": os.path.abspath(out_dir),
+        "name": built.get("meta", {}).get("name"),
+        "runs": {
+            "total": a["n_runs"],
+            "valid": a["n_ok"],
+            "invalid": len(a["invalid"]),
+            "failed_attempts": len(a["failed"]),
+            "failed": len(a["failed_final"]),
+        },
+        "plt": plt_rows(a),
+        "effects": [{k: v for k, v in e.items() if _plain(v)} for e in built.get("effects") or []],
+        "tables": {  # as table.md, stats.md and effects.md print them
+            "plt": {"headers": list(tables.SEED_HEADERS), "rows": built["seeds"]},
+            "stats": {"headers": list(tables.STATS_HEADERS), "rows": built["stats"]},
+            "effects": {"headers": list(effects.HEADERS), "rows": effects.table_rows(built.get("effects") or [])},
+        },
+        "notes": [{"text": text, "warning": bool(bad)} for text, bad in built.get("notes", [])],
+        "files": {k: os.path.abspath(v) for k, v in built.get("files", {}).items()},
+        "figures": [os.path.abspath(f) for f in built.get("figures", [])],
+    }
+
+
+def study(out_dir: str, res: dict) -> dict:
+    """A study folder's report (pltlab.report.study_report's results) with its files."""
+    files = {n: os.path.join(os.path.abspath(out_dir), n) for n in ("results.json", "tables.md", "report.html")}
+    return {"out_dir": os.path.abspath(out_dir), "study": res, "files": files}
+
+
+def sweep(out_dir: str, stats: dict, rep: dict | None) -> dict:
+    """A sweep's counts (this session's runs), its output paths and, if built, its report."""
+    return {
+        "out_dir": os.path.abspath(out_dir),
+        "runs": {"done": stats["runs"], "failed": stats["failed"], "invalid": stats["invalid"]},
+        "wall_s": round(stats["wall_s"], 3),
+        "efficiency": round(stats["efficiency"], 4),
+        "files": {
+            "results.sqlite": os.path.join(os.path.abspath(out_dir), "results.sqlite"),
+            **{os.path.basename(p): os.path.abspath(p) for p in stats.get("exported", [])},
+        },
+        "report": rep,
+    }
+
+
+def _plain(v) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool, list, dict))

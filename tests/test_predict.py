@@ -1,0 +1,214 @@
+"""`pltlab predict` (pltlab.predict): PLTs predicted without emulation, against PLTs known
+analytically on synthetic pages (no root), against one real built-in load (root), and bad input."""
+
+import importlib.util
+import json
+import math
+import os
+
+import pytest
+
+from pltlab.archive.generate import from_objects, generate
+from pltlab.predict import simulate
+from pltlab.predict.schedule import Scheduler
+from pltlab.predict.simulate import predict, response_bytes
+from pltlab.run.config import RunConfig
+from tests.conftest import pltlab_cmd
+
+MSS, HEADERS = 1448, 52
+
+
+def _bench_run():
+    """benches/bench_run.py: its analytic fan-out schedule (fanout_rtts) is the reference."""
+    path = os.path.join(os.path.dirname(__file__), "..", "benches", "bench_run.py")
+    spec = importlib.util.spec_from_file_location("bench_run", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def network_only(monkeypatch):
+    """The model's measured CPU terms set to 0: what analytic PLTs count is the network alone."""
+    for name in ("TLS_CPU_MS", "SERVE_CPU_MS", "SERVE_TLS_CPU_MS", "OPEN_MS", "TFO_SEND_MS"):
+        monkeypatch.setattr(simulate, name, 0.0)
+
+
+def close(got: float, want: float, rel: float = 0.02) -> bool:
+    return abs(got - want) <= rel * want
+
+
+@pytest.mark.parametrize("rtt", [20, 100, 200])
+@pytest.mark.parametrize("tfo", [False, True])
+def test_chain_is_one_round_trip_per_object(rtt, tfo, network_only):
+    """A chain of n small objects on one connection: a handshake (none with TFO), then one
+    request round trip per object."""
+    n = 10
+    page = generate(objects=n, total_bytes=n * 2000, origins=1, depth=n - 1, seed=3)
+    got = predict(page, RunConfig(rtt=f"{rtt}ms"), tfo)
+    assert close(got["plt_ms"], (n + (0 if tfo else 1)) * rtt), got["plt_ms"]
+    assert got["connections"] == 1 and got["objects"] == n
+
+
+@pytest.mark.parametrize("rtt", [20, 200])
+@pytest.mark.parametrize("tfo", [False, True])
+def test_fan_out_follows_the_connection_limit(rtt, tfo, network_only):
+    """30 small objects behind the document, 6 connections per host: bench_run's analytic
+    schedule (late binding, a handshake per new connection unless TFO)."""
+    page = generate(objects=31, total_bytes=31 * 1500, origins=1, depth=1, seed=5)
+    got = predict(page, RunConfig(rtt=f"{rtt}ms"), tfo)
+    assert close(got["plt_ms"], _bench_run().fanout_rtts(30, 6, tfo) * rtt), got["plt_ms"]
+    assert got["connections"] == 6
+
+
+@pytest.mark.parametrize("icw,rounds", [(None, 3), (10, 3), (32, 2), (64, 1)])
+def test_slow_start_from_initcwnd(icw, rounds, network_only):
+    """One 80 KB document (56 segments): 10+20+40 segments take 3 round trips from initcwnd 10,
+    32+64 two from 32, one from 64; plus the handshake."""
+    page = from_objects([("html", 0, 80_000, "index")])
+    head, body = response_bytes(page.objects[0])
+    assert 30 * MSS < head + body <= 56 * MSS  # the round counts above hold for this size
+    cfg = RunConfig(rtt="100ms", icw=icw)
+    assert close(predict(page, cfg, False)["plt_ms"], (1 + rounds) * 100)
+    assert close(predict(page, cfg, True)["plt_ms"], rounds * 100)
+
+
+def test_bottleneck_rate_serializes_every_packet(network_only):
+    """A 200 KB document at 2 Mbit/s down, 20 ms: the bottleneck is busy from the first window
+    on (BDP 5 KB < initcwnd), so the PLT is the handshake and request round trips plus every
+    packet's serialization."""
+    page = from_objects([("html", 0, 200_000, "index")])
+    head, body = response_bytes(page.objects[0])
+    packets = math.ceil((head + body) / MSS)
+    want = 2 * 20 + (head + body + packets * HEADERS) * 8 / 2e6 * 1000
+    got = predict(page, RunConfig(rtt="20ms", rate="2mbit", rate_up="1000mbit"), False)["plt_ms"]
+    assert close(got, want), (got, want)
+
+
+def test_tls_and_0rtt_round_trips(network_only):
+    """https, one small document: TCP + TLS 1.3 + the request = 3 RTT; TFO (ClientHello in the
+    SYN) 2; 0-RTT (request as early data) 2 without TFO, 1 with."""
+    page = from_objects([("html", 0, 3_000, "index")], scheme="https")
+    for tls, tfo, rtts in (("full", False, 3), ("full", True, 2), ("0rtt", False, 2), ("0rtt", True, 1)):
+        got = predict(page, RunConfig(rtt="100ms", tls=tls), tfo)["plt_ms"]
+        assert close(got, rtts * 100), (tls, tfo, got)
+
+
+def test_h2_multiplexes_on_one_connection(network_only):
+    """Over h2 the document's 20 children share one connection: no further handshakes."""
+    objs = [("html", 0, 3_000, "index")] + [("image", 0, 300, f"i{k}") for k in range(20)]
+    page = from_objects(objs, scheme="https")
+    h1 = predict(page, RunConfig(rtt="100ms", protocol="h1"), False)
+    h2 = predict(page, RunConfig(rtt="100ms", protocol="h2"), False)
+    assert h2["connections"] == 1 and h1["connections"] == 6
+    assert close(h2["plt_ms"], 4 * 100), h2["plt_ms"]  # TCP, TLS, document, children
+    assert h1["plt_ms"] > h2["plt_ms"]
+
+
+def test_origin_rtt_override(network_only):
+    """A document 100 ms away, its image on a CDN origin 20 ms away (--origin-rtt): two round
+    trips each (handshake, request)."""
+    page = from_objects([("html", 0, 3_000, "index"), ("image", 1, 3_000, "logo")], hosts=("www", "cdn"))
+    cfg = RunConfig(rtt="100ms", origin_rtt=["cdn.example.test=20ms"])
+    assert close(predict(page, cfg, False)["plt_ms"], 2 * 100 + 2 * 20)
+    assert close(predict(page, cfg, True)["plt_ms"], 100 + 20)
+
+
+def test_cpu_terms_add_to_the_network_time():
+    """The measured CPU terms on top of the network's: an https document over h2 and its 20
+    children: one TLS handshake, the document served, then the 20 children served one after
+    another before they leave together; connect() after readiness."""
+    objs = [("html", 0, 3_000, "index")] + [("image", 0, 300, f"i{k}") for k in range(20)]
+    page = from_objects(objs, scheme="https")
+    got = predict(page, RunConfig(rtt="100ms", protocol="h2"), False)["plt_ms"]
+    cpu = simulate.OPEN_MS + simulate.TLS_CPU_MS + simulate.SERVE_TLS_CPU_MS * 2 + simulate.SERVE_CPU_MS * 19
+    assert abs(got - (400 + cpu)) < 0.5, (got, 400 + cpu)
+
+
+def test_tight_mode_holds_delayable_requests():
+    """The scheduler port (policy.rs): with tight_limit 1 until object 1 arrived, the second
+    delayable request is released only after the first one arrived."""
+    objs = [
+        {"url": "http://a/", "host": "a", "ip": "1", "port": 80, "parent": None},
+        {"url": "http://a/s.js", "host": "a", "ip": "1", "port": 80, "parent": 0},
+        {"url": "http://a/1.png", "host": "a", "ip": "1", "port": 80, "parent": 0, "delayable": True},
+        {"url": "http://a/2.png", "host": "a", "ip": "1", "port": 80, "parent": 0, "delayable": True},
+    ]
+    s = Scheduler({"objects": objs, "tight_limit": 1, "tight_until": [1], "delayable_limit": None})
+    assert s.start(0.0) == [("open", 0, 0)]
+    assert s.handle(1.0, ("connected", 0)) == [("send", 0, 0)]
+    acts = s.handle(2.0, ("done", 0, True))
+    sent = [a[2] for a in acts if a[0] == "send"]
+    assert sent == [1]  # the script first (non-delayable ahead), image 2 held back
+    assert 3 not in [a[2] for a in acts if a[0] in ("send",)]
+    assert list(s.policy.held[s.policy.slot[3]]) == [3]
+    acts = s.handle(3.0, ("done", 0, True))  # the script arrived: tight mode over, image 2 goes
+    assert ("send", 0, 2) in acts or any(a[0] == "open" for a in acts)
+    assert not any(s.policy.held)
+
+
+def test_cli_json_and_errors(tmp_path):
+    cp = pltlab_cmd("predict", "wikipedia", "--rtt", "100ms", "--tfo", "on", "--json")
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(cp.stdout)
+    assert doc["plt_ms"] == doc["predictions"][0]["plt_ms"] > 0 and doc["predictions"][0]["tfo"] is True
+    for args, needle in (
+        (["nosuch-page.har"], "nosuch-page.har"),
+        (["wikipedia", "--loss", "1%"], "loss"),
+        (["wikipedia", "--rtt", "-5ms"], "must not be negative"),
+        (["wikipedia", "--client", "chromium"], "built-in loader"),
+    ):
+        cp = pltlab_cmd("predict", *args)
+        lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
+        assert cp.returncode != 0 and len(lines) == 1, cp.stderr
+        assert lines[0].startswith("pltlab: error:") and needle in lines[0], lines[0]
+    bad = tmp_path / "broken.har"
+    bad.write_text("{not json")
+    cp = pltlab_cmd("predict", str(bad))
+    lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
+    assert cp.returncode != 0 and len(lines) == 1 and str(bad) in lines[0], cp.stderr
+
+
+@pytest.mark.root
+def test_prediction_matches_a_real_load():
+    """A small generated page (3 origins, depth 2) loaded 3 times by the built-in loader over the
+    emulated network at 100 ms, TFO off and on: the prediction within 5 % of a real load. (Not
+    of every load: where two responses arrive within microseconds, late binding may give a
+    request another connection from one load to the next, a round trip apart; and one load can
+    stall on a busy 2-core machine.)"""
+    from pltlab.run.runner import run_page
+
+    page = generate(objects=12, total_bytes=150_000, origins=3, depth=2, seed=3)  # no sub-ms race decides its PLT
+    cfg = RunConfig(rtt="100ms", reps=3)
+    runs = run_page(page, cfg)
+    assert all(r["valid"] for r in runs), [r["invalid_reason"] for r in runs]
+    for tfo in (False, True):
+        rs = [r for r in runs if r["tfo"] == tfo]
+        got = predict(page, cfg, tfo)
+        assert any(close(got["plt_ms"], r["plt_ms"], 0.05) for r in rs), (tfo, got["plt_ms"], [r["plt_ms"] for r in rs])
+        used = {len({q["conn_id"] for q in r["requests"]}) for r in rs}
+        assert any(abs(got["connections"] - n) <= 1 for n in used), (got["connections"], used)
+
+
+@pytest.mark.root
+def test_sweep_folder_predicted_beside_measured(tmp_path):
+    """`pltlab predict DIR` on a sweep's folder: each page, configuration and TFO mode with its
+    measured median (of 3 loads) and the prediction, within 5 % here."""
+    from pltlab.archive.har import write_page
+    from pltlab.experiments import spec, sweep
+
+    har = tmp_path / "fan.har"
+    write_page(generate(objects=9, total_bytes=9 * 3000, origins=2, depth=1, seed=4), str(har))
+    toml = tmp_path / "exp.toml"
+    toml.write_text(f'name = "p"\npages = ["{har}"]\nrtt = ["100ms"]\ntfo = ["off", "on"]\nrepetitions = 3\n')
+    out = tmp_path / "o"
+    sweep.run(spec.load(str(toml)), str(out))
+    cp = pltlab_cmd("predict", str(out), "--json")
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(cp.stdout)
+    rows = doc["comparisons"]
+    assert [r["tfo"] for r in rows] == [False, True] and all(r["n"] == 3 for r in rows)
+    assert all(abs(r["error"]) <= 0.05 for r in rows), rows
+    assert doc["mape"] <= 0.05
+    cp = pltlab_cmd("predict", str(out), "--rtt", "20ms")
+    assert cp.returncode != 0 and "no knob options" in cp.stderr
