@@ -147,7 +147,7 @@ class TopologySpec:
     linger_us: int = 0  # emulator polls this long after each packet (see link/emulator.rs)
     # A standby thread of the emulator on another CPU looks this often whether the main loop
     # has stalled, and does its work if so (link/emulator.rs; docs/performance.md); 0 = none.
-    standby_us: int = 200
+    standby_us: int = 100
     # Fault injection (tests): the emulator's main loop stops for stall_us every stall_every_ms.
     stall_us: int = 0
     stall_every_ms: int = 0
