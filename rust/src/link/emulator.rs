@@ -390,6 +390,12 @@ fn standby(emu: &Mutex<&mut Emulator>, beat: &Beat, tick: u64) {
         if now.saturating_sub(beat.at.load(Relaxed)) < slack {
             continue; // the main loop is going on
         }
+        if idle && queued == u64::MAX {
+            // Nothing in flight: the main loop sleeps in epoll and wakes for the next packet,
+            // measuring its own wake-up. A round here would read that packet with an ingress
+            // bound of a whole idle tick (a late-looking load); only watch for activity.
+            continue;
+        }
         // try_lock: a main loop holding the lock is working (or stalled mid-round: nothing to do)
         if let Ok(mut e) = emu.try_lock() {
             e.standby.looks += 1;
