@@ -3,6 +3,7 @@ server's own handshake counts, the round trips each mode saves over HTTP/1.1 and
 TFO, early data in the SYN), and a load whose early data was refused marked invalid."""
 
 import json
+import os
 
 import pytest
 from conftest import pltlab_cmd
@@ -10,28 +11,44 @@ from test_validity import entry, har
 
 from pltlab.archive.har import read_page
 from pltlab.errors import PltError
+from pltlab.loaders.chromium import tls_args
 from pltlab.replay.server import ReplayServer
 from pltlab.run.config import RunConfig
-from pltlab.run.runner import run_page, tls_problem
+from pltlab.run.runner import run_page, tls_note, tls_problem
 
 RTT = 40
 
 
-def test_tls_knob_values_and_chromium():
+def test_tls_knob_values():
     assert RunConfig().tls == "full"
     assert RunConfig(tls="0rtt").tls == "0rtt"
+    assert RunConfig(tls="resume", client="chromium").tls == "resume"  # a warm visit in the browser
     with pytest.raises(PltError, match="invalid tls '2rtt'.*full, resume, 0rtt"):
         RunConfig(tls="2rtt")
-    with pytest.raises(PltError, match="tls resume is for the built-in loader"):
-        RunConfig(tls="resume", client="chromium")
 
 
-def test_tls_problem_judges_the_servers_counts():
-    counts = lambda full, resumed, early: {"tls_full": full, "tls_resumed": resumed, "tls_early_data": early}  # noqa: E731
+def test_chromium_switches_per_tls_mode():
+    assert tls_args("full") == []
+    assert tls_args("resume") == ["--enable-net-benchmarking"]
+    assert tls_args("0rtt") == ["--enable-net-benchmarking", "--enable-features=EnableTLS13EarlyData"]
+
+
+def test_tls_problem_judges_the_servers_counts_of_used_connections():
+    def counts(full, resumed, early, spare_full=0):
+        return {
+            "tls_full": full + spare_full,
+            "tls_resumed": resumed,
+            "tls_full_used": full,
+            "tls_resumed_used": resumed,
+            "tls_early_used": early,
+        }
+
     assert tls_problem("full", counts(3, 0, 0), []) is None
     assert tls_problem("resume", counts(0, 3, 0), []) is None
-    assert "1 of 3 handshakes were full" in tls_problem("resume", counts(1, 2, 0), [])
-    assert "no TLS handshake" in tls_problem("0rtt", counts(0, 0, 0), [])
+    assert "1 of the 3 TLS connections that carried requests had full" in tls_problem("resume", counts(1, 2, 0), [])
+    # a browser's spare connection (full handshake, no request) does not make the load invalid
+    assert tls_problem("resume", counts(0, 3, 0, spare_full=2), []) is None
+    assert "no request went over TLS" in tls_problem("0rtt", counts(0, 0, 0, spare_full=1), [])
     assert tls_problem("0rtt", counts(0, 3, 3), []) is None
     assert "only 2 of 3" in tls_problem("0rtt", counts(0, 3, 2), [])
     refused = [
@@ -78,9 +95,11 @@ def test_resumption_and_0rtt_are_proven_and_save_their_round_trips(tmp_path, h2)
             ] is None
         else:  # the visit before the load is not counted
             assert (st["tls_full"], st["tls_resumed"], q["tls_handshake"]) == (0, 1, "resumed"), st
+            assert (st["tls_full_used"], st["tls_resumed_used"]) == (0, 1), st
             assert r["tls_warmup_ms"] > 2 * RTT
         if tls == "0rtt":
-            assert st["tls_early_data"] == 1 and st["tls_early_bytes"] > 0 and q["early_data"] == "accepted"
+            assert st["tls_early_data"] == st["tls_early_used"] == 1 and st["tls_early_bytes"] > 0
+            assert q["early_data"] == "accepted"
             # with TFO the ClientHello and the early data (the request) rode in the SYN
             assert r["server_tfo"]["tfo_tls_early_in_syn"] == (1 if tfo == "on" else 0)
         else:
@@ -105,7 +124,9 @@ def test_0rtt_refused_after_a_ticket_rotation_is_invalid(tmp_path, monkeypatch):
     monkeypatch.setattr(ReplayServer, "new_session", rotating)
     (r,) = run_page(page, RunConfig(rtt="20ms", tfo="off", reps=1, tls="0rtt"))
     assert not r["valid"]
-    assert "TLS 0rtt asked but 1 of 1 handshakes were full" in r["invalid_reason"], r["invalid_reason"]
+    assert (
+        "TLS 0rtt asked but 1 of the 1 TLS connections that carried requests had full handshakes" in r["invalid_reason"]
+    ), r["invalid_reason"]
     (q,) = r["requests"]
     # the loader sent its request again after the full handshake: the page still loaded
     assert (q["tls_handshake"], q["early_data"], q["status"]) == ("full", "rejected", 200)
@@ -126,3 +147,46 @@ def test_reproduce_tfo_on_todays_web_is_one_experiment():
         study.experiment(protocol="h2", client="chromium")
     with pytest.raises(PltError, match="invalid --protocol 'h3'"):
         study.experiment(protocol="h3")
+
+
+def test_tls_note_says_how_many_connections_chromium_resumed():
+    server = {"tls_full_used": 3, "tls_resumed_used": 8, "tls_early_used": 8}
+    assert tls_note("resume", server, "builtin") is None
+    assert tls_note("full", server, "chromium") is None
+    note = tls_note("0rtt", server, "chromium")
+    assert "resumed 8 of the 11 TLS connections" in note and "8 with early data" in note
+    assert tls_note("resume", {"tls_full_used": 0, "tls_resumed_used": 4}, "chromium") is None
+    # Chromium's judgement: one resumed connection proves the warm visit; none is invalid
+    assert tls_problem("resume", server, [], "chromium") is None
+    none = {"tls_full_used": 4, "tls_resumed_used": 0, "tls_early_used": 0}
+    assert "Chromium resumed none of the 4" in tls_problem("resume", none, [], "chromium")
+    no_early = {"tls_full_used": 0, "tls_resumed_used": 2, "tls_early_used": 0}
+    assert "early data on none of its 2" in tls_problem("0rtt", no_early, [], "chromium")
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="needs Debian's chromium")
+def test_chromium_warm_visit_resumes_and_sends_early_data(tmp_path):
+    """tls resume/0rtt with Chromium: a warm visit in the same browser, its connections closed and
+    caches emptied, leaves session tickets; the measured load resumes every connection that carried
+    requests (two: www and img coalesced, cdn), with 0rtt sends its first request as early data and
+    gets the document one round trip sooner."""
+    from test_h2 import _coalescing_har
+
+    arch = tmp_path / "arch"
+    assert pltlab_cmd("import", _coalescing_har(str(tmp_path / "c.har")), "-o", str(arch)).returncode == 0
+    page = str(next(p for p in arch.iterdir() if p.suffix == ".har"))
+    runs = {}
+    for tls in ("full", "resume", "0rtt"):
+        opts = ["--client", "chromium", "--rtt", f"{RTT}ms", "--reps", "1", "--tfo", "off", "--tls", tls, "--json"]
+        cp = pltlab_cmd("run", page, *opts, timeout=180)
+        assert cp.returncode == 0, cp.stderr[-2000:]
+        r = runs[tls] = json.loads(cp.stdout)["runs"][0]
+        assert r["valid"], (tls, r["invalid_reason"])
+        assert r["server_connections"]["h2_streams"] == 9  # the warm visit is not counted
+        st = r["server_tls"]
+        used = (st["tls_full_used"], st["tls_resumed_used"], st["tls_early_used"])
+        assert used == {"full": (2, 0, 0), "resume": (0, 2, 0), "0rtt": (0, 2, 2)}[tls], (tls, st)
+    doc = {t: r["requests"][0]["first_byte_ms"] - r["requests"][0]["start_ms"] for t, r in runs.items()}
+    assert doc["full"] > 3 * RTT and doc["resume"] > 3 * RTT, doc  # TCP + TLS + request
+    assert 2 * RTT <= doc["0rtt"] < 2.5 * RTT, doc  # the request rode with the ClientHello

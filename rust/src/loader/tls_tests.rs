@@ -41,7 +41,17 @@ fn page_plan(srv: &TestServer, addr: SocketAddr, h2: bool, mode: &str) -> Plan {
     p
 }
 
-const KEYS: [&str; 6] = ["tls_connections", "tls_full", "tls_resumed", "tls_early_data", "tls_early_bytes", "requests"];
+const KEYS: [&str; 9] = [
+    "tls_connections",
+    "tls_full",
+    "tls_resumed",
+    "tls_early_data",
+    "tls_early_bytes",
+    "tls_full_used",
+    "tls_resumed_used",
+    "tls_early_used",
+    "requests",
+];
 
 /// The server's counts during the measured load only (taken after the warm-up visit).
 fn measured(srv: &TestServer, p: Plan, between: impl FnOnce(&TestServer)) -> (Output, serde_json::Value) {
@@ -104,6 +114,9 @@ fn full_resumed_and_early_data_handshakes_are_counted_over_h1_and_h2() {
             "{d}"
         );
         assert_eq!(d["requests"], 13);
+        // (a connection the scheduler ended up not using carried nothing)
+        let u = used(&out).len() as u64;
+        assert_eq!((d["tls_resumed_used"].as_u64(), d["tls_full_used"].as_u64()), (Some(u), Some(0)), "{d}");
         assert!(out
             .connections
             .iter()
@@ -118,6 +131,7 @@ fn full_resumed_and_early_data_handshakes_are_counted_over_h1_and_h2() {
         check_complete(&out);
         let n = used(&out).len() as u64;
         assert_eq!((d["tls_resumed"].as_u64(), d["tls_early_data"].as_u64()), (Some(n), Some(n)), "{d}");
+        assert_eq!(d["tls_early_used"].as_u64(), Some(n), "{d}");
         assert!(d["tls_early_bytes"].as_u64().unwrap() > 0);
         for c in used(&out) {
             assert_eq!(

@@ -25,7 +25,7 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::matcher::Scheme;
-use super::{answers, choose, Choice, Shared};
+use super::{answers, choose, Choice, Shared, TlsUse};
 use crate::http::request::MAX_HEAD_BYTES;
 
 pub const MAX_CONCURRENT_STREAMS: u32 = 100;
@@ -57,7 +57,12 @@ fn builder() -> ::h2::server::Builder {
 }
 
 /// Serves one TLS connection that negotiated h2 until the client closes it or errs.
-pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(s: S, sh: Arc<Shared>, sni: Option<String>) {
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    s: S,
+    sh: Arc<Shared>,
+    sni: Option<String>,
+    used: Arc<TlsUse>,
+) {
     let mut conn = match builder().handshake::<_, Bytes>(s).await {
         Ok(c) => c,
         Err(e) => {
@@ -69,6 +74,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(s: S, sh:
     while let Some(r) = conn.accept().await {
         match r {
             Ok((req, respond)) => {
+                used.request(&sh.stats);
                 tokio::spawn(stream(req, respond, sh.clone(), sni.clone()));
             }
             Err(e) => {

@@ -108,6 +108,38 @@ fn alpn_per_listen_address() {
 }
 
 #[test]
+fn handshakes_of_connections_without_requests_are_not_counted_as_used() {
+    let srv = start_server_on(listen_h2(), responses(), false);
+    let st = &srv.shared.stats;
+    let wait_for = |what: &dyn Fn() -> bool| {
+        for _ in 0..200 {
+            if what() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    rt().block_on(async {
+        // a spare connection: handshake, nothing sent (as a browser's unused connection)
+        let (spare, _) = tls(&srv, srv.addrs[1], &["h2", "http/1.1"]).await;
+        // h2, two requests on one connection; HTTP/1.1 over TLS, one request
+        let mut c = h2_client(&srv, srv.addrs[1]).await;
+        for _ in 0..2 {
+            assert_eq!(get(&mut c, "GET", "https://a.test/a", None).await.0, 200);
+        }
+        let (mut h1, _) = tls(&srv, srv.addrs[2], &["http/1.1"]).await;
+        h1.write_all(b"GET /a HTTP/1.1\r\nHost: a.test\r\n\r\n").await.unwrap();
+        let mut b = [0u8; 64];
+        assert!(h1.read(&mut b).await.unwrap() > 0);
+        drop(spare);
+    });
+    wait_for(&|| st.tls_full.load(Relaxed) == 3);
+    assert_eq!(st.tls_full.load(Relaxed), 3);
+    assert_eq!(st.tls_full_used.load(Relaxed), 2, "the spare connection carried nothing");
+    assert_eq!((st.tls_resumed_used.load(Relaxed), st.tls_early_used.load(Relaxed)), (0, 0));
+}
+
+#[test]
 fn h2_answers_as_http11_does() {
     let srv = start_server_on(listen_h2(), responses(), false);
     rt().block_on(async {

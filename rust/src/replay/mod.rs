@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::io::IoSlice;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -71,6 +71,12 @@ pub struct Stats {
     pub tls_resumed: AtomicU64,
     pub tls_early_data: AtomicU64,
     pub tls_early_bytes: Arc<AtomicU64>,
+    /// The same handshake counts, of the TLS connections that carried at least one request
+    /// (a browser's spare connections, never used, left out): a load's proof of what its
+    /// requests got.
+    pub tls_full_used: AtomicU64,
+    pub tls_resumed_used: AtomicU64,
+    pub tls_early_used: AtomicU64,
     /// SIGHUP: every session forgotten (a ticket key rotation), how often.
     pub tls_ticket_rotations: AtomicU64,
     /// Connections served as HTTP/1.x (plain or TLS) and as h2 (TLS, ALPN "h2").
@@ -175,6 +181,9 @@ impl Stats {
             "tls_handshake_errors": self.tls_handshake_errors.load(Relaxed),
             "tls_full": self.tls_full.load(Relaxed),
             "tls_resumed": self.tls_resumed.load(Relaxed),
+            "tls_full_used": self.tls_full_used.load(Relaxed),
+            "tls_resumed_used": self.tls_resumed_used.load(Relaxed),
+            "tls_early_used": self.tls_early_used.load(Relaxed),
             "tls_early_data": self.tls_early_data.load(Relaxed),
             "tls_early_bytes": self.tls_early_bytes.load(Relaxed),
             "tls_ticket_rotations": self.tls_ticket_rotations.load(Relaxed),
@@ -318,7 +327,7 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                     match acceptor {
                         None => {
                             st.h1_connections.fetch_add(1, Relaxed);
-                            let _ = serve_conn(tcp, &shared, Scheme::Http, None).await;
+                            let _ = serve_conn(tcp, &shared, Scheme::Http, None, None).await;
                         }
                         Some(cfg) => {
                             st.tls_connections.fetch_add(1, Relaxed);
@@ -329,14 +338,15 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                                     if hs.early_data {
                                         st.tls_early_data.fetch_add(1, Relaxed);
                                     }
+                                    let used = Arc::new(TlsUse::new(hs.resumed, hs.early_data));
                                     let (_, conn) = tls.get_ref();
                                     let sni = conn.server_name().map(|s| s.to_string());
                                     if conn.alpn_protocol() == Some(b"h2") {
                                         st.h2_connections.fetch_add(1, Relaxed);
-                                        h2::serve(tls, shared.clone(), sni).await;
+                                        h2::serve(tls, shared.clone(), sni, used).await;
                                     } else {
                                         st.h1_connections.fetch_add(1, Relaxed);
-                                        let _ = serve_conn(tls, &shared, Scheme::Https, sni).await;
+                                        let _ = serve_conn(tls, &shared, Scheme::Https, sni, Some(&used)).await;
                                     }
                                 }
                                 Err(_) => {
@@ -424,12 +434,36 @@ async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, sh: &Shared, r: &R
     close_lingering(s).await;
 }
 
+/// A TLS connection's handshake, counted in the `*_used` stats at its first request.
+pub(crate) struct TlsUse {
+    resumed: bool,
+    early_data: bool,
+    counted: AtomicBool,
+}
+
+impl TlsUse {
+    pub(crate) fn new(resumed: bool, early_data: bool) -> Self {
+        TlsUse { resumed, early_data, counted: AtomicBool::new(false) }
+    }
+
+    pub(crate) fn request(&self, st: &Stats) {
+        if self.counted.swap(true, Relaxed) {
+            return;
+        }
+        if self.resumed { &st.tls_resumed_used } else { &st.tls_full_used }.fetch_add(1, Relaxed);
+        if self.early_data {
+            st.tls_early_used.fetch_add(1, Relaxed);
+        }
+    }
+}
+
 /// Serves requests on one connection until the client closes it, asks to, or errs.
 async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
     mut s: S,
     sh: &Shared,
     scheme: Scheme,
     sni: Option<String>,
+    used: Option<&TlsUse>,
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = vec![0; 16 * 1024];
     let mut len = 0usize;
@@ -466,6 +500,9 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
             len += n;
         };
         sh.stats.requests.fetch_add(1, Relaxed);
+        if let Some(u) = used {
+            u.request(&sh.stats);
+        }
         let t_req = std::time::Instant::now();
         // Consume the head, then read any request body into its digest.
         buf.copy_within(req.head_len..len, 0);

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from pltlab import units
 from pltlab.cli.cluster import ClusterOpt, SlotsOpt
-from pltlab.cli.options import knob_options
+from pltlab.cli.options import CorpusOpt, knob_options
 from pltlab.cli.progress import LoadProgress, working
 from pltlab.errors import PltError
 
@@ -40,7 +40,7 @@ def _print_plt_table(out: Console, summary: list[dict], title: str) -> None:
 def run(
     page: Annotated[str, typer.Argument(help="HAR file, corpus directory, bundled page (nytimes, ...) or page URL.")],
     knobs: dict,
-    corpus: Annotated[str | None, typer.Option(help="Corpus directory to look page URLs up in.")] = None,
+    corpus: CorpusOpt = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -69,8 +69,9 @@ def run(
         )
         mark = "" if r["valid"] else f"  [red]INVALID: {escape(r['invalid_reason'])}[/]"
         out.print(f"Fetching {escape(r['page'])} took {r['plt_ms'] / 1000:.3f}s.{mark}", highlight=False)
-        if r.get("tfo_note"):
-            out.print(f"  [yellow]note: {escape(r['tfo_note'])}[/]", highlight=False)
+        for note in ("tfo_note", "tls_note"):
+            if r.get(note):
+                out.print(f"  [yellow]note: {escape(r[note])}[/]", highlight=False)
 
     def on_page(p, runs):
         bar.page_done()
@@ -122,7 +123,7 @@ def calibrate(
     ],
     loads: Annotated[int, typer.Option(help="Chromium loads per page (the median is stored).")] = 3,
     rtt: Annotated[str, typer.Option(help="RTT of the calibration loads.")] = "0ms",
-    corpus: Annotated[str | None, typer.Option(help="Corpus directory to look page URLs up in.")] = None,
+    corpus: CorpusOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ):
     """Measure Chromium's compute on pages (loads at RTT 0) and write them with the calibration,

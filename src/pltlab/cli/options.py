@@ -14,6 +14,9 @@ import typer
 
 from pltlab.run import knobs as registry
 
+# The corpus option of the commands taking pages (run, calibrate, predict).
+CorpusOpt = Annotated[str | None, typer.Option(help="Corpus directory to look page URLs up in.")]
+
 
 def _param(k: registry.Knob, scope: str) -> inspect.Parameter:
     default = k.default_for(scope)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pltlab.cli.options import knob_options
+from pltlab.cli.options import CorpusOpt, knob_options
 from pltlab.errors import PltError
 
 
@@ -24,7 +24,7 @@ def predict(
         ),
     ],
     knobs: dict,
-    corpus: Annotated[str | None, typer.Option(help="Corpus directory to look page URLs up in.")] = None,
+    corpus: CorpusOpt = None,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="Print one JSON object: every prediction (plt_ms, per-request timeline)."),

@@ -8,7 +8,9 @@ import contextlib
 import sys
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress
+
+from pltlab.experiments.progress import bar_columns
 
 
 def stderr_console() -> Console:
@@ -25,12 +27,7 @@ class LoadProgress:
         self.total = loads_per_page
         self.pages = 0
         self.prog = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            *bar_columns(),
             console=self.err,
             transient=True,
             redirect_stdout=False,  # stdout is the command's (tables, JSON)

@@ -22,17 +22,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress, TextColumn
 
 from pltlab import __version__, dataplane
 from pltlab.errors import PltError
+from pltlab.experiments.progress import bar_columns
 from pltlab.experiments.results import Results, export
 from pltlab.experiments.spec import NAME_RE, Experiment
 from pltlab.net import clean
@@ -349,15 +343,7 @@ class Sweep:
         for it in todo:
             left[(it.page, it.config)] = left.get((it.page, it.config), 0) + 1
         t_start = time.time()
-        cols = (
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            TextColumn("last PLT {task.fields[last]}"),
-        )
+        cols = bar_columns(TextColumn("last PLT {task.fields[last]}"))
         with Progress(*cols, console=self.out, transient=False) as prog:
             task = prog.add_task(self.exp.name, total=len(items), completed=len(items) - len(todo), last="-")
 

@@ -73,12 +73,34 @@ def document_problem(res) -> str | None:
     return None
 
 
-def load(topo: Topology, page: Page, host_ips: dict[str, str], spki: str | None, tfo: bool, check: bool = True) -> dict:
+def tls_args(tls: str) -> list[str]:
+    """Chromium's switches for the ``tls`` knob: resume and 0rtt visit the page first in the same
+    browser (net benchmarking closes its connections and empties its caches after it); 0rtt also
+    turns on TLS 1.3 early data (a feature off by default in Chromium)."""
+    if tls == "full":
+        return []
+    return ["--enable-net-benchmarking"] + (["--enable-features=EnableTLS13EarlyData"] if tls == "0rtt" else [])
+
+
+def load(
+    topo: Topology,
+    page: Page,
+    host_ips: dict[str, str],
+    spki: str | None,
+    tfo: bool,
+    check: bool = True,
+    tls: str = "full",
+    warmed=None,
+) -> dict:
     """One Chromium load. ``check``: raise PltError when the document did not arrive or the load
-    event never fired; False: say why in the result's ``document_problem`` (an invalid load)."""
+    event never fired; False: say why in the result's ``document_problem`` (an invalid load).
+    ``tls`` resume/0rtt: a warm visit first, then ``warmed()``, then the measured load."""
     env = {"LD_PRELOAD": shim_path(topo.workdir)} if tfo else {}
-    with Chromium(netns=topo.client_ns, host_rules=host_ips, spki=[spki] if spki else [], env=env, bodies=False) as c:
-        res = c.load(page.url)
+    spkis = [spki] if spki else []
+    with Chromium(
+        netns=topo.client_ns, host_rules=host_ips, spki=spkis, env=env, bodies=False, extra_args=tls_args(tls)
+    ) as c:
+        res = c.load(page.url, warm=(warmed or (lambda: None)) if tls != "full" else None)
     problem = document_problem(res)
     if check and problem:
         raise PltError(f"{page.url}: {problem}")

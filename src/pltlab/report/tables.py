@@ -34,6 +34,19 @@ def _name(g: dict) -> str:
     return f"{g['page']} ({g['config']})" if g["config"] else g["page"]
 
 
+def _side(g: dict, tfo: bool) -> list[str]:
+    """RTT, TFO, n, mean, median, geomean of one side (TFO on or off) of a row."""
+    s = g["tfo" if tfo else "notfo"]
+    return [
+        f"{g['rtt_ms']:g}",
+        "on" if tfo else "off",
+        str(s["n"]),
+        _f(s["mean"], 1),
+        _f(s["median"], 1),
+        _f(s["geomean"], 1),
+    ]
+
+
 def seeds_rows(analysis: dict) -> list[list[str]]:
     return [
         [
@@ -58,12 +71,7 @@ def stats_rows(analysis: dict) -> list[list[str]]:
                 [
                     g["page"],
                     g["config"],
-                    f"{g['rtt_ms']:g}",
-                    "on" if tfo else "off",
-                    str(s["n"]),
-                    _f(s["mean"], 1),
-                    _f(s["median"], 1),
-                    _f(s["geomean"], 1),
+                    *_side(g, tfo),
                     _f(s["ci"][0], 1),
                     _f(s["ci"][1], 1),
                     _f(None if imp is None else imp * 100, 2),
@@ -97,18 +105,7 @@ def compact_stats(analysis: dict) -> tuple[list[str], list[list[str]]]:
                 continue
             lo, hi = s["ci"]
             ci = headline.NO_CI if s["n"] < headline.MIN_N else f"[{_f(lo, 1)}, {_f(hi, 1)}]"
-            out.append(
-                [
-                    _name(g),
-                    f"{g['rtt_ms']:g}",
-                    "on" if tfo else "off",
-                    str(s["n"]),
-                    _f(s["mean"], 1),
-                    _f(s["median"], 1),
-                    _f(s["geomean"], 1),
-                    ci,
-                ]
-            )
+            out.append([_name(g), *_side(g, tfo), ci])
     return COMPACT_STATS_HEADERS, out
 
 

@@ -499,7 +499,7 @@ _ALL = (
         "full",
         "TLS 1.3 handshakes: full (no session kept), resume (tickets left by a prior visit: 1-RTT "
         "resumption) or 0rtt (resumption with each connection's first request as early data). "
-        "Built-in loader.",
+        "Chromium: a warm visit in the same browser first (docs/loaders.md).",
         type=str,
         label="TLS",
         column="tls",
@@ -788,11 +788,6 @@ def parse(values: dict, ks=None, where: str = "") -> dict[str, Any]:
                 f"{where + ': ' if where else ''}{trace} and {opt} both set the "
                 f"{trace[6:]}link's rate: give one of them"
             )
-    if out.get("tls", "full") != "full" and out.get("client") == "chromium":
-        raise PltError(
-            f"{where + ': ' if where else ''}tls {out['tls']} is for the built-in loader (Chromium starts "
-            "each load with a fresh profile: full handshakes, resuming only within the load; docs/loaders.md)"
-        )
     return out
 
 

@@ -27,7 +27,7 @@ import tempfile
 
 from pltlab.errors import PltError
 from pltlab.net import names
-from pltlab.run.pcaptrace import _MAGICS, ACK, RAW_LINKTYPES, SYN
+from pltlab.run.pcaptrace import ACK, SYN, read_header
 
 FOLDER = "pcap"  # an experiment's per-load pcaps: OUT_DIR/pcap (experiment key pcap = true)
 
@@ -91,14 +91,7 @@ def split(whole: str, loads: dict[str, tuple[float, float]]) -> list[str]:
     """Cut ``whole`` (a raw-IP pcap) into one file per (start, end) interval, as the module says."""
     with open(whole, "rb") as f:
         data = f.read()
-    if len(data) < 24:
-        raise PltError(f"packet trace {whole}: no pcap header")
-    magic = struct.unpack_from("<I", data)[0]
-    if magic not in _MAGICS:
-        raise PltError(f"packet trace {whole}: not a pcap file (magic {magic:08x})")
-    bo, tps = _MAGICS[magic]
-    if struct.unpack_from(bo + "I", data, 20)[0] not in RAW_LINKTYPES:
-        raise PltError(f"packet trace {whole}: not raw IP")
+    bo, tps = read_header(whole, data)
     order = sorted(loads.items(), key=lambda kv: kv[1][0])
     starts = [iv[0] for _, iv in order]
     chunks: list[list[bytes]] = [[] for _ in order]

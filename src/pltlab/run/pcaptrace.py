@@ -43,13 +43,9 @@ class Segment:
     payload: int  # TCP payload bytes (from the IP total length, not the captured length)
 
 
-def read_pcap(path: str) -> list[Segment]:
-    """The IPv4 TCP segments of a pcap (other packets skipped), in file order."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise PltError(f"cannot read packet trace {path}: {e.strerror}") from None
+def read_header(path: str, data: bytes) -> tuple[str, int]:
+    """(struct byte order, timestamp ticks per second) of the raw-IP pcap ``data`` read from
+    ``path`` (named in the errors); its records start at offset 24."""
     if len(data) < 24:
         raise PltError(f"packet trace {path}: no pcap header")
     magic = struct.unpack_from("<I", data)[0]
@@ -59,6 +55,17 @@ def read_pcap(path: str) -> list[Segment]:
     linktype = struct.unpack_from(bo + "I", data, 20)[0]
     if linktype not in RAW_LINKTYPES:
         raise PltError(f"packet trace {path}: link type {linktype}, expected raw IP (101)")
+    return bo, tps
+
+
+def read_pcap(path: str) -> list[Segment]:
+    """The IPv4 TCP segments of a pcap (other packets skipped), in file order."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise PltError(f"cannot read packet trace {path}: {e.strerror}") from None
+    bo, tps = read_header(path, data)
     out, off, n = [], 24, len(data)
     hdr = struct.Struct(bo + "IIII")
     while off + 16 <= n:

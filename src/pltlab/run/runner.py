@@ -173,32 +173,70 @@ SERVER_TFO_KEYS = (
     "tfo_tls_hello_split",
     "tfo_tls_early_in_syn",
 )
-# the replay server's own count of TLS handshakes: the proof of resumption and 0-RTT
-SERVER_TLS_KEYS = ("tls_full", "tls_resumed", "tls_early_data", "tls_early_bytes")
+# the replay server's own count of TLS handshakes: the proof of resumption and 0-RTT; *_used:
+# of the connections that carried a request (Chromium opens spare connections it never uses)
+SERVER_TLS_KEYS = (
+    "tls_full",
+    "tls_resumed",
+    "tls_early_data",
+    "tls_early_bytes",
+    "tls_full_used",
+    "tls_resumed_used",
+    "tls_early_used",
+)
 
 
-def tls_problem(mode: str, server: dict | None, requests: list[dict]) -> str | None:
+def tls_problem(mode: str, server: dict | None, requests: list[dict], client: str = "builtin") -> str | None:
     """Why a load did not get the TLS handshakes its ``mode`` asked for, or None: resume/0rtt need
-    every handshake the server completed resumed, 0rtt also every connection's early data
-    accepted (the loader's records say which were refused and sent again at 1-RTT)."""
+    the handshake of every connection that carried a request resumed, 0rtt also each such
+    connection's early data accepted (the loader's records say which were refused and sent again
+    at 1-RTT). Spare connections that carried nothing are not judged. Chromium decides itself
+    how many connections it can resume (tls_note): its load needs one resumed (0rtt: with early
+    data), the proof that the warm visit left tickets it used."""
     if mode == "full" or server is None:
         return None
-    done = server.get("tls_full", 0) + server.get("tls_resumed", 0)
-    if done == 0:
-        return f"TLS {mode} asked but the replay server completed no TLS handshake (no https origin loaded)"
-    if server.get("tls_full", 0):
-        return f"TLS {mode} asked but {server['tls_full']} of {done} handshakes were full (no ticket resumed)"
+    full, resumed = server.get("tls_full_used", 0), server.get("tls_resumed_used", 0)
+    used = full + resumed
+    if used == 0:
+        return f"TLS {mode} asked but no request went over TLS (no https origin loaded)"
+    if client == "chromium":
+        if resumed == 0:
+            return f"TLS {mode} asked but Chromium resumed none of the {used} TLS connections that carried requests"
+        if mode == "0rtt" and server.get("tls_early_used", 0) == 0:
+            return f"TLS 0rtt asked but Chromium sent early data on none of its {resumed} resumed connections"
+        return None
+    if full:
+        return (
+            f"TLS {mode} asked but {full} of the {used} TLS connections that carried requests had full "
+            "handshakes (no ticket resumed)"
+        )
     if mode == "0rtt":
         refused = [r["url"] for r in requests if r.get("early_data") == "rejected"]
         if refused:
             more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
             return f"TLS 0rtt asked but the early data with {refused[0]} was refused (sent again at 1-RTT){more}"
-        if server.get("tls_early_data", 0) < done:
+        early = server.get("tls_early_used", 0)
+        if early < used:
             return (
-                f"TLS 0rtt asked but only {server.get('tls_early_data', 0)} of {done} resumed handshakes "
-                "carried early data"
+                f"TLS 0rtt asked but only {early} of {used} resumed connections that carried requests sent early data"
             )
     return None
+
+
+def tls_note(mode: str, server: dict | None, client: str) -> str | None:
+    """Chromium on a warm visit: how many of its connections resumed (and sent early data) when
+    not all did. It keeps the last 2 session tickets per host (net's SSLClientSessionCache), so
+    over HTTP/1.1 a host's third parallel connection is a full handshake, as after a real visit."""
+    if client != "chromium" or mode == "full" or not server:
+        return None
+    full, resumed, early = (server.get(f"tls_{k}_used", 0) for k in ("full", "resumed", "early"))
+    if not full and (mode != "0rtt" or early == resumed):
+        return None
+    zero = f", {early} with early data" if mode == "0rtt" else ""
+    return (
+        f"Chromium resumed {resumed} of the {resumed + full} TLS connections that carried requests{zero}; "
+        "the others were full handshakes (it keeps 2 session tickets per host)"
+    )
 
 
 def tfo_note(tfo: bool, server: dict | None) -> str | None:
@@ -269,7 +307,16 @@ class PageRunner:
     def _load_once(self, tfo: bool, warmed=None) -> dict:
         if self.cfg.client == "chromium":
             with self.topo.guard("client"):  # a dead emulator/replay kills the browser at once
-                return chromium.load(self.topo, self.page, self.host_ips, self.replay.spki, tfo=tfo, check=False)
+                return chromium.load(
+                    self.topo,
+                    self.page,
+                    self.host_ips,
+                    self.replay.spki,
+                    tfo=tfo,
+                    check=False,
+                    tls=self.cfg.tls,
+                    warmed=warmed,
+                )
         if tfo not in self._plans:
             self._plans[tfo] = plans.build(
                 self.page,
@@ -342,7 +389,7 @@ class PageRunner:
             self.topo.link_snapshot()  # starts the emulator's interval: its lateness during this load
             before["t"] = time.time()
 
-        if self.cfg.client == "chromium" or self.cfg.tls == "full":
+        if self.cfg.tls == "full":
             start()
             res = self._load_once(tfo)
         else:
@@ -375,7 +422,7 @@ class PageRunner:
         reason = (
             judge(tfo, counters, requests, doc)
             or protocol_problem(requests, self.host_ips, self.replay.h2_ips)
-            or tls_problem(self.cfg.tls, tls, requests)
+            or tls_problem(self.cfg.tls, tls, requests, self.cfg.client)
         )
         cfg = self.cfg
         return {
@@ -400,6 +447,7 @@ class PageRunner:
             "tfo_counters": counters,
             "server_tfo": server,
             "tfo_note": tfo_note(tfo, server),
+            "tls_note": tls_note(self.cfg.tls, tls, self.cfg.client),
             "server_connections": conns,  # HTTP/1.x and h2 connections, h2 streams and errors
             "server_tls": tls,  # full and resumed handshakes, early data accepted (connections, bytes)
             "tls_warmup_ms": res.get("warmup_ms"),  # the loader's visit before the load (resume/0rtt)

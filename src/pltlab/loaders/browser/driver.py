@@ -10,6 +10,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pltlab.errors import PltError
@@ -18,6 +19,17 @@ from pltlab.loaders.browser.collect import Collector, Request
 from pltlab.net import nsutil
 
 PROFILE_PREFIX = "pltlab-chromium-"
+# After a warm visit: every socket closed (h2 sessions too) and the caches emptied; TLS session
+# tickets stay (net benchmarking's closeConnections keeps the SSL session cache).
+FORGET_JS = """async () => {
+  const b = window.chrome && chrome.benchmarking;
+  if (!b) return false;
+  await b.clearCache();
+  b.clearHostResolverCache();
+  b.clearPredictorCache();
+  b.closeConnections();
+  return true;
+}"""
 STALL_QUIETS = 10
 # PLT from Navigation Timing (level 2 entry, level 1 as fallback); 0 until the load event ends.
 NAV_JS = """() => {
@@ -152,7 +164,12 @@ class Chromium:
             raise PltError(f"{what} is not in namespace {self.netns} (pids {wrong})")
 
     # ---- one load ------------------------------------------------------------------------
-    def load(self, url: str) -> LoadResult:
+    def load(self, url: str, warm: Callable[[], None] | None = None) -> LoadResult:
+        """One load of ``url`` in a fresh browser and profile. ``warm``: first visit the page in
+        the same browser (not measured), then close every connection and empty the caches
+        (`chrome.benchmarking`, needs ``--enable-net-benchmarking``): what is left is what a prior
+        visit leaves to the next one besides its cache, TLS session tickets (and the kernel's TFO
+        cookies); ``warm`` is called just before the measured load starts."""
         if self._pw is None:
             raise RuntimeError("Chromium.load() outside of `with Chromium(...)`")
         profile = tempfile.mkdtemp(prefix=PROFILE_PREFIX)
@@ -162,6 +179,9 @@ class Chromium:
             ctx = self._launch(profile)
             if self.netns:
                 self._check_netns(procs.pids_with_arg(profile), "chromium")
+            if warm is not None:
+                self._warm_visit(ctx, url)
+                warm()
             return self._load(ctx, url)
         except BaseException as e:
             graceful = isinstance(e, Exception)
@@ -191,14 +211,35 @@ class Chromium:
         except Exception as e:
             raise PltError(f"chromium ({self.executable}) failed to start: {_first_line(e)}") from None
 
-    def _load(self, ctx, url: str) -> LoadResult:
+    def _warm_visit(self, ctx, url: str) -> None:
         page = ctx.pages[0] if ctx.pages else ctx.new_page()
         cdp = ctx.new_cdp_session(page)
+        col = self._watch(cdp)
+        try:
+            page.goto(url, wait_until="load", timeout=self.timeout_s * 1000)
+            self._wait_quiet(page, col, time.monotonic() + self.timeout_s)
+            ok = page.evaluate(FORGET_JS)
+            cdp.send("Network.clearBrowserCache")
+        except Exception as e:
+            raise PltError(f"{url}: warm visit: {_first_line(e)}") from None
+        if not ok:
+            raise PltError(f"{url}: warm visit: Chromium has no chrome.benchmarking (--enable-net-benchmarking)")
+        # The measured load runs in a new tab: nothing of this one's renderer (memory cache) is kept.
+        ctx.new_page()
+        page.close()
+
+    def _watch(self, cdp) -> Collector:
         col = Collector(cdp)
         cdp.send("Network.enable", {"maxTotalBufferSize": 512 << 20, "maxResourceBufferSize": 128 << 20})
         cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
         if self.block:
             cdp.send("Network.setBlockedURLs", {"urls": list(self.block)})
+        return col
+
+    def _load(self, ctx, url: str) -> LoadResult:
+        page = ctx.pages[0] if ctx.pages else ctx.new_page()
+        cdp = ctx.new_cdp_session(page)
+        col = self._watch(cdp)
         deadline = time.monotonic() + self.timeout_s
         try:
             page.goto(url, wait_until="load", timeout=self.timeout_s * 1000)
