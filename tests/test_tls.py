@@ -190,3 +190,21 @@ def test_chromium_warm_visit_resumes_and_sends_early_data(tmp_path):
     doc = {t: r["requests"][0]["first_byte_ms"] - r["requests"][0]["start_ms"] for t, r in runs.items()}
     assert doc["full"] > 3 * RTT and doc["resume"] > 3 * RTT, doc  # TCP + TLS + request
     assert 2 * RTT <= doc["0rtt"] < 2.5 * RTT, doc  # the request rode with the ClientHello
+
+
+@pytest.mark.root
+def test_a_sweep_stores_each_loads_handshake_counts(tmp_path):
+    import sqlite3
+
+    page = _page(tmp_path, True)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(
+        f'name = "tls"\npages = ["{page}"]\nrtt = "{RTT}ms"\ntls = ["full", "0rtt"]\ntfo = "off"\nrepetitions = 1\n'
+    )
+    out = tmp_path / "out"
+    cp = pltlab_cmd("sweep", str(exp), "-o", str(out), "--no-report", timeout=300)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    db = sqlite3.connect(out / "results.sqlite")
+    cols = "tls, valid, tls_full, tls_resumed, tls_early_data, tls_full_used, tls_resumed_used, tls_early_used"
+    rows = {r[0]: r[1:] for r in db.execute(f"SELECT {cols} FROM runs")}
+    assert rows == {"full": (1, 1, 0, 0, 1, 0, 0), "0rtt": (1, 0, 1, 1, 0, 1, 1)}, rows

@@ -45,6 +45,10 @@ RUN_COLUMNS = {
     "tls_full": "INTEGER",
     "tls_resumed": "INTEGER",
     "tls_early_data": "INTEGER",
+    # the same, of the connections that carried requests (a browser's spare connections left out)
+    "tls_full_used": "INTEGER",
+    "tls_resumed_used": "INTEGER",
+    "tls_early_used": "INTEGER",
     "runner_id": "TEXT",
     "lateness_p50_us": "REAL",
     "lateness_p99_us": "REAL",

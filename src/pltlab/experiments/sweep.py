@@ -260,9 +260,8 @@ class Sweep:
             seed=r.get("seed", row.get("seed")),
         )
         tls = r.get("server_tls") or {}
-        row.update(
-            tls_full=tls.get("tls_full"), tls_resumed=tls.get("tls_resumed"), tls_early_data=tls.get("tls_early_data")
-        )
+        keys = ("tls_full", "tls_resumed", "tls_early_data", "tls_full_used", "tls_resumed_used", "tls_early_used")
+        row.update({k: tls.get(k) for k in keys})
         lat = r.get("emulator_lateness_us") or {}
         if lat:  # this load's own figures (else the runner's, filled in at its teardown)
             row.update(lateness_p50_us=lat.get("p50"), lateness_p99_us=lat.get("p99"), lateness_max_us=lat.get("max"))
