@@ -303,3 +303,23 @@ def test_h2_0rtt_tfo_load_says_what_rode_in_the_syn(tmp_path):
     path = tmp_path / "h2.har"
     path.write_text(json.dumps(doc))
     assert {o.protocol for o in harfile.read_page(str(path)).objects} == {"h2"}
+
+
+@pytest.mark.root
+def test_pltlab_run_writes_each_loads_har(tmp_path):
+    write_page(
+        generate(objects=4, total_bytes=8000, origins=1, depth=1, seed=4, domain="runh"), str(tmp_path / "p.har")
+    )
+    out = tmp_path / "hars"
+    cp = pltlab_cmd("run", str(tmp_path / "p.har"), "--rtt", "10ms", "--reps", "1", "--har", str(out), "--json")
+    assert cp.returncode == 0, cp.stderr
+    runs = json.loads(cp.stdout)["runs"]
+    assert len(runs) == 2 and sorted(os.listdir(out)) == sorted(os.path.basename(r["har"]) for r in runs)
+    for r in runs:
+        doc = json.load(open(r["har"]))
+        assert sorted(e["request"]["url"] for e in doc["log"]["entries"]) == sorted(q["url"] for q in r["requests"])
+        assert doc["log"]["pages"][0]["_pltlab_load"]["tfo"] == r["tfo"]
+    # a file where the folder should be: one line, nothing loaded
+    cp = pltlab_cmd("run", str(tmp_path / "p.har"), "--reps", "1", "--har", str(tmp_path / "p.har"))
+    assert cp.returncode != 0 and "--har" in cp.stderr and "not a folder" in cp.stderr
+    assert cp.stderr.strip().count("\n") == 0, cp.stderr

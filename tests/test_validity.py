@@ -249,3 +249,62 @@ def test_chromium_document_the_replay_cannot_match_is_invalid(monkeypatch, tmp_p
     )
     assert not r["valid"]
     assert r["invalid_reason"] == "document http://x.test/ answered 404: no recorded response matched"
+
+
+# ---- a browser's own upgrade to https: the self-redirect hop is never on the wire -----------------
+
+
+def _upgrade_chain():
+    """http://www.v.test/ 307 -> https://www.v.test/ (HSTS's internal redirect, as Chrome's HARs
+    record it) 301 -> https://m.v.test/ 200, whose image is an http self-upgrade hop too, and an
+    http origin on another port (no https one in the replay)."""
+    return har(
+        entry("http://www.v.test/", 307, location="https://www.v.test/"),
+        entry("https://www.v.test/", 301, location="https://m.v.test/"),
+        entry("https://m.v.test/", 200, text=HTML),
+        entry("http://img.v.test/a.png", 301, mime="image/png", location="https://img.v.test/a.png"),
+        entry("https://img.v.test/a.png", 200, mime="image/png", size=300),
+        entry("http://local.v.test:8080/b.png", 200, mime="image/png", size=200),
+    )
+
+
+def test_upgraded_self_redirect_hops_are_not_fetched(tmp_path):
+    from pltlab.loaders import plan
+
+    _, page = page_of(_upgrade_chain(), tmp_path)
+    ips = {h: f"198.19.0.{i + 1}" for i, h in enumerate(sorted({o.host for o in page.objects}))}
+    urls = lambda p: [o["url"] for o in p["objects"]]  # noqa: E731
+    # recorded schemes: every hop fetched, as recorded
+    assert len(urls(plan.build(page, ips, tfo=False))) == 6
+    built = plan.build(page, ips, tfo=False, https_hosts=set(ips))
+    objs = {o["url"]: o for o in built["objects"]}
+    assert urls(built)[0] == "https://www.v.test/" and "http://www.v.test/" not in objs
+    assert "https://img.v.test/a.png" in objs and "http://img.v.test/a.png" not in objs
+    assert len(built["objects"]) == 4
+    # the port-8080 origin stays plain http on its port
+    assert (objs["http://local.v.test:8080/b.png"]["tls"], objs["http://local.v.test:8080/b.png"]["port"]) == (
+        False,
+        8080,
+    )
+    # the document chain starts at the https hop
+    chain = document_chain(page, ips, set(ips))
+    assert [(i, o.url, o.status) for i, o in chain] == [(0, "https://www.v.test/", 301), (1, "https://m.v.test/", 200)]
+    assert len(document_chain(page, ips)) == 3
+
+
+@pytest.mark.root
+def test_a_load_over_https_skips_the_upgrade_hop_and_is_valid(tmp_path):
+    path, _ = page_of(_upgrade_chain(), tmp_path)
+    cp, res = run_json(path, "--schemes", "https")
+    assert cp.returncode == 0, cp.stderr
+    (r,) = res["runs"]
+    assert r["valid"], r["invalid_reason"]
+    got = [(q["url"], q["status"]) for q in r["requests"]]
+    assert sorted(got) == sorted(
+        [
+            ("https://www.v.test/", 301),
+            ("https://m.v.test/", 200),
+            ("https://img.v.test/a.png", 200),
+            ("http://local.v.test:8080/b.png", 200),
+        ]
+    ), got

@@ -48,6 +48,14 @@ def run(
             help="Print one JSON object at the end: every load of every page that ran, and which pages failed.",
         ),
     ] = False,
+    har: Annotated[
+        str | None,
+        typer.Option(
+            "--har",
+            metavar="DIR",
+            help="Write each load's HAR 1.2 into DIR (made if missing; one file per load, named like --pcap's).",
+        ),
+    ] = None,
 ):
     """Load a page over an emulated WAN with replay servers: PLT per load, TFO on/off.
     A directory or multi-page HAR runs page by page; a page that fails is reported at the end
@@ -87,6 +95,7 @@ def run(
             page,
             cfg,
             corpus,
+            har_dir=har,
             on_run=on_run,
             on_page=on_page,
             on_note=lambda n: out.print(f"[yellow]note: {escape(n)}[/]", highlight=False),
@@ -107,6 +116,9 @@ def run(
         )
     elif invalid:
         out.print(f"[red]{len(invalid)} invalid run(s), not averaged in[/]")
+    hars = [r["har"] for r in runs if r.get("har")]
+    if hars and not as_json:
+        out.print(f"HAR of each load: {len(hars)} file(s) in {escape(os.path.dirname(hars[0]))}", highlight=False)
     if failed:
         err_out = Console(stderr=True)
         for p in failed:

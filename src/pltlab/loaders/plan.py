@@ -1,5 +1,7 @@
 """The built-in loader's plan: which objects to fetch, from where, after which parent."""
 
+from urllib.parse import urljoin, urlsplit
+
 from pltlab.archive import synth
 from pltlab.archive.calibration import KEY, check_delay
 from pltlab.archive.calibration import stored as calibration_of
@@ -23,6 +25,8 @@ def effective_schemes(page: Page, https_hosts, st: synth.Structure | None = None
 
     def step(o: Obj) -> tuple[str, Obj | str]:
         """("is", scheme), or ("as", x) / ("https if", x): follows the scheme of object x."""
+        if o.scheme == "http" and o.port != 80:
+            return "is", "http"  # an http origin on another port has no https one in the replay
         if o.scheme == "https" or o.host in https_hosts:
             return "is", "https"
         if o is main or o.scheme != "http":
@@ -235,9 +239,42 @@ def _tight_phases(
     return phases
 
 
-def plan_objects(page: Page, host_ips: dict[str, str]) -> list[Obj]:
-    """The page's objects the plan fetches, in plan order (plan index i = element i)."""
-    return [o for o in page.objects if o.scheme in ("http", "https") and o.host in host_ips]
+def upgrade_hops(page: Page, https_hosts, st: synth.Structure | None = None) -> set[int]:
+    """``id``s of the http objects that only redirect to their own URL over https (HSTS's
+    "307 Internal Redirect" in Chrome's HARs, or a server's upgrade) and that the browser upgrades
+    by itself (effective_schemes with ``https_hosts``): it asks for the https URL at once, so
+    the hop is never on the wire. Empty without ``https_hosts``."""
+    if https_hosts is None:
+        return set()
+    schemes = effective_schemes(page, https_hosts, st)
+    out = set()
+    for o in page.objects:
+        if o.scheme != "http" or schemes.get(id(o)) != "https" or not 300 <= o.status < 400 or not o.redirect_url:
+            continue
+        if _same_url(urljoin(o.url, o.redirect_url), "https" + o.url[4:]):
+            out.add(id(o))
+    return out
+
+
+def _same_url(a: str, b: str) -> bool:
+    def norm(u: str) -> tuple:
+        s = urlsplit(u.split("#", 1)[0])
+        port = s.port or {"http": 80, "https": 443}.get(s.scheme)
+        if (s.scheme, port) == ("https", 80):  # http://host/ upgraded: https://host/ (443)
+            port = 443
+        return s.scheme, (s.hostname or "").lower(), port, s.path or "/", s.query
+
+    return norm(a) == norm(b)
+
+
+def plan_objects(
+    page: Page, host_ips: dict[str, str], https_hosts=None, st: synth.Structure | None = None
+) -> list[Obj]:
+    """The page's objects the plan fetches, in plan order (plan index i = element i); with
+    ``https_hosts`` (hosts upgraded to https) without the hops the upgrade makes internal
+    (upgrade_hops). Give it the ``https_hosts`` the plan was built with."""
+    skip = upgrade_hops(page, https_hosts, st)
+    return [o for o in page.objects if o.scheme in ("http", "https") and o.host in host_ips and id(o) not in skip]
 
 
 def calibration(page: Page) -> dict | None:
@@ -291,13 +328,31 @@ def build(
         raise ValueError(f"unknown loader model {model!r}: one of {', '.join(MODELS)}")
     cal = calibration(page) if model == "chromium" and calibrated else None
     use_cal = cal is not None
-    objs = plan_objects(page, host_ips)
     heads = _Heads(synth.Structure(page))  # the page does not change while it is planned
+    objs = plan_objects(page, host_ips, https_hosts, heads.st)
     schemes = effective_schemes(page, https_hosts, heads.st) if https_hosts is not None else {}
     index = {}
     for i, o in enumerate(objs):
         index.setdefault(o.url.split("#", 1)[0], i)
     pos = {id(o): i for i, o in enumerate(objs)}
+    # hops not fetched (upgrade_hops): what depended on one depends on what it depended on
+    hops = {id(o): o for o in page.objects if id(o) not in pos} if https_hosts is not None else {}
+    hop_urls = {o.url.split("#", 1)[0]: o for o in hops.values()}
+
+    def archive_parent(initiator: str | None) -> int | None:
+        url, seen = (initiator or "").split("#", 1)[0], set()
+        while url in hop_urls and url not in seen:
+            seen.add(url)
+            url = (hop_urls[url].initiator or "").split("#", 1)[0]
+        return index.get(url)
+
+    def chromium_parent(x: Obj | None) -> int | None:
+        seen = set()
+        while x is not None and id(x) in hops and id(x) not in seen:
+            seen.add(id(x))
+            x = chromium_deps(page, x, heads)["parent"]
+        return pos.get(id(x)) if x is not None else None
+
     images: dict[int, int] = {}  # images each document referenced so far (Chromium boosts the first 5)
     out = []
     for i, o in enumerate(objs):
@@ -305,14 +360,14 @@ def build(
         extra = {}
         if model == "chromium" and i > 0:
             d = chromium_deps(page, o, heads)
-            p = pos.get(id(d["parent"])) if d["parent"] is not None else None
+            p = chromium_parent(d["parent"])
             parent = p if p is not None and p != i else 0
             after = sorted({pos[id(a)] for a in d["after"] if id(a) in pos} - {i, parent})
             extra = {"at_first_byte": d["at_first_byte"] and p is not None, "after": after, "delayable": d["delayable"]}
         elif model == "chromium":
             extra = {"at_first_byte": False, "after": [], "delayable": False}
         elif i > 0:
-            p = index.get((o.initiator or "").split("#", 1)[0])
+            p = archive_parent(o.initiator)
             parent = p if p is not None and p != i else 0
         delay = 0.0
         if use_cal:

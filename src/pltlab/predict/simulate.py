@@ -83,7 +83,7 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
         h2_ips=manifest.h2_addresses([page], host_ips, cfg.protocol),
         tls_mode=cfg.tls,
     )
-    return built, plans.plan_objects(page, host_ips), one_way
+    return built, plans.plan_objects(page, host_ips, https_hosts), one_way
 
 
 def response_bytes(o) -> tuple[int, int]:

@@ -46,7 +46,7 @@ def calibrate(page: Page, loads: int = 3, rtt: str = "0ms", log=None) -> Page:
             results.append(res)
             if log:
                 log(f"{page.url}: calibration load {k + 1}/{loads}: Chromium PLT {res['plt_ms']:.1f} ms")
-        objs = plans.plan_objects(page, pr.host_ips)
+        objs = plans.plan_objects(page, pr.host_ips, pr.https_hosts)  # as the plan was built
     main = synth.main_document(page)
     doc = next((i for i, o in enumerate(objs) if o is main), 0)
     try:

@@ -32,12 +32,12 @@ from pltlab.run.pcaptrace import ACK, SYN, read_header
 FOLDER = "pcap"  # an experiment's per-load pcaps: OUT_DIR/pcap (experiment key pcap = true)
 
 
-def file_name(page_label: str, cfg, tfo: bool, rep: int) -> str:
+def file_name(page_label: str, cfg, tfo: bool, rep: int, ext: str = "pcap") -> str:
     cols = json.dumps(cfg.columns(), sort_keys=True, default=str)
     h = hashlib.sha256(cols.encode()).hexdigest()[:8]
     name = page_label.split("://", 1)[1] if "://" in page_label else os.path.basename(page_label)  # (file#page)
     slug = re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-.")[:60] or "page"
-    return f"{slug}_rtt{cfg.rtt_us / 1000:g}ms_{h}_tfo-{'on' if tfo else 'off'}_rep{rep}.pcap"
+    return f"{slug}_rtt{cfg.rtt_us / 1000:g}ms_{h}_tfo-{'on' if tfo else 'off'}_rep{rep}.{ext}"
 
 
 def out_folder(path) -> str | None:

@@ -4,6 +4,7 @@ refused, a topology, replay or load error) is reported and the others still run.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 
@@ -12,6 +13,7 @@ from pltlab.archive.calibration import machine
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import plan
+from pltlab.run import loadhar, loadpcaps
 from pltlab.run.config import RunConfig
 from pltlab.run.runner import page_label, run_page
 
@@ -51,6 +53,31 @@ def named_pages(what: str, corpus: str | None = None) -> Iterator[tuple[str, Pag
             yield page_label(p), p, None
 
 
+def har_folder(path: str | None) -> str | None:
+    """The folder `pltlab run --har` writes each load's HAR into, made if missing; None: no HARs."""
+    if not path:
+        return None
+    path = os.path.abspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise PltError(f"--har {path}: a file is there, not a folder")
+    if not os.path.isdir(os.path.dirname(path)):
+        raise PltError(f"--har {path}: its parent folder does not exist")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def write_har(folder: str, page: Page, cfg: RunConfig, record: dict) -> str:
+    """One load's HAR 1.2 (pltlab.run.loadhar) into ``folder``, named like its per-load pcap;
+    written whole or not at all. Returns its path."""
+    name = loadpcaps.file_name(page_label(page), cfg, record["tfo"], record["rep"], ext="har")
+    path = os.path.join(folder, name)
+    tmp = path + ".part"
+    with open(tmp, "w") as f:
+        json.dump(loadhar.build(page, record), f, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
 def run_pages(
     what: str,
     cfg: RunConfig,
@@ -58,21 +85,32 @@ def run_pages(
     on_run: Callable[[dict], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     on_page: Callable[[dict, list[dict]], None] | None = None,
+    har_dir: str | None = None,
 ) -> dict:
     """Load every page ``what`` names under ``cfg`` (run.runner.run_page each). Returns
     {"runs": every load's record, "pages": [{page_id, page, status "ok"|"failed", error, loads}]};
     ``on_run(record)`` after each load, ``on_note(text)`` for a page's calibration note,
-    ``on_page(page entry, its records)`` after each page."""
+    ``on_page(page entry, its records)`` after each page. ``har_dir``: each load's HAR is
+    written there too (the record's ``har`` names the file)."""
     runs: list[dict] = []
     pages: list[dict] = []
+    folder = har_folder(har_dir)
     for label, p, err in named_pages(what, corpus):
         n0 = len(runs)
         if err is None:
+
+            def done(r: dict, p=p) -> None:
+                if folder and r.get("requests"):
+                    r["har"] = write_har(folder, p, cfg, r)
+                runs.append(r)
+                if on_run:
+                    on_run(r)
+
             try:
                 note = calibration_note(p, cfg)
                 if note and on_note:
                     on_note(note)
-                run_page(p, cfg, on_run=lambda r: (runs.append(r), on_run and on_run(r)))
+                run_page(p, cfg, on_run=done)
             except PltError as e:
                 err = str(e)
             except Exception as e:  # noqa: BLE001 - one page's bug must not end the others

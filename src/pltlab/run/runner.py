@@ -53,25 +53,32 @@ def _wire_url(url: str) -> str:
     return urlunsplit(parts._replace(path=parts.path or "/"))
 
 
-def document_chain(page: Page, host_ips) -> list[tuple[int, Obj]]:
+def document_chain(page: Page, host_ips, https_hosts=None) -> list[tuple[int, Obj]]:
     """(plan index, object) of every hop from the main URL to its document, as the plan fetches
-    them (pltlab.loaders.plan.plan_objects): object 0, then each redirect's target. A URL the
+    them (pltlab.loaders.plan.plan_objects): object 0, then each redirect's target; a hop the
+    browser's own upgrade to https makes internal (``https_hosts``, plan.upgrade_hops) is not
+    fetched: the chain goes on from its https target. A URL the
     chain reaches again is answered by its next recording (the replay serves repeated URLs in
     recorded order); with none left, the chain loops. Raises PltError when the recording itself
     has no 2xx document at the end of that chain."""
     name = page_label(page)
     if not page.objects:
         raise PltError(f"{name}: the recording has no objects")
-    pos = {id(o): i for i, o in enumerate(plans.plan_objects(page, host_ips))}
+    fetched = plans.plan_objects(page, host_ips, https_hosts)
+    pos = {id(o): i for i, o in enumerate(fetched)}
+    internal = plans.upgrade_hops(page, https_hosts)
     by_url: dict[str, list[Obj]] = {}
     for o in page.objects:
         by_url.setdefault(_wire_url(o.url), []).append(o)
     visits: dict[str, int] = {}
     hops, cur = [], page.objects[0]
     while True:
-        if id(cur) not in pos:
+        if id(cur) in internal:
+            pass  # never on the wire
+        elif id(cur) not in pos:
             raise PltError(f"{name}: the recording's document {cur.url} cannot be replayed (scheme {cur.scheme!r})")
-        hops.append((pos[id(cur)], cur))
+        else:
+            hops.append((pos[id(cur)], cur))
         key = _wire_url(cur.url)
         visits[key] = visits.get(key, 0) + 1
         if not cur.redirect_url:
@@ -289,6 +296,8 @@ class PageRunner:
                 self.https_hosts = hsts.upgraded_hosts(self.hosts, netns=self.topo.client_ns)
             elif self.cfg.schemes == "https":  # every origin over https (the replay answers 443 everywhere)
                 self.https_hosts = set(self.hosts)
+            if self.https_hosts is not None:  # hops the upgrade makes internal are not fetched
+                self.chain = document_chain(self.page, self.hosts, self.https_hosts)
         except BaseException:
             self.topo.__exit__(None, None, None)
             raise
