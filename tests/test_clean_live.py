@@ -98,3 +98,20 @@ def test_leftovers_without_owner_record_count_as_dead(fake_run):
     os.utime(names.workdir(fake_run), (old, old))
     assert not clean.alive(fake_run) and clean.leftovers()["live"] == []
     assert clean.clean(fake_run)["workdirs"] == 1 and not os.path.exists(names.workdir(fake_run))
+
+
+def test_settle_waits_out_the_grace_of_a_folder_without_owner(fake_run, monkeypatch):
+    """A resumed sweep's clean of a runner killed while claiming (or removing) its folder: no
+    owner record, a young folder, which `alive` takes for a run being created. settle waits until
+    the grace is over, then it is cleaned; a run with an owner record is not waited for."""
+    monkeypatch.setattr(clean, "CLAIM_GRACE_S", 0.5)
+    assert clean.alive(fake_run)
+    t0 = time.monotonic()
+    clean.settle(fake_run)
+    assert 0.3 <= time.monotonic() - t0 < 2 and not clean.alive(fake_run)
+    assert clean.clean(fake_run)["workdirs"] == 1 and not os.path.exists(names.workdir(fake_run))
+    os.makedirs(names.workdir(fake_run))
+    names.write_owner(fake_run)
+    t0 = time.monotonic()
+    clean.settle(fake_run)
+    assert time.monotonic() - t0 < 0.1 and clean.alive(fake_run)  # (ours: alive, left alone)

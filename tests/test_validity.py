@@ -251,6 +251,25 @@ def test_chromium_document_the_replay_cannot_match_is_invalid(monkeypatch, tmp_p
     assert r["invalid_reason"] == "document http://x.test/ answered 404: no recorded response matched"
 
 
+@pytest.mark.root
+@needs_chromium
+def test_chromium_cannot_navigate_to_a_post_and_says_so(tmp_path):
+    post = entry("http://x.test/api", 200, mime="application/json", text='{"ok": 1}')
+    post["request"]["method"] = "POST"
+    path, _ = page_of(har(post), tmp_path)
+    cp, res = run_json(path, "--client", "chromium")
+    assert cp.returncode == 0, cp.stderr
+    (r,) = res["runs"]
+    assert not r["valid"]
+    assert r["invalid_reason"] == (
+        "document http://x.test/api answered 404: no recorded response matched (the recording has "
+        "http://x.test/api as a POST only; a browser navigates with GET)"
+    )
+    # the built-in loader sends the recorded POST, which the replay answers (a GET would get a 404)
+    cp, res = run_json(path)
+    assert res["runs"][0]["valid"] and res["runs"][0]["requests"][0]["status"] == 200
+
+
 # ---- a browser's own upgrade to https: the self-redirect hop is never on the wire -----------------
 
 

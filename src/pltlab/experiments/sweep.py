@@ -329,6 +329,7 @@ class Sweep:
     def _clean_killed(self) -> None:
         """Namespaces and work directories of runners a killed sweep left behind (ours only)."""
         for run_id in self.res.open_runners():
+            clean.settle(run_id)  # (killed while claiming or removing its folder)
             clean.clean(run_id)
             self.res.runner_closed(run_id)
 

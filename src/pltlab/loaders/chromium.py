@@ -102,6 +102,9 @@ def load(
     ) as c:
         res = c.load(page.url, warm=(warmed or (lambda: None)) if tls != "full" else None)
     problem = document_problem(res)
+    first = page.objects[0] if page.objects else None
+    if problem and first is not None and first.method != "GET":
+        problem += f" (the recording has {first.url} as a {first.method} only; a browser navigates with GET)"
     if check and problem:
         raise PltError(f"{page.url}: {problem}")
     requests, upgraded = [], []

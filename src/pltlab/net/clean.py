@@ -50,6 +50,20 @@ def alive(run_id: str) -> bool:
     return young and names.read_owner(run_id) is None
 
 
+def settle(run_id: str) -> None:
+    """Wait until run ``run_id``, if it has a work folder but no owner record, is past its claim
+    grace: a run killed between claiming its folder and recording its owner, or while its folder
+    was being removed, looks like one being created until then (`alive`)."""
+    if names.read_owner(run_id) is not None:
+        return
+    try:
+        age = time.time() - os.stat(names.workdir(run_id)).st_mtime
+    except OSError:
+        return
+    if 0 <= age < CLAIM_GRACE_S:
+        time.sleep(CLAIM_GRACE_S - age + 0.1)
+
+
 def leftovers(run_id: str | None = None, force: bool = False) -> dict[str, list[str]]:
     """What `clean` removes: everything of dead runs (of run ``run_id``, or of every run; with
     PLTLAB_RUN_ID_PREFIX set, every run of that session tag), and under "live" the ids of the
