@@ -239,14 +239,11 @@ def _tight_phases(
     return phases
 
 
-def upgrade_hops(page: Page, https_hosts, st: synth.Structure | None = None) -> set[int]:
+def upgrade_hops(page: Page, schemes: dict[int, str]) -> set[int]:
     """``id``s of the http objects that only redirect to their own URL over https (HSTS's
     "307 Internal Redirect" in Chrome's HARs, or a server's upgrade) and that the browser upgrades
-    by itself (effective_schemes with ``https_hosts``): it asks for the https URL at once, so
-    the hop is never on the wire. Empty without ``https_hosts``."""
-    if https_hosts is None:
-        return set()
-    schemes = effective_schemes(page, https_hosts, st)
+    by itself (``schemes``: effective_schemes with its https hosts; empty: none): it asks for the
+    https URL at once, so the hop is never on the wire."""
     out = set()
     for o in page.objects:
         if o.scheme != "http" or schemes.get(id(o)) != "https" or not 300 <= o.status < 400 or not o.redirect_url:
@@ -267,14 +264,13 @@ def _same_url(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
-def plan_objects(
-    page: Page, host_ips: dict[str, str], https_hosts=None, st: synth.Structure | None = None
-) -> list[Obj]:
+def plan_objects(page: Page, host_ips: dict[str, str], https_hosts=None, hops: set[int] | None = None) -> list[Obj]:
     """The page's objects the plan fetches, in plan order (plan index i = element i); with
-    ``https_hosts`` (hosts upgraded to https) without the hops the upgrade makes internal
-    (upgrade_hops). Give it the ``https_hosts`` the plan was built with."""
-    skip = upgrade_hops(page, https_hosts, st)
-    return [o for o in page.objects if o.scheme in ("http", "https") and o.host in host_ips and id(o) not in skip]
+    ``https_hosts`` (hosts upgraded to https: give those the plan was built with) without the hops
+    the upgrade makes internal (upgrade_hops; ``hops``: those ids, when already known)."""
+    if hops is None:
+        hops = upgrade_hops(page, effective_schemes(page, https_hosts)) if https_hosts is not None else set()
+    return [o for o in page.objects if o.scheme in ("http", "https") and o.host in host_ips and id(o) not in hops]
 
 
 def calibration(page: Page) -> dict | None:
@@ -329,14 +325,15 @@ def build(
     cal = calibration(page) if model == "chromium" and calibrated else None
     use_cal = cal is not None
     heads = _Heads(synth.Structure(page))  # the page does not change while it is planned
-    objs = plan_objects(page, host_ips, https_hosts, heads.st)
     schemes = effective_schemes(page, https_hosts, heads.st) if https_hosts is not None else {}
+    skipped = upgrade_hops(page, schemes)
+    objs = plan_objects(page, host_ips, hops=skipped)
     index = {}
     for i, o in enumerate(objs):
         index.setdefault(o.url.split("#", 1)[0], i)
     pos = {id(o): i for i, o in enumerate(objs)}
     # hops not fetched (upgrade_hops): what depended on one depends on what it depended on
-    hops = {id(o): o for o in page.objects if id(o) not in pos} if https_hosts is not None else {}
+    hops = {id(o): o for o in page.objects if id(o) in skipped}
     hop_urls = {o.url.split("#", 1)[0]: o for o in hops.values()}
 
     def archive_parent(initiator: str | None) -> int | None:

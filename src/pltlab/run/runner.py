@@ -64,9 +64,10 @@ def document_chain(page: Page, host_ips, https_hosts=None) -> list[tuple[int, Ob
     name = page_label(page)
     if not page.objects:
         raise PltError(f"{name}: the recording has no objects")
-    fetched = plans.plan_objects(page, host_ips, https_hosts)
-    pos = {id(o): i for i, o in enumerate(fetched)}
-    internal = plans.upgrade_hops(page, https_hosts)
+    internal = (
+        plans.upgrade_hops(page, plans.effective_schemes(page, https_hosts)) if https_hosts is not None else set()
+    )
+    pos = {id(o): i for i, o in enumerate(plans.plan_objects(page, host_ips, hops=internal))}
     by_url: dict[str, list[Obj]] = {}
     for o in page.objects:
         by_url.setdefault(_wire_url(o.url), []).append(o)
