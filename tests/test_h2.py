@@ -110,6 +110,20 @@ def test_protocol_knob():
     assert cp.returncode != 0 and "invalid --protocol 'h3'" in cp.stderr
 
 
+def test_server_priority_knob_reaches_the_replay(tmp_path):
+    assert RunConfig().server_priority == "rfc9218"  # as CDN front ends order responses
+    assert RunConfig(server_priority="round-robin").columns()["server_priority"] == "round-robin"
+    with pytest.raises(PltError, match="invalid server_priority 'fifo': unknown server priority"):
+        RunConfig(server_priority="fifo")
+    p = _page([("https://www.a.test/", "h2", "")])
+    ips = {"www.a.test": "198.19.0.1"}
+    tls = {"cert": "c", "key": "k"}
+    assert manifest.build([p], ips, str(tmp_path), tls)["h2_priority"] == "rfc9218"
+    assert manifest.build([p], ips, str(tmp_path), tls, h2_priority="round-robin")["h2_priority"] == "round-robin"
+    cp = pltlab_cmd("run", "wikipedia", "--server-priority", "fifo")
+    assert cp.returncode != 0 and "invalid --server-priority 'fifo'" in cp.stderr
+
+
 @needs_corpus
 def test_h2_har_keeps_its_protocol(tmp_path):
     out = tmp_path / "arch"
@@ -241,3 +255,9 @@ def test_page_recorded_over_http_served_over_https_and_h2():
     assert all(q["url"].startswith("https://") and q["protocol"] == "h2" for q in r["requests"])
     assert r["server_connections"]["h1_connections"] == 0
     assert r["server_connections"]["h2_streams"] == len(r["requests"])
+    # the same with the replay's responses interleaved instead of ordered by priority
+    rr = _run(
+        "wikipedia", "--schemes", "https", "--protocol", "h2", "--server-priority", "round-robin", client="builtin"
+    )
+    assert rr["valid"], rr["invalid_reason"]
+    assert rr["server_connections"]["h2_streams"] == len(rr["requests"]) == len(r["requests"])

@@ -92,6 +92,7 @@ def test_runconfig_holds_parsed_values():
         "cc": "cubic",
         "client": "builtin",
         "protocol": "recorded",
+        "server_priority": "rfc9218",
         "tls": "full",
         "warm": True,
         "overrides": [],
@@ -482,6 +483,7 @@ def test_report_labels_are_the_knobs():
         fmt("cc", "bbr"),
         fmt("queue", "1000"),
         fmt("protocol", "h2"),
+        fmt("server_priority", "round-robin"),
         fmt("tls", "0rtt"),
     ] == [
         "down unlimited",
@@ -493,6 +495,7 @@ def test_report_labels_are_the_knobs():
         "cc bbr",
         "queue 1000",
         "protocol h2",
+        "server priority round-robin",
         "TLS 0rtt",
     ]
     assert analysis.DIMS == (
@@ -504,6 +507,7 @@ def test_report_labels_are_the_knobs():
         "cc",
         "client",
         "protocol",
+        "server_priority",
         "tls",
         "warm",
         "overrides",

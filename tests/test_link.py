@@ -203,6 +203,38 @@ def test_sched_fifo_is_applied_and_runs_use_it_by_default():
     }
 
 
+def _cpu_latency_target_us() -> int:
+    """The kernel's current CPU wake-up latency target (the strictest PM QoS request held)."""
+    import os
+    import struct
+
+    fd = os.open("/dev/cpu_dma_latency", os.O_RDONLY)
+    try:
+        return struct.unpack("i", os.read(fd, 4))[0]
+    finally:
+        os.close(fd)
+
+
+def test_idle_poll_holds_cpus_polling_while_the_link_is_up_only():
+    from pltlab.run.runner import RunConfig
+
+    before = _cpu_latency_target_us()
+    with Topology(TopologySpec(link=LinkSpec.build(rtt="10ms"), idle_poll=True)) as topo:
+        assert _cpu_latency_target_us() == 0
+        probes.start_server(topo)
+        assert len(_ping_ms(topo, count=5)) == 5
+        stats = topo.down()
+    assert stats["idle_poll_requested"] and stats["idle_poll_applied"], stats.get("idle_poll_error")
+    # the request went with the emulator (another live run may hold its own: then it stays 0)
+    assert _cpu_latency_target_us() == before
+    with Topology(TopologySpec(link=LinkSpec.build(rtt="10ms"))) as topo:
+        stats = topo.down()
+    assert not stats["idle_poll_requested"] and not stats["idle_poll_applied"]
+    # runs poll by default, `pltlab shell` does not
+    assert RunConfig().topology().idle_poll
+    assert not RunConfig(idle_poll=False).topology().idle_poll
+
+
 def test_client_receive_buffer_knob():
     from pltlab.errors import PltError
     from pltlab.net import nsutil

@@ -84,6 +84,11 @@ pub struct Config {
     /// mlockall(): no page fault in the packet path.
     #[serde(default)]
     pub mlock: bool,
+    /// Keep every CPU polling instead of halting while the emulator runs (a PM QoS request of
+    /// 0 us through /dev/cpu_dma_latency, dropped with the process): on a VM a halted vCPU
+    /// takes tens of us to wake for each packet, at each end (docs/performance.md).
+    #[serde(default)]
+    pub idle_poll: bool,
     /// A standby thread on another CPU looks at the TUNs and the queues every
     /// this many us and moves what the main loop has not (its CPU stalled);
     /// 0: none (also on a one-CPU machine).
@@ -277,7 +282,7 @@ mod tests {
     fn minimal_defaults() {
         let c = Config::parse(&format!("{BASE}}}")).unwrap();
         assert_eq!(c.busy_wait_us, 300);
-        assert_eq!((c.cpu, c.mlock, c.late_event_us), (None, false, 50));
+        assert_eq!((c.cpu, c.mlock, c.idle_poll, c.late_event_us), (None, false, false, 50));
         assert!(c.offload);
         let (u, d) = c.validate().unwrap();
         assert!(u.shaper.is_none() && d.shaper.is_none());

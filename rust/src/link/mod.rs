@@ -47,6 +47,8 @@ pub fn run(a: Args) -> Result<()> {
     let fifo = if cfg.sched_fifo { Some(process::sched_fifo(10)) } else { None };
     let pinned = cfg.cpu.map(process::pin_cpu);
     let locked = if cfg.mlock { Some(process::mlockall()) } else { None };
+    // held until the process ends (closing it drops the request, also on a crash)
+    let idle_poll = if cfg.idle_poll { Some(process::cpu_latency_qos_zero()) } else { None };
     let t0 = clock::now_ns();
     let dirs = [pipeline::Direction::new(&up, true, t0), pipeline::Direction::new(&down, false, t0)];
     let mut emu = Emulator::new([client, server], dirs, pcap, clock::realtime_offset(), cfg.busy_wait_us * 1000);
@@ -85,6 +87,9 @@ pub fn run(a: Args) -> Result<()> {
         "cpu_error": match &pinned { Some(Err(e)) => json!(e), _ => json!(null) },
         "mlock_applied": matches!(locked, Some(Ok(()))),
         "mlock_error": match &locked { Some(Err(e)) => json!(e), _ => json!(null) },
+        "idle_poll_requested": cfg.idle_poll,
+        "idle_poll_applied": matches!(idle_poll, Some(Ok(_))),
+        "idle_poll_error": match &idle_poll { Some(Err(e)) => json!(e), _ => json!(null) },
         "pcap_packets": pcap_packets,
         "standby": {"tick_us": cfg.standby_us, "started": emu.standby.started, "looks": emu.standby.looks,
                     "rescues": emu.standby.rescues, "packets": emu.standby.packets},

@@ -92,6 +92,18 @@ pub fn avoid_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Asks the kernel's PM QoS for a CPU wake-up latency of 0 (the cpuidle governor then polls
+/// instead of halting) for as long as the returned file stays open; the error text on failure.
+pub fn cpu_latency_qos_zero() -> std::result::Result<std::fs::File, String> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/cpu_dma_latency")
+        .map_err(|e| format!("/dev/cpu_dma_latency: {e}"))?;
+    f.write_all(&0i32.to_ne_bytes()).map_err(|e| format!("/dev/cpu_dma_latency: {e}"))?;
+    Ok(f)
+}
+
 /// Locks all current and future pages in memory; returns the error text on failure.
 pub fn mlockall() -> std::result::Result<(), String> {
     // SAFETY: plain syscall.

@@ -12,20 +12,30 @@
 //! 1 MiB connection receive window, MAX_FRAME_SIZE 16 KiB (the default), header lists of at
 //! most 64 KiB (as HTTP/1.1 heads: crate::http::request::MAX_HEAD_BYTES). What the server sends
 //! is limited by the client's windows (Chromium: 6 MiB per stream, 15 MiB per connection).
-//! Streams are served in the order their data is ready, DATA frames of streams with data to
-//! send interleaved by the crate (round robin); RFC 7540 priorities and RFC 9218 `priority`
-//! headers are not acted on. Hostile input: a malformed frame or HPACK block, a reset flood
+//! Order of the responses (manifest `h2_priority`): "rfc9218" (the control plane's default), by
+//! the requests' `priority` headers as a CDN front end does it (priority.rs): each request joins
+//! its connection's schedule as it arrives (so requests that came together are ordered
+//! together); a response sends a chunk of at most `PRIO_CHUNK` bytes at a time, when the
+//! schedule says it may; a stream buffers at most that much in the crate and the socket holds at
+//! most `NOT_SENT_LOWAT` unsent bytes (TCP_NOTSENT_LOWAT), so a request of a higher priority
+//! overtakes within a few chunks. A response that fits one chunk is handed over whole and the
+//! next one follows at once: what is ready leaves in one write, in priority order.
+//! "round-robin": every response sends as soon as its data is ready, DATA frames of the streams
+//! with data interleaved by the crate. RFC 7540 priorities (in HEADERS or PRIORITY
+//! frames) and PRIORITY_UPDATE frames are not read (the crate hides the first and drops the
+//! second). Hostile input: a malformed frame or HPACK block, a reset flood
 //! (more than `MAX_PENDING_RESETS` streams reset before the server accepted them) or too many
 //! locally reset streams end that connection with GOAWAY (counted in `h2_errors`); the others
 //! are served on.
 use bytes::Bytes;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::Notify;
 
 use super::matcher::Scheme;
-use super::{answers, choose, Choice, Shared, TlsUse};
+use super::{answers, choose, priority, Choice, Shared, TlsUse};
 use crate::http::request::MAX_HEAD_BYTES;
 
 pub const MAX_CONCURRENT_STREAMS: u32 = 100;
@@ -36,6 +46,14 @@ pub const MAX_PENDING_RESETS: usize = 20;
 pub const MAX_REQUEST_BODY: usize = 64 << 20;
 /// Largest DATA chunk handed to the connection at once (then wait for window/capacity).
 const SEND_CHUNK: usize = 64 * 1024;
+/// With "rfc9218": a response's chunk, and what one stream may buffer in the crate.
+pub const PRIO_CHUNK: usize = 16 * 1024;
+/// With "rfc9218": the unsent bytes a connection's socket takes at most (Cloudflare's value).
+pub const NOT_SENT_LOWAT: i32 = 16 * 1024;
+/// With "rfc9218": a response that has waited this long for room to send (the client's flow
+/// control window, or a very slow link) leaves the schedule until it gets some, so that a
+/// client not reading one stream (a paused video) does not hold the others back.
+const PARK_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A body slice of the manifest's shared buffer, handed to h2 without copying.
 struct Blob(Arc<Vec<u8>>);
@@ -45,15 +63,76 @@ impl AsRef<[u8]> for Blob {
     }
 }
 
-fn builder() -> ::h2::server::Builder {
+fn builder(prio: bool) -> ::h2::server::Builder {
     let mut b = ::h2::server::Builder::new();
     b.max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .initial_window_size(INITIAL_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .max_header_list_size(MAX_HEAD_BYTES as u32)
         .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
-        .max_send_buffer_size(1 << 20);
+        .max_send_buffer_size(if prio { PRIO_CHUNK } else { 1 << 20 });
     b
+}
+
+/// One connection's schedule (priority.rs) and the wake-up of the responses waiting on it.
+#[derive(Default)]
+struct ConnPrio {
+    schedule: Mutex<priority::Schedule>,
+    changed: Notify,
+}
+
+/// A response's place in its connection's schedule, left when dropped (sent, reset, gone).
+struct Turn {
+    conn: Arc<ConnPrio>,
+    seq: u64,
+    p: priority::Priority,
+}
+
+impl Turn {
+    /// In the schedule from the request's arrival: `ready` if its answer can go at once (else
+    /// `ready()` once it can), so that requests that came together are ordered together.
+    fn new(conn: Arc<ConnPrio>, seq: u64, p: priority::Priority, ready: bool) -> Turn {
+        conn.schedule.lock().unwrap().add(seq, p, ready);
+        conn.changed.notify_waiters();
+        Turn { conn, seq, p }
+    }
+
+    fn ready(&self) {
+        self.conn.schedule.lock().unwrap().ready(self.seq);
+        self.conn.changed.notify_waiters();
+    }
+
+    /// Until the schedule lets this response send its next chunk.
+    async fn wait(&self) {
+        loop {
+            let changed = self.conn.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.conn.schedule.lock().unwrap().may_send(self.seq) {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// Out of the schedule (waiting for the peer), or back in it.
+    fn park(&self, parked: bool) {
+        let mut s = self.conn.schedule.lock().unwrap();
+        if parked {
+            s.remove(self.seq);
+        } else {
+            s.add(self.seq, self.p, true);
+        }
+        drop(s);
+        self.conn.changed.notify_waiters();
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.conn.schedule.lock().unwrap().remove(self.seq);
+        self.conn.changed.notify_waiters();
+    }
 }
 
 /// Serves one TLS connection that negotiated h2 until the client closes it or errs.
@@ -63,7 +142,8 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     sni: Option<String>,
     used: Arc<TlsUse>,
 ) {
-    let mut conn = match builder().handshake::<_, Bytes>(s).await {
+    let prio = (sh.h2_priority == priority::Scheme::Rfc9218).then(|| Arc::new(ConnPrio::default()));
+    let mut conn = match builder(prio.is_some()).handshake::<_, Bytes>(s).await {
         Ok(c) => c,
         Err(e) => {
             note_error(&sh, &e);
@@ -71,11 +151,18 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         }
     };
     let sni: Option<Arc<str>> = sni.map(Into::into);
+    let mut seq = 0u64;
     while let Some(r) = conn.accept().await {
         match r {
             Ok((req, respond)) => {
                 used.request(&sh.stats);
-                tokio::spawn(stream(req, respond, sh.clone(), sni.clone()));
+                seq += 1;
+                let turn = prio.as_ref().map(|c| {
+                    let p = req.headers().get("priority").and_then(|v| v.to_str().ok()).map(priority::parse);
+                    let ready = !sh.think_time && req.body().is_end_stream();
+                    Turn::new(c.clone(), seq, p.unwrap_or_default(), ready)
+                });
+                tokio::spawn(stream(req, respond, sh.clone(), sni.clone(), turn));
             }
             Err(e) => {
                 note_error(&sh, &e);
@@ -99,6 +186,7 @@ async fn stream(
     mut respond: ::h2::server::SendResponse<Bytes>,
     sh: Arc<Shared>,
     sni: Option<Arc<str>>,
+    turn: Option<Turn>,
 ) {
     let st = &sh.stats;
     st.requests.fetch_add(1, Relaxed);
@@ -162,17 +250,26 @@ async fn stream(
     }
     let body = if is_head { Bytes::new() } else { body };
     let head_bytes: usize = resp.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum::<usize>() + 12;
+    // its data at hand (the request's body read, the think time over): the schedule decides
+    if let Some(t) = &turn {
+        t.ready();
+        t.wait().await;
+    }
     let Ok(mut out) = respond.send_response(resp, body.is_empty()) else { return };
     let total = body.len();
-    if send_body(&mut out, body).await {
+    if send_body(&mut out, body, turn.as_ref()).await {
         st.note_service(t_req, wait);
     }
     st.bytes_out.fetch_add((head_bytes + total) as u64, Relaxed);
 }
 
-/// Sends `body` as DATA frames as the peer's windows allow, END_STREAM on the last one.
-/// Returns false if the stream was reset or the connection went away meanwhile.
-async fn send_body(out: &mut ::h2::SendStream<Bytes>, mut body: Bytes) -> bool {
+/// Sends `body` as DATA frames as the peer's windows allow, END_STREAM on the last one (with a
+/// `turn`: `send_body_in_turn`). Returns false if the stream was reset or the connection went
+/// away meanwhile.
+async fn send_body(out: &mut ::h2::SendStream<Bytes>, mut body: Bytes, turn: Option<&Turn>) -> bool {
+    if let Some(t) = turn {
+        return body.is_empty() || send_body_in_turn(out, body, t).await;
+    }
     // the first chunk at once (h2 buffers it, a slice of the shared body): it leaves with the
     // HEADERS in the connection's next write; waiting for capacity first would send the HEADERS
     // alone, and a burst of small segments uses up the initial window (counted in segments)
@@ -197,4 +294,51 @@ async fn send_body(out: &mut ::h2::SendStream<Bytes>, mut body: Bytes) -> bool {
         }
     }
     true
+}
+
+/// `send_body` in the connection's schedule: the first chunk (at most `PRIO_CHUNK`) with the
+/// HEADERS, then each further one once the last has left the crate's buffer and the schedule
+/// allows. (A response that fits one chunk is handed to the crate whole, and the next one in
+/// the schedule follows at once: what is ready goes out in one write, in priority order.)
+async fn send_body_in_turn(out: &mut ::h2::SendStream<Bytes>, mut body: Bytes, t: &Turn) -> bool {
+    let first = body.split_to(body.len().min(PRIO_CHUNK));
+    if out.send_data(first, body.is_empty()).is_err() {
+        return false;
+    }
+    while !body.is_empty() {
+        let Some(cap) = room(out, t, body.len().min(PRIO_CHUNK)).await else { return false };
+        t.wait().await;
+        let chunk = body.split_to(cap.min(PRIO_CHUNK).min(body.len()));
+        if out.send_data(chunk, body.is_empty()).is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Until the stream's earlier data has left the crate's buffer and the peer's windows allow
+/// `want` bytes: the bytes it may send now; None if the stream or the connection ended. After
+/// `PARK_AFTER` of waiting (a client not reading this stream, or a very slow link) the response
+/// leaves the schedule until some room comes, then takes what there is.
+async fn room(out: &mut ::h2::SendStream<Bytes>, t: &Turn, want: usize) -> Option<usize> {
+    out.reserve_capacity(want);
+    let enough = async {
+        while out.capacity() < want {
+            std::future::poll_fn(|cx| out.poll_capacity(cx)).await?.ok()?;
+        }
+        Some(out.capacity())
+    };
+    if let Ok(r) = tokio::time::timeout(PARK_AFTER, enough).await {
+        return r;
+    }
+    t.park(true);
+    let some = async {
+        while out.capacity() == 0 {
+            std::future::poll_fn(|cx| out.poll_capacity(cx)).await?.ok()?;
+        }
+        Some(out.capacity())
+    };
+    let r = some.await;
+    t.park(false);
+    r
 }

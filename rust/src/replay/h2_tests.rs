@@ -1,7 +1,7 @@
 //! The replay server over HTTP/2: ALPN per listen address, answers identical to HTTP/1.1,
 //! multiplexing, flow control, request-body matching, and hostile clients (malformed frames,
 //! reset floods, oversized header blocks) ending only their own connection.
-use super::tests::{sha256, start_server_on, TestServer};
+use super::tests::{sha256, start_server_on, start_server_with, TestServer};
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -205,6 +205,143 @@ fn many_streams_and_a_large_body_on_one_connection() {
     let st = &srv.shared.stats;
     assert_eq!(st.h2_connections.load(Relaxed), 2);
     assert_eq!(st.h2_streams.load(Relaxed), 61);
+}
+
+/// Two 8 MB responses asked for at once (one write) on one connection, the first at urgency 5,
+/// the second at 0: how many bytes of the first came on the wire before the second ended.
+fn first_bytes_when_urgent_one_ends(scheme: &str) -> usize {
+    let body = 8_000_000;
+    let resp = serde_json::json!([
+        {"host": "a.test", "path": "/low", "body": {"synth": body}},
+        {"host": "a.test", "path": "/high", "body": {"synth": body}},
+    ]);
+    let srv = start_server_with(listen_h2(), resp, serde_json::json!({"h2_priority": scheme}));
+    rt().block_on(async {
+        let (mut s, _) = tls(&srv, srv.addrs[1], &["h2"]).await;
+        // windows large enough for both bodies: only the server's order decides
+        let mut out = PREFACE.to_vec();
+        out.extend(frame(4, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]));
+        out.extend(frame(8, 0, 0, &(0x7fff_ffffu32 - 65535).to_be_bytes()));
+        out.extend(frame(1, 0x5, 1, &get_block_with("/low", "u=5")));
+        out.extend(frame(1, 0x5, 3, &get_block_with("/high", "u=0")));
+        s.write_all(&out).await.unwrap();
+        let got = data_until_end(&mut s, 3).await;
+        assert_eq!(got[&3], body);
+        got.get(&1).copied().unwrap_or(0)
+    })
+}
+
+/// Reads frames (acknowledging SETTINGS) until the DATA of stream `until` ends: the DATA bytes
+/// that came per stream, in wire order up to there.
+async fn data_until_end(s: &mut Tls, until: u32) -> std::collections::HashMap<u32, usize> {
+    let (mut buf, mut tmp) = (Vec::new(), vec![0u8; 1 << 16]);
+    let mut got = std::collections::HashMap::new();
+    loop {
+        while buf.len() >= 9 {
+            let n = ((buf[0] as usize) << 16) | ((buf[1] as usize) << 8) | buf[2] as usize;
+            if buf.len() < 9 + n {
+                break;
+            }
+            let (kind, flags) = (buf[3], buf[4]);
+            let stream = u32::from_be_bytes(buf[5..9].try_into().unwrap()) & 0x7fff_ffff;
+            if kind == 4 && flags & 1 == 0 {
+                s.write_all(&frame(4, 1, 0, &[])).await.unwrap(); // SETTINGS ack
+            }
+            if kind == 0 {
+                *got.entry(stream).or_insert(0) += n;
+                if stream == until && flags & 1 == 1 {
+                    return got;
+                }
+            }
+            buf.drain(..9 + n);
+        }
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut tmp)).await.unwrap().unwrap();
+        assert!(n > 0, "connection closed");
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+/// HPACK: GET https://a.test{path} with a `priority` field (literals, no Huffman).
+fn get_block_with(path: &str, priority: &str) -> Vec<u8> {
+    let mut b = vec![0x82, 0x87]; // :method GET, :scheme https
+    hpack_int(&mut b, 0x00, 4, 4); // :path (static name 4), literal without indexing
+    hpack_int(&mut b, 0x00, 7, path.len());
+    b.extend_from_slice(path.as_bytes());
+    b.extend_from_slice(&[0x41, 6]);
+    b.extend_from_slice(b"a.test");
+    b.push(0x00); // a new name, literal without indexing
+    hpack_int(&mut b, 0x00, 7, 8);
+    b.extend_from_slice(b"priority");
+    hpack_int(&mut b, 0x00, 7, priority.len());
+    b.extend_from_slice(priority.as_bytes());
+    b
+}
+
+#[test]
+fn rfc9218_priorities_order_the_responses_of_a_connection() {
+    // the urgent response overtakes: of the other one, only the chunks that left before the
+    // server had read the second request
+    let prio = first_bytes_when_urgent_one_ends("rfc9218");
+    assert!(prio <= 4 * super::h2::PRIO_CHUNK, "rfc9218: {prio} bytes of the urgency-5 response came first");
+    // without: the first one asked for is not held back
+    let rr = first_bytes_when_urgent_one_ends("round-robin");
+    assert!(rr >= 1_000_000, "round-robin: {rr} bytes of the first response before the second ended");
+}
+
+#[test]
+fn many_small_responses_do_not_hold_back_an_urgent_one() {
+    // 40 images of 10 KB (u=4, incremental) asked for before a stylesheet (u=0), all at once:
+    // the stylesheet comes after what had left before the server read its request
+    let mut resp: Vec<serde_json::Value> = (0..40)
+        .map(|i| serde_json::json!({"host": "a.test", "path": format!("/img{i}"), "body": {"synth": 10_000}}))
+        .collect();
+    resp.push(serde_json::json!({"host": "a.test", "path": "/css", "body": {"synth": 10_000}}));
+    let mut bytes_before = Vec::new();
+    for scheme in ["rfc9218", "round-robin"] {
+        let srv = start_server_with(listen_h2(), serde_json::json!(resp), serde_json::json!({"h2_priority": scheme}));
+        let got = rt().block_on(async {
+            let (mut s, _) = tls(&srv, srv.addrs[1], &["h2"]).await;
+            let mut out = PREFACE.to_vec();
+            out.extend(frame(4, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]));
+            out.extend(frame(8, 0, 0, &(0x7fff_ffffu32 - 65535).to_be_bytes()));
+            for i in 0..40u32 {
+                out.extend(frame(1, 0x5, 1 + 2 * i, &get_block_with(&format!("/img{i}"), "u=4, i")));
+            }
+            out.extend(frame(1, 0x5, 81, &get_block_with("/css", "u=0")));
+            s.write_all(&out).await.unwrap();
+            data_until_end(&mut s, 81).await
+        });
+        assert_eq!(got[&81], 10_000);
+        bytes_before.push(got.iter().filter(|(&k, _)| k != 81).map(|(_, v)| v).sum::<usize>());
+    }
+    let (prio, rr) = (bytes_before[0], bytes_before[1]);
+    assert!(prio <= 4 * super::h2::PRIO_CHUNK, "rfc9218: {prio} bytes of images before the stylesheet ended");
+    assert!(rr >= 200_000, "round-robin: {rr} bytes of images before the stylesheet ended");
+}
+
+#[test]
+fn a_response_the_client_does_not_read_holds_the_others_back_only_for_a_while() {
+    // the urgent response stops at its 64 KiB stream window (the client never opens it); the
+    // other one, which fits its window, still comes once the first has waited PARK_AFTER
+    let resp = serde_json::json!([
+        {"host": "a.test", "path": "/stuck", "body": {"synth": 1_000_000}},
+        {"host": "a.test", "path": "/small", "body": {"synth": 30_000}},
+    ]);
+    let srv = start_server_with(listen_h2(), resp, serde_json::json!({"h2_priority": "rfc9218"}));
+    let (got, waited) = rt().block_on(async {
+        let (mut s, _) = tls(&srv, srv.addrs[1], &["h2"]).await;
+        let mut out = PREFACE.to_vec();
+        out.extend(frame(4, 0, 0, &[]));
+        out.extend(frame(8, 0, 0, &(1u32 << 24).to_be_bytes())); // connection window only
+        out.extend(frame(1, 0x5, 1, &get_block_with("/stuck", "u=0")));
+        out.extend(frame(1, 0x5, 3, &get_block_with("/small", "u=5")));
+        let t = std::time::Instant::now();
+        s.write_all(&out).await.unwrap();
+        let got = data_until_end(&mut s, 3).await;
+        (got, t.elapsed())
+    });
+    assert_eq!((got[&1], got[&3]), (65535, 30_000));
+    assert!(waited >= Duration::from_millis(400), "{waited:?}: the urgent response was not waited for");
 }
 
 // --- hostile clients: raw frames ---

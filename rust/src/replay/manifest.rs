@@ -109,6 +109,10 @@ pub struct Manifest {
     pub tfo_queue: u32,
     #[serde(default)]
     pub think_time: bool,
+    /// Order of the responses on an h2 connection (h2.rs, priority.rs): "rfc9218" or
+    /// "round-robin" (the default here; the control plane asks for rfc9218 by default).
+    #[serde(default)]
+    pub h2_priority: crate::replay::priority::Scheme,
     pub responses: Vec<ResponseSpec>,
     #[serde(default)]
     pub stats: Option<PathBuf>,

@@ -29,6 +29,7 @@ mod h2_tests;
 mod hostile_tests;
 pub mod manifest;
 pub mod matcher;
+pub mod priority;
 #[cfg(test)]
 mod prop_tests;
 pub mod service;
@@ -210,6 +211,10 @@ pub struct Shared {
     pub accept_log: accept::ErrorLog,
     /// TLS sessions (tickets) of every https origin.
     pub sessions: Arc<crate::certs::Sessions>,
+    /// How an h2 connection orders its responses.
+    pub h2_priority: priority::Scheme,
+    /// Responses wait their recorded server time (manifest `think_time`).
+    pub think_time: bool,
 }
 
 impl Shared {
@@ -247,6 +252,8 @@ pub fn build_shared(m: &manifest::Manifest) -> Result<Arc<Shared>> {
         stats: Stats::default(),
         accept_log: Default::default(),
         sessions: Default::default(),
+        h2_priority: m.h2_priority,
+        think_time: m.think_time,
     }))
 }
 
@@ -343,6 +350,11 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                                     let sni = conn.server_name().map(|s| s.to_string());
                                     if conn.alpn_protocol() == Some(b"h2") {
                                         st.h2_connections.fetch_add(1, Relaxed);
+                                        if shared.h2_priority == priority::Scheme::Rfc9218 {
+                                            // best effort: without it priorities act a socket buffer later
+                                            let lowat = h2::NOT_SENT_LOWAT;
+                                            let _ = sock::set_tcp_int(tls.get_ref().0, libc::TCP_NOTSENT_LOWAT, lowat);
+                                        }
                                         h2::serve(tls, shared.clone(), sni, used).await;
                                     } else {
                                         st.h1_connections.fetch_add(1, Relaxed);

@@ -40,18 +40,29 @@ pub fn start_server(responses: serde_json::Value, think_time: bool) -> TestServe
 
 /// The same with these `listen` entries (`http`/`https`: the first two addresses, `addrs`: all).
 pub fn start_server_on(listen: serde_json::Value, responses: serde_json::Value, think_time: bool) -> TestServer {
+    start_server_with(listen, responses, serde_json::json!({"think_time": think_time}))
+}
+
+/// The same with more manifest fields (`extra`: an object).
+pub fn start_server_with(
+    listen: serde_json::Value,
+    responses: serde_json::Value,
+    extra: serde_json::Value,
+) -> TestServer {
     let dir = tmpdir("srv");
     let g = crate::certs::generate(&["a.test".into(), "b.test".into()]).unwrap();
     std::fs::write(dir.join("ca.pem"), &g.ca_pem).unwrap();
     std::fs::write(dir.join("hosts.pem"), &g.leaf_pem).unwrap();
     std::fs::write(dir.join("hosts.key"), &g.leaf_key_pem).unwrap();
-    let m: manifest::Manifest = serde_json::from_value(serde_json::json!({
+    let mut m = serde_json::json!({
         "listen": listen,
         "tls": {"cert": dir.join("hosts.pem"), "key": dir.join("hosts.key")},
-        "think_time": think_time,
         "responses": responses,
-    }))
-    .unwrap();
+    });
+    for (k, v) in extra.as_object().expect("extra manifest fields: an object") {
+        m[k] = v.clone();
+    }
+    let m: manifest::Manifest = serde_json::from_value(m).unwrap();
     let shared = build_shared(&m).unwrap();
     let (atx, arx) = std::sync::mpsc::channel();
     let (stx, srx) = tokio::sync::oneshot::channel::<()>();

@@ -88,6 +88,7 @@ def _spec(backend: str, sched_fifo: bool, standby_us: int | None = None, extra: 
         knobs=TcpKnobs(cc="cubic"),
         backend=backend,
         sched_fifo=sched_fifo,
+        idle_poll=True,  # as runs have it (knob idle_poll)
         late_event_us=LATE_EVENT_US,
         **extra,
     )

@@ -26,6 +26,7 @@ def link_config(
     late_event_us: int = 0,
     standby_us: int = 0,
     stall: tuple[int, int] = (0, 0),
+    idle_poll: bool = False,
 ) -> dict:
     def direction(delay, rate, trace, loss, seed):
         return {
@@ -58,6 +59,7 @@ def link_config(
         "stall_us": stall[0],
         "stall_every_ms": stall[1],
         "sched_fifo": sched_fifo,
+        "idle_poll": idle_poll,
         "late_event_us": late_event_us,
         "pcap": pcap,
         "stats": stats,

@@ -152,6 +152,8 @@ class TopologySpec:
     stall_us: int = 0
     stall_every_ms: int = 0
     sched_fifo: bool = False
+    # CPUs poll instead of halting while the emulator runs (PM QoS; link/config.rs)
+    idle_poll: bool = False
     pcap: str | None = None
     # Emulator logs each release/ingress delay >= this many us (the self-check tells machine
     # stalls from link errors with them); 0 = off: page loads keep only the per-load histograms,

@@ -259,6 +259,7 @@ class Topology:
                 s.late_event_us,
                 s.standby_us,
                 (s.stall_us, s.stall_every_ms),
+                s.idle_poll,
             )
             self.link = UserspaceLink(cfg, self.workdir, self.server_ns)
         self.link.start()

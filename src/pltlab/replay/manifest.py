@@ -31,13 +31,15 @@ def build(
     tfo_queue: int = 4096,
     think_time: bool = False,
     protocol: str = "recorded",
+    h2_priority: str = "rfc9218",
 ) -> dict:
     """Manifest serving every object of ``pages``; bodies (recorded or synthesized) go into one
     file in ``workdir``. With ``tls``, every origin also answers https on 443: browsers upgrade
     HSTS-preloaded hosts (wikipedia.org, ...) to https whatever the recorded scheme, and the
     sub-resources of an upgraded page follow it (scheme-relative references, see synth.ref; a
     recorded ``Location: http://...`` of an http response is served scheme-relative).
-    ``protocol`` (the knob): which https addresses offer h2 (``alpn``, see h2_addresses)."""
+    ``protocol`` (the knob): which https addresses offer h2 (``alpn``, see h2_addresses);
+    ``h2_priority`` (knob server_priority): how h2 connections order their responses."""
     blob_path = os.path.join(workdir, "bodies.bin")
     responses, listen = [], set()
     with open(blob_path, "wb") as blob:
@@ -87,6 +89,7 @@ def build(
         "tls": tls,
         "tfo_queue": tfo_queue,
         "think_time": think_time,
+        "h2_priority": h2_priority,
         "responses": responses,
         "stats": os.path.join(workdir, "replay-stats.json"),
     }

@@ -71,6 +71,7 @@ class RunConfig:
             busy_wait_us=self.busy_wait_us,
             pcap=self.pcap if isinstance(self.pcap, str) else None,  # (true: a sweep's folder, not yet named)
             sched_fifo=self.sched_fifo,
+            idle_poll=self.idle_poll,
         )
 
     def _overrides(self, origins: int, hosts: dict | None) -> tuple:

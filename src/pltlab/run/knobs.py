@@ -44,6 +44,7 @@ from pltlab.net.spec import BACKENDS, CC_CHOICES, DEFAULT_CLIENT_RMEM
 SCOPES = ("run", "shell", "sweep")
 PROTOCOLS = ("recorded", "h1", "h2")
 TLS_MODES = ("full", "resume", "0rtt")
+SERVER_PRIORITIES = ("rfc9218", "round-robin")  # replay/priority.rs
 MAX_CLIENT_RMEM = 64 << 20
 _HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
 
@@ -494,6 +495,20 @@ _ALL = (
         scopes=("run", "sweep"),
     ),
     Knob(
+        "server_priority",
+        _choice(SERVER_PRIORITIES, "server priority"),
+        "rfc9218",
+        "How the replay orders the responses of an h2 connection: rfc9218 (by the requests' "
+        "`priority` headers, lowest urgency first, as CDN front ends do) or round-robin (every "
+        "response at once, interleaved).",
+        type=str,
+        label="server priority",
+        column="server_priority",
+        describe=lambda v: f"server priority {v}",
+        sweep=True,
+        scopes=("run", "sweep"),
+    ),
+    Knob(
         "tls",
         _choice(TLS_MODES, "TLS handshake"),
         "full",
@@ -645,6 +660,19 @@ _ALL = (
         type=bool,
         scopes=("run", "shell"),
         option=("--sched-fifo/--no-sched-fifo",),
+        cli_type=bool,
+        defaults={"shell": False},
+    ),
+    Knob(
+        "idle_poll",
+        _on,
+        True,
+        "CPUs poll instead of halting while the emulated link is up (PM QoS, /dev/cpu_dma_latency "
+        "0): on a VM a halted vCPU takes tens of us to wake, at each end of every round trip "
+        "(docs/performance.md).",
+        type=bool,
+        scopes=("run", "shell"),
+        option=("--idle-poll/--no-idle-poll",),
         cli_type=bool,
         defaults={"shell": False},
     ),

@@ -290,6 +290,7 @@ class PageRunner:
                 self.topo.workdir,
                 think_time=self.cfg.think_time,
                 protocol=self.cfg.protocol,
+                h2_priority=self.cfg.server_priority,
             )
             self.replay.start()
             self.topo.watch("replay server", self.replay.proc, self.replay.error)
