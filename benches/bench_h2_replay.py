@@ -2,10 +2,11 @@
 """Replay server time for a 100 KB body over HTTP/2 and over HTTP/1.1 (TLS, loopback): the
 server's own figure (`service_us` of its stats: request read -> response handed on; over
 HTTP/1.1 that is written to the socket, over h2 queued as DATA frames in the connection's send
-buffer, which the connection task writes out), and curl's per-request times on the reused
+buffer, which the connection task writes out; with server priority rfc9218, the last 16 KiB
+chunk handed on, the chunks before it written out), and curl's per-request times on the reused
 connection (request -> first byte, -> last byte: the end-to-end figure for both), N requests on
-one connection (libcurl with nghttp2). Target (issue 14): median <= 100 us over h2, as over
-HTTP/1.1.
+one connection (libcurl with nghttp2), over h2 with either server priority. Target (issue 14):
+median <= 100 us over h2, as over HTTP/1.1.
 
     python3 benches/bench_h2_replay.py [--requests 300]
 """
@@ -23,11 +24,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from pltlab import dataplane  # noqa: E402
 
 
-def serve_and_fetch(b: str, d: str, port: int, alpn: list[str], curl_flag: str, n: int) -> dict:
+def serve_and_fetch(b: str, d: str, port: int, alpn: list[str], curl_flag: str, n: int, prio: str) -> dict:
     m = {
         "listen": [{"ip": "127.0.0.1", "port": port, "tls": True, "alpn": alpn}],
         "tls": {"cert": f"{d}/ca/hosts.pem", "key": f"{d}/ca/hosts.key"},
         "responses": [{"host": "a.test", "path": "/big", "body": {"synth": 100_000}}],
+        "h2_priority": prio,
     }
     with open(f"{d}/m.json", "w") as f:
         json.dump(m, f)
@@ -69,8 +71,12 @@ def main() -> None:
     try:
         subprocess.run([b, "ca", "--out", f"{d}/ca", "--host", "a.test"], check=True, capture_output=True)
         port = 18900 + os.getpid() % 500
-        for name, alpn, flag in (("h2", ["h2", "http/1.1"], "--http2"), ("http/1.1", ["http/1.1"], "--http1.1")):
-            st = serve_and_fetch(b, d, port, alpn, flag, a.requests)
+        for name, alpn, flag, prio in (
+            ("h2 (server priority rfc9218, the default)", ["h2", "http/1.1"], "--http2", "rfc9218"),
+            ("h2 (server priority round-robin)", ["h2", "http/1.1"], "--http2", "round-robin"),
+            ("http/1.1", ["http/1.1"], "--http1.1", "rfc9218"),
+        ):
+            st = serve_and_fetch(b, d, port, alpn, flag, a.requests, prio)
             s = st["service_us"]
             c = st["client_us"]
             print(

@@ -1,13 +1,14 @@
 """`pltlab compare DIR_A DIR_B`: two results folders side by side (pltlab.report.compare)."""
 
 import json
-import os
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from pltlab import files
 
 
 def compare(
@@ -26,10 +27,7 @@ def compare(
 
     res = cmp.compare(dir_a, dir_b)
     if html:
-        tmp = html + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(cmp.to_html(res))
-        os.replace(tmp, html)
+        files.write_text(html, cmp.to_html(res))
     if as_json:
         print(json.dumps(cmp.to_json(res)))
         return

@@ -1,12 +1,12 @@
 """CLI: `pltlab export` — the HAR of one measured load (pltlab.run.loadhar), as stored with its run."""
 
 import json
-import os
 import sys
 from typing import Annotated
 
 import typer
 
+from pltlab import files
 from pltlab.errors import PltError
 
 
@@ -44,14 +44,9 @@ def export(
     if output is None:
         sys.stdout.write(text + "\n")
         return
-    tmp = output + ".tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, output)
-    except OSError as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        files.write_text(output, text, encoding="utf-8")
+    except OSError as e:  # (the temporary file is gone with the error)
         raise PltError(f"{output}: cannot write: {e.strerror}") from None
     n = len(har["log"]["entries"])
     print(f"{output}: {n} requests of run {rid} ({folder})", file=sys.stderr)

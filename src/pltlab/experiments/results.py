@@ -12,6 +12,7 @@ import os
 import sqlite3
 import time
 
+from pltlab import files
 from pltlab.run import knobs
 
 DB_NAME = "results.sqlite"
@@ -239,12 +240,11 @@ def export(out_dir: str) -> list[str]:
             df = pd.read_sql_query(f"SELECT * FROM {table} ORDER BY id", db)
             for ext in ("csv", "parquet"):
                 path = os.path.join(out_dir, f"{table}.{ext}")
-                tmp = path + ".tmp"
-                if ext == "csv":
-                    df.to_csv(tmp, index=False)
-                else:
-                    df.to_parquet(tmp, index=False)
-                os.replace(tmp, path)
+                with files.replaced(path) as tmp:
+                    if ext == "csv":
+                        df.to_csv(tmp, index=False)
+                    else:
+                        df.to_parquet(tmp, index=False)
                 written.append(path)
     finally:
         db.close()

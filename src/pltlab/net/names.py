@@ -11,6 +11,7 @@ import re
 import secrets
 import tempfile
 
+from pltlab import files
 from pltlab.net.nsutil import NETNS_DIR
 
 PREFIX = "plt-"
@@ -88,10 +89,7 @@ def proc_start(pid: int) -> int | None:
 def write_owner(run_id: str, pid: int | None = None) -> None:
     """Record this process (or ``pid``) as the owner of run ``run_id`` (its work folder exists)."""
     pid = os.getpid() if pid is None else pid
-    tmp = owner_path(run_id) + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{pid} {proc_start(pid)}\n")
-    os.replace(tmp, owner_path(run_id))
+    files.write_text(owner_path(run_id), f"{pid} {proc_start(pid)}\n")
 
 
 def read_owner(run_id: str) -> tuple[int, int] | None:

@@ -5,6 +5,7 @@ validity notes, experiment file and environment, in the same report.html."""
 import json
 import os
 
+from pltlab import files
 from pltlab.errors import PltError
 from pltlab.net import lateness
 from pltlab.report import analysis as an
@@ -15,10 +16,7 @@ FIG_DIR = "output-figures"
 
 
 def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    files.write_text(path, text)
 
 
 def counts(runs: list[dict]) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+from pltlab import files
 from pltlab.archive import bundled, synth
 from pltlab.archive import pages as resolver
 from pltlab.archive.calibration import PAGE_KEY, attach, machine
@@ -82,8 +83,8 @@ def calibrate_pages(
             name = file_name(p.url, taken)
         calibrate(p, loads=loads, rtt=rtt, log=log)
         path = os.path.join(out_dir, name)
-        write_page(p, path + ".tmp")
-        os.replace(path + ".tmp", path)
+        with files.replaced(path) as tmp:
+            write_page(p, tmp)
         cal = p.extras[PAGE_KEY]
         done.append(
             {

@@ -25,6 +25,7 @@ import shutil
 import struct
 import tempfile
 
+from pltlab import files
 from pltlab.errors import PltError
 from pltlab.net import names
 from pltlab.run.pcaptrace import ACK, SYN, read_header
@@ -120,11 +121,9 @@ def split(whole: str, loads: dict[str, tuple[float, float]]) -> list[str]:
             chunks[i].append(rec)
     out = []
     for (path, _), recs in zip(order, chunks):
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
+        with files.replaced(path) as tmp, open(tmp, "wb") as f:
             f.write(data[:24])
             f.writelines(recs)
-        os.replace(tmp, path)
         out.append(path)
     return out
 

@@ -8,6 +8,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 
+from pltlab import files
 from pltlab.archive import pages as resolver
 from pltlab.archive.calibration import machine
 from pltlab.archive.model import Page
@@ -71,10 +72,8 @@ def write_har(folder: str, page: Page, cfg: RunConfig, record: dict) -> str:
     written whole or not at all. Returns its path."""
     name = loadpcaps.file_name(page_label(page), cfg, record["tfo"], record["rep"], ext="har")
     path = os.path.join(folder, name)
-    tmp = path + ".part"
-    with open(tmp, "w") as f:
+    with files.replaced(path, ".part") as tmp, open(tmp, "w") as f:
         json.dump(loadhar.build(page, record), f, indent=1)
-    os.replace(tmp, path)
     return path
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
-from pltlab import __version__, units
+from pltlab import __version__, files, units
 from pltlab.errors import PltError
 from pltlab.experiments import sweep
 from pltlab.experiments.spec import Config, Experiment
@@ -133,10 +133,7 @@ def run(
         "experiments": {exp.name: sub for sub, exp in experiments},
         **(note or {}),
     }
-    tmp = os.path.join(out_dir, STUDY_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, os.path.join(out_dir, STUDY_FILE))
+    files.write_text(os.path.join(out_dir, STUDY_FILE), json.dumps(doc, indent=1))
     t0 = time.monotonic()
     out = {}
     for d, exp in plan(experiments, out_dir):

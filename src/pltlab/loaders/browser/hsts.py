@@ -17,6 +17,7 @@ import os
 import subprocess
 from urllib.parse import quote, urlsplit
 
+from pltlab import files
 from pltlab.loaders.browser import flags
 from pltlab.loaders.browser.driver import Chromium
 
@@ -62,10 +63,8 @@ def upgraded_hosts(hosts, netns: str | None = None, executable: str | None = Non
     if cache and todo:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
+            with files.replaced(path, f".{os.getpid()}.tmp") as tmp, open(tmp, "w") as f:
                 json.dump(known, f, indent=0, sort_keys=True)
-            os.replace(tmp, path)
         except OSError:
             pass
     return {h for h in hosts if known.get(h)}
