@@ -49,7 +49,7 @@ const SEND_CHUNK: usize = 64 * 1024;
 /// With "rfc9218": a response's chunk, and what one stream may buffer in the crate.
 pub const PRIO_CHUNK: usize = 16 * 1024;
 /// With "rfc9218": the unsent bytes a connection's socket takes at most (Cloudflare's value).
-pub const NOT_SENT_LOWAT: i32 = 16 * 1024;
+const NOT_SENT_LOWAT: i32 = 16 * 1024;
 /// With "rfc9218": a response that has waited this long for room to send (the client's flow
 /// control window, or a very slow link) leaves the schedule until it gets some, so that a
 /// client not reading one stream (a paused video) does not hold the others back.
@@ -132,6 +132,14 @@ impl Drop for Turn {
     fn drop(&mut self) {
         self.conn.schedule.lock().unwrap().remove(self.seq);
         self.conn.changed.notify_waiters();
+    }
+}
+
+/// The TCP socket of a connection that negotiated h2, before `serve`: with "rfc9218", at most
+/// `NOT_SENT_LOWAT` unsent bytes in it (best effort: without, priorities act a socket buffer later).
+pub fn tune_socket(sh: &Shared, tcp: &tokio::net::TcpStream) {
+    if sh.h2_priority == priority::Scheme::Rfc9218 {
+        let _ = crate::os::sock::set_tcp_int(tcp, libc::TCP_NOTSENT_LOWAT, NOT_SENT_LOWAT);
     }
 }
 

@@ -350,11 +350,7 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                                     let sni = conn.server_name().map(|s| s.to_string());
                                     if conn.alpn_protocol() == Some(b"h2") {
                                         st.h2_connections.fetch_add(1, Relaxed);
-                                        if shared.h2_priority == priority::Scheme::Rfc9218 {
-                                            // best effort: without it priorities act a socket buffer later
-                                            let lowat = h2::NOT_SENT_LOWAT;
-                                            let _ = sock::set_tcp_int(tls.get_ref().0, libc::TCP_NOTSENT_LOWAT, lowat);
-                                        }
+                                        h2::tune_socket(&shared, tls.get_ref().0);
                                         h2::serve(tls, shared.clone(), sni, used).await;
                                     } else {
                                         st.h1_connections.fetch_add(1, Relaxed);
