@@ -189,37 +189,38 @@ def sweep(
 ):
     """Run an experiment file's full cross product into an SQLite results database."""
     from pltlab.cli.cluster import executor
-    from pltlab.experiments import spec
+    from pltlab.experiments import lock, spec
     from pltlab.experiments import sweep as sweeper
     from pltlab.report import summary
 
     exp = spec.load(file)
     out_dir = output or sweeper.default_out(exp)
-    sweeper.prepare(exp, out_dir, resume)  # refuse before printing anything
-    ex = executor(cluster, slots)
-    out = Console(stderr=True)
-    out.print(
-        f"{exp.name}: {len(exp.pages)} page(s) x {len(exp.configs)} configuration(s) x "
-        f"{len(exp.tfo_modes)} TFO mode(s) x {exp.repetitions} repetition(s) = {exp.n_runs} runs "
-        f"-> {out_dir}",
-        highlight=False,
-    )
-    res = sweeper.run(exp, out_dir, resume=resume, console=out, executor=ex)
-    if sweeper.all_failed(res):  # nothing measured: no report, a non-zero exit
+    with lock.held(out_dir, "sweep"):  # from the checks to the report: one writer per folder
+        sweeper.prepare(exp, out_dir, resume)  # refuse before printing anything
+        ex = executor(cluster, slots)
+        out = Console(stderr=True)
         out.print(
-            f"0 runs in {res['wall_s']:.1f} s: all {res['failed']} failed (results in {out_dir})", highlight=False
+            f"{exp.name}: {len(exp.pages)} page(s) x {len(exp.configs)} configuration(s) x "
+            f"{len(exp.tfo_modes)} TFO mode(s) x {exp.repetitions} repetition(s) = {exp.n_runs} runs "
+            f"-> {out_dir}",
+            highlight=False,
         )
+        res = sweeper.run(exp, out_dir, resume=resume, console=out, executor=ex)
+        if sweeper.all_failed(res):  # nothing measured: no report, a non-zero exit
+            out.print(
+                f"0 runs in {res['wall_s']:.1f} s: all {res['failed']} failed (results in {out_dir})", highlight=False
+            )
+            if as_json:
+                print(json.dumps(summary.sweep(out_dir, res, None)))
+            raise typer.Exit(2)
+        out.print(
+            f"{res['runs']} run(s) in {res['wall_s']:.1f} s ({res['failed']} failed, {res['invalid']} invalid); "
+            f"sum of PLTs / wall time = {res['efficiency']:.2f}",
+            highlight=False,
+        )
+        rep = _report(out_dir, None if as_json else Console()) if report else None
         if as_json:
-            print(json.dumps(summary.sweep(out_dir, res, None)))
-        raise typer.Exit(2)
-    out.print(
-        f"{res['runs']} run(s) in {res['wall_s']:.1f} s ({res['failed']} failed, {res['invalid']} invalid); "
-        f"sum of PLTs / wall time = {res['efficiency']:.2f}",
-        highlight=False,
-    )
-    rep = _report(out_dir, None if as_json else Console()) if report else None
-    if as_json:
-        print(json.dumps(summary.sweep(out_dir, res, rep)))
+            print(json.dumps(summary.sweep(out_dir, res, rep)))
 
 
 def report(
@@ -232,6 +233,34 @@ def report(
     rep = _report(out_dir, None if as_json else Console())
     if as_json:
         print(json.dumps(rep))
+
+
+def salvage(
+    folder: Annotated[str, typer.Argument(help="A results folder whose database is damaged (it is only read).")],
+    output: Annotated[str, typer.Option("-o", "--output", help="New results folder for what is readable.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+):
+    """Copy what is readable of a damaged results database into a new folder (runs keep their
+    ids; runs that lost request rows are left out, so --resume measures them again)."""
+    from pltlab.experiments.salvage import salvage as run_salvage
+
+    res = run_salvage(folder, output)
+    if as_json:
+        print(json.dumps(res))
+        return
+    for table, t in res["tables"].items():
+        lost = ", ".join(f"{lo}-{hi}" if lo != hi else str(lo) for lo, hi in t["lost_ranges"])
+        print(f"{table}: {t['kept']} row(s) kept" + (f"; unreadable ids: {lost}" if lost else ""))
+    if res["dropped_runs"]:
+        print(f"left out: {len(res['dropped_runs'])} run(s) whose request rows were damaged")
+    print(
+        f"salvaged into {output}: pltlab report {output}"
+        + (
+            " (pltlab sweep FILE -o ... --resume measures the missing runs)"
+            if "experiment.toml" in res["files"]
+            else ""
+        )
+    )
 
 
 def _print_seeds_table(out: Console, rows: list[list[str]], title: str) -> None:
@@ -280,3 +309,4 @@ def register(app: typer.Typer) -> None:
     app.command()(calibrate)
     app.command()(sweep)
     app.command("report")(report)
+    app.command("salvage")(salvage)

@@ -17,6 +17,7 @@ from pltlab import units
 from pltlab.cli.cluster import ClusterOpt, SlotsOpt
 from pltlab.cli.experiments import _print_seeds_table
 from pltlab.errors import PltError
+from pltlab.experiments import lock
 
 
 def register(app: typer.Typer) -> None:
@@ -46,6 +47,13 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
             typer.Option(help="recorded (http, as in 2013), or today's web: h1 or h2, every origin over https."),
         ] = "recorded",
         tls: Annotated[str, typer.Option(help="With --protocol h1/h2: TLS 1.3 full, resume or 0rtt.")] = "full",
+        schemes: Annotated[
+            str,
+            typer.Option(
+                help="recorded (the paper's: http, Chromium with the names renamed out of its HSTS preload "
+                "list) or https (today's: the HSTS preload list's upgrades, Chromium's own)."
+            ),
+        ] = "recorded",
         cluster: ClusterOpt = None,
         slots: SlotsOpt = 1,
     ):
@@ -61,55 +69,59 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
         params = {"quick": quick, "client": client, "corpus": corpus, "pages": pages, "reps": reps}
         if protocol != "recorded" or tls != "full":  # (earlier studies' parameters stay as they were)
             params.update(protocol=protocol, tls=tls)
+        if schemes != "recorded":
+            params.update(schemes=schemes)
         exps = study.experiments(params)
         ((_, exp),) = exps
         out_dir = output or os.path.join("results", time.strftime("reproduce-tfo-%Y%m%d-%H%M%S"))
-        engine.prepare(study.NAME, params, exps, out_dir, resume)
-        ex = executor(cluster, slots)
-        err = Console(stderr=True)
-        err.print(
-            f"reproduce tfo: {', '.join(e.label for e in exp.pages)} x RTT 20/100/200 ms, 4 Mbit/s down, "
-            f"256 kbit/s up, cubic, warm cookies, {exp.repetitions} repetition(s), {client} loader"
-            f"{f', https + {protocol}, TLS {tls}' if protocol != 'recorded' else ''} -> {out_dir}",
-            highlight=False,
-        )
-        res = engine.run(study.NAME, params, exps, out_dir, resume=resume, console=err, executor=ex)
-        res = res["sweeps"][exp.name]
-        if sweeper.all_failed(res):
+        with lock.held(out_dir, "reproduce tfo"):  # until its report is written: one writer per folder
+            engine.prepare(study.NAME, params, exps, out_dir, resume)
+            ex = executor(cluster, slots)
+            err = Console(stderr=True)
             err.print(
-                f"reproduce tfo: 0 runs in {res['wall_s']:.0f} s: all {res['failed']} failed (results in {out_dir})",
+                f"reproduce tfo: {', '.join(e.label for e in exp.pages)} x RTT 20/100/200 ms, 4 Mbit/s down, "
+                f"256 kbit/s up, cubic, warm cookies, {exp.repetitions} repetition(s), {client} loader"
+                f"{f', https + {protocol}, TLS {tls}' if protocol != 'recorded' else ''}"
+                f"{', today: https by the HSTS preload list' if schemes != 'recorded' else ''} -> {out_dir}",
                 highlight=False,
             )
-            raise typer.Exit(2) from None
-        built = build(out_dir, study_sections=study.sections)
-        rows = study.rows(built["analysis"])
-        invalid = len(built["analysis"]["invalid"]) + len(built["analysis"]["failed_final"])
-        if as_json:
-            print(json.dumps({"rows": rows, "invalid_runs": invalid, "output_dir": os.path.abspath(out_dir)}))
-            return
-        out = Console()
-        _print_seeds_table(out, built["seeds"], "pltlab: PLT with and without TFO (means)")
-        lo, hi = study.PAPER["improvement_range"]
-        out.print(
-            f"Published ({study.PAPER['source']}): improvements from {lo:.0%} to {hi:.0%}, {study.PAPER['trend']}.",
-            highlight=False,
-        )
-        ci = ", ".join(
-            f"{r['page']}@{r['rtt_ms']:g}: [{r['improvement_ci'][0]:.1%}, {r['improvement_ci'][1]:.1%}]"
-            for r in rows
-            if r["improvement_ci"][0] is not None
-        )
-        out.print(f"95 % CIs of the improvement: {ci}", highlight=False)
-        diffs = study.differences(rows)
-        out.print("Differences from the paper: " + "; ".join(diffs), highlight=False)
-        out.print("Why results can differ:", highlight=False)
-        for w in study.WHY:
-            out.print(f"  - {w}", highlight=False)
-        out.print(
-            f"{res['runs']} run(s) this session in {res['wall_s']:.0f} s, {invalid} invalid/failed; "
-            f"report: {built['files']['report.html']}",
-            highlight=False,
-        )
+            res = engine.run(study.NAME, params, exps, out_dir, resume=resume, console=err, executor=ex)
+            res = res["sweeps"][exp.name]
+            if sweeper.all_failed(res):
+                err.print(
+                    f"reproduce tfo: 0 runs in {res['wall_s']:.0f} s: all {res['failed']} failed (results in {out_dir})",
+                    highlight=False,
+                )
+                raise typer.Exit(2) from None
+            built = build(out_dir, study_sections=study.sections)
+            rows = study.rows(built["analysis"])
+            invalid = len(built["analysis"]["invalid"]) + len(built["analysis"]["failed_final"])
+            if as_json:
+                print(json.dumps({"rows": rows, "invalid_runs": invalid, "output_dir": os.path.abspath(out_dir)}))
+                return
+            out = Console()
+            _print_seeds_table(out, built["seeds"], "pltlab: PLT with and without TFO (means)")
+            lo, hi = study.PAPER["improvement_range"]
+            out.print(
+                f"Published ({study.PAPER['source']}): improvements from {lo:.0%} to {hi:.0%}, {study.PAPER['trend']}.",
+                highlight=False,
+            )
+            ci = ", ".join(
+                f"{r['page']}@{r['rtt_ms']:g}: [{r['improvement_ci'][0]:.1%}, {r['improvement_ci'][1]:.1%}]"
+                for r in rows
+                if r["improvement_ci"][0] is not None
+            )
+            out.print(f"95 % CIs of the improvement: {ci}", highlight=False)
+            diffs = study.differences(rows)
+            out.print("Differences from the paper: " + "; ".join(diffs), highlight=False)
+            out.print("Why results can differ:", highlight=False)
+            for w in study.WHY:
+                out.print(f"  - {w}", highlight=False)
+            out.print(
+                f"{res['runs']} run(s) this session in {res['wall_s']:.0f} s, {invalid} invalid/failed; "
+                f"report: {built['files']['report.html']}",
+                highlight=False,
+            )
 
 
 def icw_command(app: typer.Typer, name: str = "icw") -> None:
@@ -175,22 +187,23 @@ def icw_command(app: typer.Typer, name: str = "icw") -> None:
         t0 = time.monotonic()
         try:
             check_out_dir(out)
-            reproduce_icw(
-                t0,
-                out,
-                resume,
-                as_json,
-                config_file,
-                quick=quick,
-                cc=cc,
-                reps=reps,
-                icws=icw_list or None,
-                rtts=rtt or None,
-                losses=[percent(x) for x in loss] if loss else None,
-                fairness_seconds=fairness_seconds,
-                parts=only or None,
-                cluster=(cluster, slots),
-            )
+            with lock.held(out, "reproduce icw"):  # until its report is written: one writer per folder
+                reproduce_icw(
+                    t0,
+                    out,
+                    resume,
+                    as_json,
+                    config_file,
+                    quick=quick,
+                    cc=cc,
+                    reps=reps,
+                    icws=icw_list or None,
+                    rtts=rtt or None,
+                    losses=[percent(x) for x in loss] if loss else None,
+                    fairness_seconds=fairness_seconds,
+                    parts=only or None,
+                    cluster=(cluster, slots),
+                )
         except PltError as e:
             print(f"pltlab: error: {e}", file=sys.stderr)
             raise typer.Exit(2) from None

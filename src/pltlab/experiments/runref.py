@@ -9,6 +9,7 @@ import os
 import sqlite3
 
 from pltlab.errors import PltError
+from pltlab.experiments import results
 from pltlab.experiments.results import DB_NAME
 
 
@@ -43,8 +44,8 @@ def resolve(ref: str, results_dir: str | None = None) -> tuple[str, int]:
         raise PltError(f"{folder}: no such results folder (run {run_id})")
     if not os.path.isfile(db_path):
         raise PltError(f"{folder}: no {DB_NAME} in this folder (run {run_id})")
+    db = results.connect(folder)  # (checked first: a damaged database is refused)
     try:
-        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
         try:
             row = db.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
         finally:

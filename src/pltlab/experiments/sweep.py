@@ -15,6 +15,7 @@ first), so a load costs one loader process and nothing else.
 import os
 import platform
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -24,10 +25,11 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import Progress, TextColumn
 
-from pltlab import __version__, dataplane
+from pltlab import __version__, dataplane, files
 from pltlab.errors import PltError
+from pltlab.experiments import lock
 from pltlab.experiments.progress import bar_columns
-from pltlab.experiments.results import Results, export
+from pltlab.experiments.results import DiskFull, Results, export
 from pltlab.experiments.spec import NAME_RE, Experiment
 from pltlab.net import clean
 from pltlab.run import kinds, loadhar, loadpcaps
@@ -88,13 +90,16 @@ def environment() -> dict:
 
 
 def prepare(exp: Experiment, out_dir: str, resume: bool) -> None:
-    """Refuse to mix experiments or overwrite results; nothing is written before the checks."""
+    """Refuse to mix experiments, overwrite results, resume from a damaged database or start
+    without the disk space the runs need; nothing is written before the checks."""
     check_out_dir(out_dir)
     db = os.path.join(out_dir, "results.sqlite")
+    done = 0
     if os.path.exists(db):
-        res = Results(out_dir)
+        res = Results(out_dir)  # (checks the database first)
         try:
             meta, n = res.meta(), res.count()
+            done = len([k for k, st in res.attempts().items() if "ok" in st])
         finally:
             res.close()
         if not resume and n:
@@ -106,8 +111,45 @@ def prepare(exp: Experiment, out_dir: str, resume: bool) -> None:
             raise PltError(
                 f"{out_dir} holds a different experiment ({meta.get('name')!r}): choose another output folder (-o)"
             )
-    elif os.path.isdir(out_dir) and os.listdir(out_dir) and not resume:
+    elif os.path.isdir(out_dir) and lock.contents(out_dir) and not resume:
         raise PltError(f"{out_dir} exists and is not empty: choose another output folder (-o)")
+    check_space(exp, out_dir, max(exp.n_runs - done, 0))
+
+
+# What one run adds to the results folder, measured on sweeps of the bundled pages (database row,
+# request rows and the load's gzip'd HAR; the CSV and Parquet exports about as much again):
+# docs/robustness.md "Disk space".
+RUN_BYTES, OBJECT_BYTES, SPARE_BYTES = 4096, 1536, 32 << 20
+
+
+def space_needed(exp: Experiment, runs: int) -> int:
+    """Bytes ``runs`` more runs of ``exp`` need in its output folder (estimate, with room to spare):
+    database, exports, and the per-load pcaps where the experiment keeps them."""
+    if runs <= 0:
+        return 0
+    objects = sum(len(e.page.objects) for e in exp.pages) / len(exp.pages)
+    page_bytes = sum(sum(o.size for o in e.page.objects) for e in exp.pages) / len(exp.pages)
+    per_run = 2 * (RUN_BYTES + objects * OBJECT_BYTES)
+    pcap_share = sum(1 for c in range(len(exp.configs)) if exp.run_config(c).pcap) / len(exp.configs)
+    per_run += pcap_share * (page_bytes * 1.3 + objects * 2048)  # headers, ACKs, handshakes
+    return int(runs * per_run) + SPARE_BYTES
+
+
+def check_space(exp: Experiment, out_dir: str, runs: int) -> None:
+    """A PltError when the output folder's file system has less free space than ``runs`` runs need."""
+    need = space_needed(exp, runs)
+    where = os.path.abspath(out_dir)
+    while not os.path.exists(where):
+        where = os.path.dirname(where)
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return  # (a file system that does not say: the writes will tell)
+    if free < need:
+        raise PltError(
+            f"{out_dir}: {runs} run(s) need about {need / 1e6:.0f} MB (database, exports, pcaps), but its file "
+            f"system has {free / 1e6:.0f} MB free: free space or choose another output folder (-o) (nothing was run)"
+        )
 
 
 def check_out_dir(out_dir: str) -> None:
@@ -178,8 +220,11 @@ class Sweep:
         try:
             pr.__exit__(None, None, None)
         finally:
-            self.res.set_lateness(pr.topo.run_id, pr.topo.link_stats)
-            self.res.runner_closed(pr.topo.run_id)
+            try:
+                self.res.set_lateness(pr.topo.run_id, pr.topo.link_stats)
+                self.res.runner_closed(pr.topo.run_id)
+            except DiskFull:
+                pass  # bookkeeping only: the runner is gone, a resume finds nothing of it to clean
 
     def _where(self, c: int) -> str:
         """A configuration as the progress lines name it: its RTT, and its ICW and loss if set."""
@@ -287,7 +332,10 @@ class Sweep:
 
     # ---- the sweep --------------------------------------------------------------------
     def run(self) -> dict:
-        os.makedirs(self.out_dir, exist_ok=True)
+        with lock.held(self.out_dir, "sweep"):
+            return self._run()
+
+    def _run(self) -> dict:
         self.res = Results(self.out_dir)
         self.env = environment()
         meta = self.res.meta()
@@ -309,8 +357,7 @@ class Sweep:
                 ],
             )
             if self.exp.source:
-                with open(os.path.join(self.out_dir, "experiment.toml"), "w") as f:
-                    f.write(self.exp.source)
+                files.write_text(os.path.join(self.out_dir, "experiment.toml"), self.exp.source)
         self.res.set_meta(last_environment=self.env)
         self._clean_killed()
         old = signal.getsignal(signal.SIGTERM)
@@ -404,8 +451,9 @@ def _say(console: Console, line: str) -> None:
 
 
 def run(exp: Experiment, out_dir: str, resume: bool = False, console: Console | None = None, executor=None) -> dict:
-    prepare(exp, out_dir, resume)
-    return Sweep(exp, out_dir, console, executor=executor).run()
+    with lock.held(out_dir, "sweep"):  # before the checks: two sweeps started at once, one refused
+        prepare(exp, out_dir, resume)
+        return Sweep(exp, out_dir, console, executor=executor).run()
 
 
 def default_out(exp: Experiment) -> str:

@@ -1,21 +1,17 @@
 """Loads from a results folder for `pltlab explain`: a run's row and requests by id
 (pltlab.experiments.runref), or the median loads of TFO off and on for a page and RTT."""
 
-import os
 import sqlite3
 
 from pltlab import units
 from pltlab.errors import PltError
-from pltlab.experiments.results import DB_NAME
+from pltlab.experiments import results
 from pltlab.explain.compare import Load
 from pltlab.explain.critical import critical_path
 
 
 def _connect(folder: str) -> sqlite3.Connection:
-    path = os.path.join(folder, DB_NAME)
-    if not os.path.isfile(path):
-        raise PltError(f"{folder}: no {DB_NAME} in this folder (not a results folder)")
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = results.connect(folder)  # (checked first: a damaged database is refused)
     db.row_factory = sqlite3.Row
     return db
 

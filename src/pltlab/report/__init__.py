@@ -7,6 +7,8 @@ import os
 
 from pltlab import files
 from pltlab.errors import PltError
+from pltlab.experiments import lock
+from pltlab.experiments.results import DB_NAME
 from pltlab.net import lateness
 from pltlab.report import analysis as an
 from pltlab.report import effects, figures, headline, html, nodes, tables, waterfalls, why
@@ -93,7 +95,14 @@ def late_rerun_notes(runs: list[dict]) -> list[tuple[str, bool]]:
 def build(out_dir: str, study_sections=None) -> dict:
     """Write every report artefact into out_dir; returns the analysis and the paths.
     ``study_sections(analysis)``: a study's sections (pltlab.studies.engine.table/lines, e.g. its
-    comparison with the published results), shown after the tables."""
+    comparison with the published results), shown after the tables. Holds the folder's lock."""
+    if not os.path.isfile(os.path.join(out_dir, DB_NAME)):
+        an.load_runs(out_dir)  # (its one line: no database here)
+    with lock.held(out_dir, "report", create=False):
+        return _build(out_dir, study_sections)
+
+
+def _build(out_dir: str, study_sections=None) -> dict:
     runs, meta = an.load_runs(out_dir)
     if not runs:
         raise PltError(f"{out_dir}: the results database holds no run yet")
@@ -189,6 +198,11 @@ def study_report(out_dir: str, wall_time_s: float | None = None) -> dict:
     study = STUDIES.get((doc or {}).get("study"))
     if study is None or not hasattr(study, "results"):  # (tfo: one sweep in the folder, build())
         raise PltError(f"{out_dir}: no {engine.STUDY_FILE} of a study with parts here")
+    with lock.held(out_dir, "report", create=False):
+        return _study_report(out_dir, study, doc, wall_time_s)
+
+
+def _study_report(out_dir: str, study, doc: dict, wall_time_s: float | None) -> dict:
     p = study.params(doc["params"])
     res = study.results(p, out_dir)
     res.update(output_dir=os.path.abspath(out_dir), wall_time_s=wall_time_s, quick=p.quick)
@@ -219,10 +233,9 @@ def build_study(
     _write(written["tables.md"], f"# {title}\n\n" + "\n".join(section_markdown(s) for s in sections))
     parts, notes, env = [], {}, {}
     for name, folder in folders.items():
-        try:
-            runs, meta = an.load_runs(folder)
-        except PltError:
-            continue  # not run (yet)
+        if not os.path.isfile(os.path.join(folder, DB_NAME)):
+            continue  # not run (yet); a damaged database is refused by load_runs
+        runs, meta = an.load_runs(folder)
         tfo = any(r.get("tfo") for r in runs)
         notes[name] = validity_notes(counts(runs), runs, tfo=tfo)
         env = meta.get("last_environment") or meta.get("environment") or env

@@ -5,7 +5,7 @@ import os
 import sqlite3
 
 from pltlab.errors import PltError
-from pltlab.experiments import stats
+from pltlab.experiments import results, stats
 from pltlab.experiments.results import DB_NAME
 from pltlab.run import knobs
 
@@ -17,9 +17,7 @@ DIMS = tuple(k.column for k in knobs.point() if k.column and k.column != RTT)
 
 def load_runs(out_dir: str) -> tuple[list[dict], dict]:
     path = os.path.join(out_dir, DB_NAME)
-    if not os.path.isfile(path):
-        raise PltError(f"{out_dir}: no {DB_NAME} here (not an experiment's output folder)")
-    db = sqlite3.connect(path)
+    db = results.connect(out_dir)  # (checked first: a damaged database is refused)
     try:
         cur = db.execute("SELECT * FROM runs ORDER BY id")
         names = [d[0] for d in cur.description]
@@ -33,7 +31,7 @@ def load_runs(out_dir: str) -> tuple[list[dict], dict]:
 
 
 def load_requests(out_dir: str, run_ids: list[int]) -> dict[int, list[dict]]:
-    db = sqlite3.connect(os.path.join(out_dir, DB_NAME))
+    db = results.connect(out_dir)
     try:
         out: dict[int, list[dict]] = {i: [] for i in run_ids}
         q = f"SELECT * FROM requests WHERE run_id IN ({','.join('?' * len(run_ids))}) ORDER BY idx"

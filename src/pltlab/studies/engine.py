@@ -14,7 +14,7 @@ from rich.console import Console
 
 from pltlab import __version__, files, units
 from pltlab.errors import PltError
-from pltlab.experiments import sweep
+from pltlab.experiments import lock, sweep
 from pltlab.experiments.spec import Config, Experiment
 from pltlab.run.config import RunConfig
 
@@ -86,7 +86,7 @@ def prepare(name: str, params: dict, experiments: list[tuple[str, Experiment]], 
     """Refuse before anything is written: a study folder that is not empty without ``resume``,
     another study's folder, or an experiment folder holding a different experiment."""
     sweep.check_out_dir(out_dir)
-    if os.path.isdir(out_dir) and os.listdir(out_dir):
+    if os.path.isdir(out_dir) and lock.contents(out_dir):
         if not resume:
             raise PltError(
                 f"{out_dir} exists and is not empty: pass --resume to continue that study, "
@@ -121,8 +121,12 @@ def run(
     its folder (resumable run by run). ``study.json`` records the study, its parameters (``params``:
     JSON) and ``note`` (e.g. the parameters file). Returns {experiment name: the sweep's
     statistics} and the session's wall time. ``executor``: where the loads run (sweep.Sweep)."""
+    with lock.held(out_dir, "study"):  # before the checks: two started at once, one refused
+        return _run(name, params, experiments, out_dir, resume, console, note, executor)
+
+
+def _run(name, params, experiments, out_dir, resume, console, note, executor) -> dict:
     prepare(name, params, experiments, out_dir, resume)
-    os.makedirs(out_dir, exist_ok=True)
     prev = read_study(out_dir) or {}
     doc = {
         "study": name,
