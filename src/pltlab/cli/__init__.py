@@ -250,6 +250,13 @@ def main() -> None:
     except PltError as e:
         err.print(f"pltlab: error: {e}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
+    except OSError as e:  # a full disk where no layer said it in its own words (a figure, a log)
+        from pltlab import files
+
+        if not files.no_space(e):
+            raise
+        err.print(f"pltlab: error: {files.no_space_error(e.filename or '(a file)')}", highlight=False, markup=False)
+        sys.exit(2)
     except KeyboardInterrupt:
         err.print("pltlab: interrupted", highlight=False)
         sys.exit(128 + signal.SIGINT)
