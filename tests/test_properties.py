@@ -1,21 +1,25 @@
-"""Property-based tests (Hypothesis) of every parser of outside input: HAR files, the seed fetch
-format and experiment files. Whatever the input, the outcome is a valid result or one PltError
-naming the file, never another exception, and an import that fails writes nothing.
+"""Property-based tests (Hypothesis) of every parser of outside input: HAR files, DevTools logs,
+the seed fetch format and experiment files. Whatever the input, the outcome is a valid result or
+one PltError naming the file, never another exception, and an import that fails writes nothing.
 
 Deterministic (derandomize: the same examples in every run) and bounded (< 30 s in all)."""
 
+import copy
 import json
 import os
 import re
 import tempfile
+from datetime import datetime
+from urllib.parse import urljoin
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pltlab import units
-from pltlab.archive import corpus, importer, seed, urls
+from pltlab.archive import corpus, devtools, importer, seed, urls
 from pltlab.errors import PltError
 from pltlab.experiments import spec
+from tests.test_devtools_import import DEVTOOLS, page_log
 
 FAST = settings(
     max_examples=150,
@@ -246,6 +250,121 @@ def test_har_import_is_a_corpus_or_one_error(doc):
         with open(path, "w") as f:
             f.write(json.dumps(doc))  # NaN and Infinity too, which no HAR may hold
         _import_or_one_error([path], os.path.join(d, "out", "arc"), path)
+
+
+# ---- DevTools logs: the import tests' generated log and a real one of ../shared (if there), mutated -
+
+INF = "__inf__"  # written as 1e400: JSON's way to an infinite float
+FACTORS = [0.0, 0.5, 0.999, 1.001, 2.0, 1e3, -1.0]  # every time of the log scaled
+OFFSETS = [-100.0, -1.0, -0.01, 0.01, 1.0, 3600.0, 1e5]  # one time moved (s)
+
+
+def _devtools_bases() -> list[list]:
+    real = os.path.join(DEVTOOLS, "progressive-app.devtoolslog.json")
+    return [page_log()] + ([devtools._unwrap(devtools._read_json(real))] if os.path.isfile(real) else [])
+
+
+DEVTOOLS_BASES = _devtools_bases()
+
+
+def _paths(v, depth=4):
+    """Every (container, key) pair below `v`, a few levels and items deep."""
+    items = v.items() if isinstance(v, dict) else enumerate(v[:3]) if isinstance(v, list) else ()
+    for k, x in items:
+        yield v, k
+        if depth:
+            yield from _paths(x, depth - 1)
+
+
+def _timed(events) -> list[dict]:
+    return [e["params"] for e in events if isinstance(e.get("params"), dict) and "timestamp" in e["params"]]
+
+
+def _mutate(events: list, data) -> None:
+    kind = data.draw(st.sampled_from(["shuffle", "drop", "dup", "time", "all-times", "delete", "retype", "doc"]))
+    i = data.draw(st.integers(0, len(events) - 1)) if events else 0
+    if kind == "shuffle":
+        data.draw(st.randoms(use_true_random=False)).shuffle(events)
+    elif kind in ("drop", "dup") and events:
+        e = events.pop(i)
+        if kind == "dup":
+            events[i:i] = [e, copy.deepcopy(e)]
+    elif kind in ("time", "all-times") and _timed(events):
+        change = data.draw(st.sampled_from(["by", "by", "neg", "str", INF, 1e308, None, True, 0]))
+        k = data.draw(st.sampled_from(FACTORS if kind == "all-times" else OFFSETS))
+        targets = _timed(events) if kind == "all-times" else [data.draw(st.sampled_from(_timed(events)))]
+        for p in targets:
+            t = p["timestamp"]
+            if not isinstance(t, (int, float)) or isinstance(t, bool):
+                continue
+            by = t * k if kind == "all-times" else t + k
+            p["timestamp"] = {"by": by, "neg": -t, "str": str(t)}.get(change, change)
+    elif kind in ("delete", "retype") and events:
+        paths = list(_paths(events[i]))
+        if paths:
+            parent, key = data.draw(st.sampled_from(paths))
+            if kind == "delete":
+                del parent[key]
+            else:
+                v = parent[key]
+                parent[key] = data.draw(st.sampled_from([str(v), 5, -1, 0, 1e300, [], {}, True, None, "", INF]))
+    elif kind == "doc":  # one event of the document's request (the first requestId sent)
+        rids = [e["params"].get("requestId") if isinstance(e.get("params"), dict) else None for e in events]
+        rid = next((r for e, r in zip(events, rids) if r and e.get("method") == devtools.WBS), None)
+        mine = [j for j, r in enumerate(rids) if r is not None and r == rid]
+        if mine:
+            events.pop(data.draw(st.sampled_from(mine)))
+
+
+def check_devtools_page(page) -> None:
+    """What any imported page satisfies: its document first, a chain of 3xx redirects ending in
+    an HTTP response; every object's times finite, non-negative and in order; a sane date."""
+    assert page.objects and page.objects[0].url == page.url, page.url
+    o, seen = page.objects[0], set()
+    while o.redirect_url and o.url not in seen:
+        seen.add(o.url)
+        assert 300 <= o.status <= 399, (o.url, o.status)
+        o = page.find(urljoin(o.url, o.redirect_url))
+        assert o is not None, "the document's redirect chain is broken"
+    assert 100 <= o.status <= 999, (o.url, o.status)
+    assert 1970 <= datetime.fromisoformat(page.started.replace("Z", "+00:00")).year <= 2500, page.started
+    assert page.on_load_ms is None or 0 <= page.on_load_ms < 1e12, page.on_load_ms
+    for x in page.objects:
+        assert x.start_ms is not None and x.end_ms is not None, x.url
+        assert 0 <= x.start_ms <= x.end_ms < 1e12, (x.url, x.start_ms, x.end_ms)
+        assert 0 <= x.extras.get("wait_ms", 0) < 1e12, (x.url, x.extras["wait_ms"])
+
+
+def _import_events(events: list) -> tuple[list, str]:
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "in.devtoolslog.json")
+        with open(path, "w") as f:
+            f.write(json.dumps(events).replace(json.dumps(INF), "1e400"))
+        try:
+            return importer.load_inputs([path])[0], path
+        except PltError as e:
+            msg = str(e)
+            assert "\n" not in msg and msg.startswith(f"{path}: "), msg
+            return [], path
+
+
+def test_unmutated_devtools_logs_pass_the_page_checks():
+    for events in DEVTOOLS_BASES:
+        pages, path = _import_events(events)
+        assert pages, f"{path}: the unmutated log was refused"
+        for page in pages:
+            check_devtools_page(page)
+
+
+@settings(FAST, max_examples=120, deadline=10_000)
+@given(data=st.data())
+def test_devtools_import_is_a_page_or_one_error(data):
+    events = copy.deepcopy(data.draw(st.sampled_from(DEVTOOLS_BASES)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        _mutate(events, data)
+    pages, _ = _import_events(events)
+    for page in pages:
+        check_devtools_page(page)
 
 
 # ---- the seed fetch format ----------------------------------------------------------------------

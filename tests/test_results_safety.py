@@ -221,9 +221,11 @@ def test_sweep_on_a_full_disk_resumes_with_nothing_lost(tmp_path):
         deadline = time.time() + 240
         while time.time() < deadline and p.poll() is None:  # fill the disk after a few runs
             try:
-                n = sqlite3.connect(f"file:{out / 'results.sqlite'}?mode=ro", uri=True).execute(
-                    "SELECT COUNT(*) FROM runs"
-                ).fetchone()[0]
+                n = (
+                    sqlite3.connect(f"file:{out / 'results.sqlite'}?mode=ro", uri=True)
+                    .execute("SELECT COUNT(*) FROM runs")
+                    .fetchone()[0]
+                )
             except sqlite3.Error:
                 n = 0
             if n >= 3:
