@@ -46,8 +46,11 @@ lint-rustfmt:
 lint-clippy:
 	cargo clippy --release --all-targets --quiet -- -D warnings
 
+# Every bench (long: run it on a quiet machine), one result file each in benches/results/, then
+# docs/performance.md from them; non-zero exit when a target is missed. A subset or the small
+# forms: `make bench BENCH="wan run"`, `make bench BENCH=--quick` (benches/run.py --help).
 bench: setup
-	$(PY) benches/run.py
+	$(PY) benches/run.py $(BENCH)
 
 clean:
 	pltlab clean

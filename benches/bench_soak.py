@@ -5,10 +5,11 @@ server and the link emulator, and the processes left over (loaders are short-liv
 remain in the client namespace or among our children between loads). Target, last sample vs the
 first (taken after K loads of warm-up): fds flat and RSS growth <= 10 % in every process.
 
-    python3 benches/bench_soak.py [--loads 10000] [--every 500] [--rtt 1ms] [--tracemalloc]
+    python3 benches/bench_soak.py [--loads 10000] [--every 500] [--rtt 1ms] [--tracemalloc] [--quick]
 
 A tiny generated page (4 objects, 2 origins), built-in loader, TFO off/on alternating. The sweep
 ends by itself; its runner is torn down and the temporary folder removed (also on Ctrl-C/SIGTERM).
+--quick: 40 loads sampled every 20 (plumbing check). Needs root.
 """
 
 import argparse
@@ -21,6 +22,7 @@ import tempfile
 import time
 import tracemalloc
 
+import record
 from rich.console import Console
 
 from pltlab.archive.generate import generate
@@ -30,13 +32,68 @@ from pltlab.net import names, nsutil
 
 RSS_TARGET = 0.10
 
+META = {
+    "name": "bench_soak",
+    "area": "soak",
+    "title": "Soak: 10,000 loads in one sweep",
+    "command": "python3 benches/bench_soak.py",
+    "quick": "python3 benches/bench_soak.py --quick",
+    "duration": "~3 min",
+    "needs": "root",
+    "figures": {
+        "failed": {
+            "name": "failed loads",
+            "unit": "",
+            "target": ("==", 0),
+            "on": "10,000 loads of a 4-object page (2 origins) at RTT 1 ms, TFO off/on alternating, one sweep",
+        },
+        "rss_growth": {
+            "name": "RSS growth, first sample (after 500 loads) to the last",
+            "unit": "%",
+            "target": ("<=", 10.0),
+            "on": "control process, replay server, link emulator",
+        },
+        "fds_change": {
+            "name": "open fds, first sample to the last",
+            "unit": "",
+            "target": ("==", 0),
+            "on": "control process, replay server, link emulator",
+        },
+        "leftovers": {
+            "name": "nothing left over (no stray child or process in the client namespace between loads; no "
+            "child, namespace or work folder after the sweep)",
+            "unit": "",
+            "target": ("==", True),
+            "on": "sampled every 500 loads, and after the sweep",
+        },
+        "ms_per_load": {
+            "name": "wall time per load",
+            "unit": "ms",
+            "target": None,
+            "on": "the whole sweep divided by its loads",
+        },
+    },
+}
+
+
+def _fds(pid: int) -> int:
+    """Open fds of a process, those on /proc apart: the result recorder's sampler thread
+    (record.QuietSampler) reads /proc from this process while the soak counts."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/proc/")
+        except OSError:  # closed meanwhile
+            pass
+    return n
+
 
 def proc_figures(pid: int) -> dict | None:
     """VmRSS (kB) and open fds of a process, None if it is gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
             rss = next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
-        return {"pid": pid, "rss_kb": rss, "fds": len(os.listdir(f"/proc/{pid}/fd"))}
+        return {"pid": pid, "rss_kb": rss, "fds": _fds(pid)}
     except (OSError, StopIteration):
         return None
 
@@ -126,12 +183,21 @@ def main() -> int:
     ap.add_argument(
         "--tracemalloc", action="store_true", help="also the control process's traced Python memory (slower)"
     )
-    args, _ = ap.parse_known_args()  # benches/run.py passes its own filters
+    ap.add_argument("--quick", action="store_true", help="40 loads sampled every 20 (plumbing check)")
+    args = ap.parse_args()
+    if args.quick:
+        args.loads, args.every = 40, 20
     if args.loads < 2 * args.every:
         ap.error("--loads must be at least 2 x --every (a warm-up sample and one more)")
-    if os.geteuid() != 0:
-        print("bench_soak: needs root (network namespaces)")
-        return 1
+    with record.Bench(META, quick=args.quick) as b:
+        if os.geteuid() != 0:
+            b.skip("needs root (network namespaces, TUN)")
+        else:
+            soak(b, args)
+    return b.exit_code
+
+
+def soak(b, args) -> None:
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):  # unwind: runner down, tmp removed
         signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(SystemExit(128 + s)))
     if args.tracemalloc:
@@ -214,6 +280,9 @@ def main() -> int:
         f"sum of PLTs {stats['plt_sum_ms'] / exp.n_runs:.1f} ms per load)"
     )
     ok = stats["failed"] == 0
+    on = f"{exp.n_runs:,} loads of a 4-object page at RTT {args.rtt}, one sweep"
+    b.figure("failed", stats["failed"], on=f"{on}; {stats['invalid']} invalid")
+    b.figure("ms_per_load", wall / exp.n_runs * 1000, on=f"{on}: {wall:.0f} s")
     series = {"control": [s["control"] for s in samples]}
     for s in samples:
         for k, v in s["servers"].items():
@@ -221,11 +290,21 @@ def main() -> int:
                 series.setdefault(k, []).append(v)
     for k, ser in series.items():
         pids = {v["pid"] for v in ser}
+        what = k.split()[0]
         if len(ser) < 2 or len(pids) > 1:
             print(f"soak: {k}: {len(ser)} sample(s), {len(pids)} pid(s): restarted, not compared")
+            b.figure("rss_growth", None, name=f"RSS growth, {what}", on=f"{len(pids)} pid(s): restarted, not compared")
             ok = False
             continue
         g, dfd = growth(ser)
+        span = f"{what}, loads {samples[0]['loads']:,} -> {samples[-1]['loads']:,}"
+        b.figure(
+            "rss_growth",
+            g * 100,
+            name=f"RSS growth, {what}",
+            on=f"{span}: {ser[0]['rss_kb'] / 1024:.1f} -> {ser[-1]['rss_kb'] / 1024:.1f} MB",
+        )
+        b.figure("fds_change", dfd, name=f"open fds change, {what}", on=f"{span}: {ser[0]['fds']} -> {ser[-1]['fds']}")
         met = g <= RSS_TARGET and dfd == 0
         ok &= met
         print(
@@ -253,12 +332,18 @@ def main() -> int:
                 f"soak: link emulator logged {ev.get('count')} late events (>= {ev.get('threshold_us')} us), "
                 f"{len(ev.get('events') or [])} kept"
             )
-    ok &= worst == (0, 0) and after_children == 0 and not left_ns and not left_dirs
+    clean = worst == (0, 0) and after_children == 0 and not left_ns and not left_dirs
+    b.check(
+        "leftovers",
+        clean,
+        on=f"between loads at most {worst[0]} stray children, {worst[1]} in the client namespace; after: "
+        f"{after_children} children, namespaces {left_ns or 'none'}, work folders {left_dirs or 'none'}",
+    )
+    ok &= clean
     print(
         f"soak target (fds flat, RSS growth <= {RSS_TARGET:.0%} in every process, nothing left over): "
         f"{'met' if ok else 'NOT met'}"
     )
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

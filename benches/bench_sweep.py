@@ -1,21 +1,96 @@
 #!/usr/bin/env python3
-"""`pltlab sweep` / `pltlab reproduce tfo` figures (issue: experiments, results, reports):
-sweep efficiency (sum of PLTs / wall time, target >= 0.7) on the full TFO table, and the table's
-checks: every improvement in [0 %, 60 %], growing with RTT per page, CI half-width <= 3 points at
-5 repetitions, no PLT above 3x the page's analytic bound.
+"""`pltlab sweep` / `pltlab reproduce` figures (issue: experiments, results, reports):
 
-    python3 benches/bench_sweep.py [--reps N]     (default 5: about 15 minutes on 2 cores)
+- table: the full TFO table (4 pages x RTT 20/100/200 ms x TFO off/on x 5 repetitions, 4 Mbit/s
+  down, 256 kbit/s up, cubic, warm cookies, built-in loader) through the sweep engine: sweep
+  efficiency (sum of PLTs / wall time, target >= 0.7) and the table's checks: every improvement
+  in [0 %, 60 %], growing with RTT per page, CI half-width <= 3 points at 5 repetitions, no PLT
+  above 3x the page's analytic bound;
+- demo: the wall time of `pltlab reproduce tfo --quick` (the README's main job, `make demo`
+  without its set-up; target < 10 min);
+- icw-quick: the wall time of `pltlab reproduce icw --quick` and whether its checks passed.
+
+    python3 benches/bench_sweep.py [--reps N] [--quick] [table|demo|icw-quick ...]
+
+Default: all three (about 15 + 6 + 8 minutes on 2 cores). --quick: the table with one page
+(wikipedia) and 1 repetition: a plumbing check. Needs root.
 """
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import tempfile
+import time
 
+import record
 from rich.console import Console
 
 from pltlab.experiments import sweep
 from pltlab.loaders import plan as plans
 from pltlab.report import build
 from pltlab.studies import tfo as reproduce
+
+META = {
+    "name": "bench_sweep",
+    "area": "sweeps",
+    "title": "Sweeps and the studies' commands",
+    "command": "python3 benches/bench_sweep.py",
+    "quick": "python3 benches/bench_sweep.py --quick",
+    "duration": "~30 min",
+    "needs": "root",
+    "figures": {
+        "efficiency": {
+            "name": "sweep efficiency: sum of PLTs / wall time, full TFO table",
+            "unit": "",
+            "target": (">=", 0.7),
+            "on": "120 runs: amazon, nytimes, wsj, wikipedia x RTT 20/100/200 ms x TFO off/on x 5, 4 Mbit/s / 256 kbit/s",
+        },
+        "improvement_range": {
+            "name": "every TFO improvement of the table in [0 %, 60 %]",
+            "unit": "",
+            "target": ("==", True),
+            "on": "the same table",
+        },
+        "improvement_grows": {
+            "name": "the improvement grows with RTT for each page",
+            "unit": "",
+            "target": ("==", True),
+            "on": "the same table",
+        },
+        "ci_half_width": {
+            "name": "worst 95 % CI half-width of an improvement at 5 repetitions",
+            "unit": "pp",
+            "target": ("<=", 3.0),
+            "on": "the same table (bootstrap)",
+        },
+        "worst_vs_analytic": {
+            "name": "worst PLT / the page's analytic bound",
+            "unit": "x",
+            "target": ("<=", 3.0),
+            "on": "the same table; bound: serialization of every byte + one RTT per dependency level + handshakes",
+        },
+        "demo_wall": {
+            "name": "wall time of `pltlab reproduce tfo --quick` (make demo without its set-up)",
+            "unit": "s",
+            "target": ("<", 600),
+            "on": "48 runs: 4 pages x 3 RTTs x TFO off/on x 2",
+        },
+        "icw_quick_wall": {
+            "name": "wall time of `pltlab reproduce icw --quick`",
+            "unit": "s",
+            "target": None,
+            "on": "the ICW study's four parts, quick (docs/icw-study.md)",
+        },
+        "icw_quick_checks": {
+            "name": "`pltlab reproduce icw --quick`: every shape check passed",
+            "unit": "",
+            "target": ("==", True),
+            "on": "the same run",
+        },
+    },
+}
 
 
 def depth(page) -> int:
@@ -38,11 +113,8 @@ def analytic_ms(page, rtt_ms: float, rate_bps: float = 4e6) -> float:
     return transfer + (depth(page) + 2 + tls) * rtt_ms
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=reproduce.REPS)
-    args = ap.parse_args()
-    exp = reproduce.experiment(reps=args.reps)
+def table(b, reps: int, pages: str | None = None) -> None:
+    exp = reproduce.experiment(reps=reps, pages=pages)
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as out:
         res = sweep.run(exp, out, console=Console(stderr=True, quiet=True))
         built = build(out)
@@ -50,14 +122,25 @@ def main() -> None:
     print(
         f"sweep efficiency: {res['runs']} runs, sum of PLTs {res['plt_sum_ms'] / 1000:.1f} s / wall "
         f"{res['wall_s']:.1f} s = {res['efficiency']:.3f} (target >= 0.7); {res['failed']} failed, "
-        f"{res['invalid']} invalid"
+        f"{res['invalid']} invalid",
+        flush=True,
     )
-    pages = {e.label: e.page for e in exp.pages}
-    ok_range = ok_grow = ok_ci = ok_bound = True
+    on = (
+        f"{res['runs']} runs ({', '.join(e.label for e in exp.pages)} x RTT 20/100/200 ms x TFO off/on x {reps}); "
+        f"{res['failed']} failed, {res['invalid']} invalid"
+    )
+    b.figure(
+        "efficiency",
+        res["efficiency"],
+        on=f"{on}; {res['plt_sum_ms'] / 1000:.1f} s of PLTs in {res['wall_s']:.1f} s",
+    )
+    pages_ = {e.label: e.page for e in exp.pages}
+    ok_range = ok_ci = ok_bound = True
+    worst_half, worst_ratio, where_half, where_ratio = 0.0, 0.0, "", ""
     for r in rows:
         lo, hi = r["improvement_ci"]
         half = (hi - lo) / 2 * 100
-        bound = analytic_ms(pages[r["page"]], r["rtt_ms"])
+        bound = analytic_ms(pages_[r["page"]], r["rtt_ms"])
         worst = max(
             x["plt_ms"]
             for g in built["analysis"]["rows"]
@@ -68,25 +151,108 @@ def main() -> None:
         ok_range &= 0 <= r["improvement"] <= 0.6
         ok_ci &= half <= 3
         ok_bound &= worst <= 3 * bound
+        if half >= worst_half:
+            worst_half, where_half = half, f"{r['page']} at {r['rtt_ms']:g} ms"
+        if worst / bound >= worst_ratio:
+            worst_ratio, where_ratio = worst / bound, f"{r['page']} at {r['rtt_ms']:g} ms"
         print(
             f"tfo table: {r['page']:9s} RTT {r['rtt_ms']:>3g} ms: no TFO {r['plt_notfo_ms']:8.1f} ms, "
             f"TFO {r['plt_tfo_ms']:8.1f} ms, improvement {r['improvement']:+.2%} "
             f"(CI half-width {half:.2f} pp, n={r['n']}); worst PLT {worst:.0f} ms = "
-            f"{worst / bound:.2f}x analytic {bound:.0f} ms"
+            f"{worst / bound:.2f}x analytic {bound:.0f} ms",
+            flush=True,
         )
-    for page in pages:
+        b.figure(
+            "improvement",
+            r["improvement"] * 100,
+            "%",
+            name=f"TFO improvement, {r['page']} at {r['rtt_ms']:g} ms",
+            on=f"CI [{lo * 100:.1f}, {hi * 100:.1f}] %, n={r['n']}; PLT {r['plt_notfo_ms']:.0f} -> {r['plt_tfo_ms']:.0f} ms",
+        )
+    grows_all, flat = True, []
+    for page in pages_:
         imps = [r["improvement"] for r in sorted(rows, key=lambda r: r["rtt_ms"]) if r["page"] == page]
-        grows = all(b >= a for a, b in zip(imps, imps[1:]))
-        ok_grow &= grows
+        grows = all(b_ >= a_ for a_, b_ in zip(imps, imps[1:]))
+        grows_all &= grows
+        if not grows:
+            flat.append(page)
         print(
             f"tfo table: {page}: improvement {' -> '.join(f'{x:.1%}' for x in imps)} "
-            f"({'grows' if grows else 'does NOT grow'} with RTT)"
+            f"({'grows' if grows else 'does NOT grow'} with RTT)",
+            flush=True,
         )
     print(
-        f"tfo table checks: improvements in [0, 60 %]: {ok_range}; growing with RTT: {ok_grow}; "
-        f"CI half-width <= 3 pp: {ok_ci}; no PLT > 3x analytic: {ok_bound}"
+        f"tfo table checks: improvements in [0, 60 %]: {ok_range}; growing with RTT: {grows_all}; "
+        f"CI half-width <= 3 pp: {ok_ci}; no PLT > 3x analytic: {ok_bound}",
+        flush=True,
     )
+    b.check("improvement_range", ok_range, on=on)
+    b.check("improvement_grows", grows_all, on=on + (f"; not growing: {', '.join(flat)}" if flat else ""))
+    b.figure("ci_half_width", worst_half, on=f"{on}; worst: {where_half}")
+    b.figure("worst_vs_analytic", worst_ratio, on=f"{on}; worst: {where_ratio}")
+
+
+def _pltlab(args: list[str]) -> tuple[float, dict | None, str]:
+    """Run `pltlab ARGS --json`: its wall time, its JSON, its last error line (if it failed)."""
+    t = time.monotonic()
+    cp = subprocess.run([sys.executable, "-m", "pltlab", *args, "--json"], capture_output=True, text=True)
+    wall = time.monotonic() - t
+    try:
+        doc = json.loads(cp.stdout)
+    except ValueError:
+        doc = None
+    err = (cp.stderr.strip().splitlines() or [f"exit code {cp.returncode}"])[-1] if cp.returncode else ""
+    return wall, doc, err
+
+
+def demo(b) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-demo-") as d:
+        wall, _, err = _pltlab(["reproduce", "tfo", "--quick", "-o", os.path.join(d, "out")])
+    print(f"pltlab reproduce tfo --quick: {wall:.0f} s (target < 600 s){'; ' + err if err else ''}", flush=True)
+    b.figure("demo_wall", None if err else wall, on=err or "48 runs, the bundled pages")
+
+
+def icw_quick(b) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-icw-") as d:
+        wall, doc, err = _pltlab(["reproduce", "icw", "--quick", "--out", os.path.join(d, "out")])
+    checks = (doc or {}).get("checks") or {}
+    ok = bool(checks) and not err and all(v.get("ok", True) for v in checks.values() if isinstance(v, dict))
+    failed = [k for k, v in checks.items() if isinstance(v, dict) and not v.get("ok", True)]
+    print(
+        f"pltlab reproduce icw --quick: {wall:.0f} s; checks {'passed' if ok else 'FAILED: ' + ', '.join(failed)}"
+        f"{'; ' + err if err else ''}",
+        flush=True,
+    )
+    b.figure("icw_quick_wall", None if err else wall, on=err or "quick: 2 loads per point, 60 s fairness runs")
+    b.check("icw_quick_checks", ok, on=err or (f"failed: {', '.join(failed)}" if failed else f"{len(checks)} checks"))
+
+
+SECTIONS = ("table", "demo", "icw-quick")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sections", nargs="*", metavar="SECTION", help=f"of {', '.join(SECTIONS)} (default: all)")
+    ap.add_argument("--reps", type=int, default=reproduce.REPS, help="repetitions of the table")
+    ap.add_argument("--quick", action="store_true", help="the table with wikipedia only, 1 repetition")
+    a = ap.parse_args()
+    bad = [x for x in a.sections if x not in SECTIONS]
+    if bad:
+        ap.error(f"unknown section {bad[0]!r}: one of {', '.join(SECTIONS)}")
+    todo = a.sections or (["table"] if a.quick else list(SECTIONS))
+    with record.Bench(META, quick=a.quick) as b:
+        if os.geteuid() != 0:
+            b.skip("needs root (network namespaces, TUN)")
+        else:
+            for x in todo:
+                if x == "table":
+                    table(b, 1 if a.quick else a.reps, "wikipedia" if a.quick else None)
+                elif x == "demo":
+                    demo(b)
+                else:
+                    icw_quick(b)
+    return b.exit_code
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
