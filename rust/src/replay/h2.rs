@@ -26,7 +26,11 @@
 //! second). Hostile input: a malformed frame or HPACK block, a reset flood
 //! (more than `MAX_PENDING_RESETS` streams reset before the server accepted them) or too many
 //! locally reset streams end that connection with GOAWAY (counted in `h2_errors`); the others
-//! are served on.
+//! are served on. A header list over 64 KiB gets the crate's 431 on its stream alone while its
+//! block comes in at most 7 frames and decodes to at most 256 KiB; beyond, the crate's flood
+//! and HPACK-bomb limits (multiples of max_header_list_size) end the connection with GOAWAY
+//! (docs/dataplane-interfaces.md). A connection without its first request by the deadline
+//! `serve` is given is closed (a slowloris that sends the preface only, or half a HEADERS).
 use bytes::Bytes;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -143,24 +147,36 @@ pub fn tune_socket(sh: &Shared, tcp: &tokio::net::TcpStream) {
     }
 }
 
-/// Serves one TLS connection that negotiated h2 until the client closes it or errs.
+/// Serves one TLS connection that negotiated h2 until the client closes it or errs. Its preface,
+/// SETTINGS and first request (HEADERS) must be in by `deadline`, else it is closed (counted in
+/// `request_timeouts`); after that it may idle between requests.
 pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     s: S,
     sh: Arc<Shared>,
     sni: Option<String>,
     used: Arc<TlsUse>,
+    deadline: tokio::time::Instant,
 ) {
     let prio = (sh.h2_priority == priority::Scheme::Rfc9218).then(|| Arc::new(ConnPrio::default()));
-    let mut conn = match builder(prio.is_some()).handshake::<_, Bytes>(s).await {
-        Ok(c) => c,
-        Err(e) => {
+    let first = async {
+        let mut conn = builder(prio.is_some()).handshake::<_, Bytes>(s).await?;
+        let first = conn.accept().await;
+        Ok::<_, ::h2::Error>((conn, first))
+    };
+    let (mut conn, mut next) = match tokio::time::timeout_at(deadline, first).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
             note_error(&sh, &e);
+            return;
+        }
+        Err(_) => {
+            sh.stats.request_timeouts.fetch_add(1, Relaxed);
             return;
         }
     };
     let sni: Option<Arc<str>> = sni.map(Into::into);
     let mut seq = 0u64;
-    while let Some(r) = conn.accept().await {
+    while let Some(r) = next {
         match r {
             Ok((req, respond)) => {
                 used.request(&sh.stats);
@@ -177,6 +193,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 return;
             }
         }
+        next = conn.accept().await;
     }
 }
 

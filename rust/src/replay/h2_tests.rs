@@ -466,26 +466,191 @@ fn reset_flood_gets_goaway() {
     assert_eq!(errors, 1);
 }
 
-#[test]
-fn oversized_header_block_is_refused() {
-    // one 200 KB header value (over 64 KiB), sent as HEADERS + CONTINUATION frames
-    let (end, _, requests) = survives_with(|mut out| {
-        let mut block = get_block();
-        block.push(0x00);
-        hpack_int(&mut block, 0, 7, 5);
-        block.extend_from_slice(b"x-big");
-        hpack_int(&mut block, 0, 7, 200_000);
-        block.extend(std::iter::repeat_n(b'v', 200_000));
-        let mut chunks = block.chunks(16384).peekable();
-        let first = chunks.next().unwrap();
-        out.extend(frame(1, 0x1, 1, first)); // END_STREAM, not END_HEADERS
-        while let Some(c) = chunks.next() {
-            out.extend(frame(9, if chunks.peek().is_none() { 0x4 } else { 0 }, 1, c));
+/// One frame read from the server: (type, flags, stream, payload).
+type Frame = (u8, u8, u32, Vec<u8>);
+
+/// Reads frames (acknowledging SETTINGS) until `done` says so or the connection ends (10 s at
+/// most): every frame read, in order.
+async fn frames_until(s: &mut Tls, mut done: impl FnMut(&Frame) -> bool) -> Vec<Frame> {
+    let (mut buf, mut tmp, mut got) = (Vec::new(), vec![0u8; 1 << 16], Vec::new());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        while buf.len() >= 9 {
+            let n = ((buf[0] as usize) << 16) | ((buf[1] as usize) << 8) | buf[2] as usize;
+            if buf.len() < 9 + n {
+                break;
+            }
+            let f: Frame = (
+                buf[3],
+                buf[4],
+                u32::from_be_bytes(buf[5..9].try_into().unwrap()) & 0x7fff_ffff,
+                buf[9..9 + n].to_vec(),
+            );
+            buf.drain(..9 + n);
+            if f.0 == 4 && f.1 & 1 == 0 {
+                let _ = s.write_all(&frame(4, 1, 0, &[])).await; // SETTINGS ack
+            }
+            let stop = done(&f);
+            got.push(f);
+            if stop {
+                return got;
+            }
         }
-        out
+        match tokio::time::timeout_at(deadline, s.read(&mut tmp)).await {
+            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&tmp[..n]),
+            _ => return got,
+        }
+    }
+}
+
+/// HEADERS (+ CONTINUATION) frames of at most 16 KiB on `stream`: GET https://a.test/ with one
+/// `x-big` field of `n` bytes (literal, no Huffman, never indexed: the block is about `n` bytes),
+/// END_STREAM if `ended` (else a body would follow); and how many frames.
+fn big_request(stream: u32, n: usize, ended: bool) -> (Vec<u8>, usize) {
+    let mut block = get_block();
+    block.push(0x00);
+    hpack_int(&mut block, 0, 7, 5);
+    block.extend_from_slice(b"x-big");
+    hpack_int(&mut block, 0, 7, n);
+    block.extend(std::iter::repeat_n(b'v', n));
+    let mut out = Vec::new();
+    let chunks: Vec<&[u8]> = block.chunks(16384).collect();
+    for (i, c) in chunks.iter().enumerate() {
+        let end_headers = if i + 1 == chunks.len() { 0x4 } else { 0 };
+        let end_stream = u8::from(i == 0 && ended);
+        out.extend(frame(if i == 0 { 1 } else { 9 }, end_headers | end_stream, stream, c));
+    }
+    (out, chunks.len())
+}
+
+/// A header list over 64 KiB (the server's SETTINGS_MAX_HEADER_LIST_SIZE), then GET /a on the
+/// same connection: how the big one ended (431 on its stream, RST_STREAM, GOAWAY) and whether
+/// /a was answered on that connection; the server's h2 errors and requests counted.
+struct Oversize {
+    status_431: bool,
+    reset: Option<u32>,
+    goaway: Option<u32>,
+    next_answered: bool,
+    h2_errors: u64,
+    requests: u64,
+}
+
+fn oversize(block: Vec<u8>) -> Oversize {
+    let srv = start_server_on(listen_h2(), responses(), false);
+    let frames = rt().block_on(async {
+        let (mut s, _) = tls(&srv, srv.addrs[1], &["h2"]).await;
+        let mut out = PREFACE.to_vec();
+        out.extend(frame(4, 0, 0, &[]));
+        out.extend(block);
+        let mut a = vec![0x82, 0x87, 0x04, 2];
+        a.extend_from_slice(b"/a");
+        a.extend_from_slice(&[0x41, 6]);
+        a.extend_from_slice(b"a.test");
+        out.extend(frame(1, 0x5, 3, &a));
+        let _ = s.write_all(&out).await;
+        let frames = frames_until(&mut s, |f| f.0 == 7 || (f.0 == 0 && f.2 == 3 && f.1 & 1 == 1)).await;
+        // whatever became of that connection, another one is served
+        let mut c = h2_client(&srv, srv.addrs[1]).await;
+        assert_eq!(get(&mut c, "GET", "https://a.test/a", None).await.0, 200);
+        frames
     });
-    // the stream is reset or the connection ended, the request never reaches the matcher (the
-    // one request counted is the well-behaved client's)
-    assert!(end.is_some(), "neither RST_STREAM nor GOAWAY");
-    assert_eq!(requests, 1);
+    let st = &srv.shared.stats;
+    let on1: Vec<&Frame> = frames.iter().filter(|f| f.2 == 1).collect();
+    let code = |f: &Frame, at: usize| u32::from_be_bytes(f.3[at..at + 4].try_into().unwrap());
+    Oversize {
+        // HEADERS, END_STREAM: `:status` (static name 8, incremental indexing), Huffman "431"
+        status_431: on1.iter().any(|f| f.0 == 1 && f.1 & 1 == 1 && f.3 == [0x48, 0x83, 0x69, 0x90, 0xff]),
+        reset: on1.iter().find(|f| f.0 == 3).map(|f| code(f, 0)),
+        goaway: frames.iter().find(|f| f.0 == 7).map(|f| code(f, 4)),
+        next_answered: frames.iter().filter(|f| f.0 == 0 && f.2 == 3).map(|f| f.3.len()).sum::<usize>() == 40000,
+        h2_errors: st.h2_errors.load(Relaxed),
+        requests: st.requests.load(Relaxed),
+    }
+}
+
+#[test]
+fn oversized_header_list_gets_431_on_its_stream_within_the_crates_bounds() {
+    // over 64 KiB decoded, in 5 and in 7 frames (HEADERS + 6 CONTINUATION: the most h2 0.4
+    // takes at 16 KiB frames): 431 on that stream, the next request on the same connection is
+    // answered, nothing counted as an error; the big request never reaches the matcher (the two
+    // requests counted: /a on that connection and on another one)
+    for (n, ended) in [(80_000, true), (110_000, true), (80_000, false)] {
+        let (block, frames) = big_request(1, n, ended);
+        let r = oversize(block);
+        assert!(r.status_431, "{n} bytes in {frames} frames: no 431");
+        assert_eq!((r.goaway, r.next_answered), (None, true), "{n} bytes in {frames} frames");
+        assert_eq!((r.h2_errors, r.requests), (0, 2), "{n} bytes in {frames} frames");
+        // a request with a body to come: its stream is reset too (PROTOCOL_ERROR), nothing to read
+        assert_eq!(r.reset, (!ended).then_some(1), "{n} bytes, END_STREAM {ended}");
+    }
+}
+
+#[test]
+fn header_blocks_beyond_the_crates_bounds_end_their_connection() {
+    // 8 frames and more (a CONTINUATION flood to h2 0.4), e.g. a 200 KB field: GOAWAY
+    // ENHANCE_YOUR_CALM for that connection, counted; the others are served on
+    for n in [120_000, 200_000] {
+        let (block, frames) = big_request(1, n, true);
+        let r = oversize(block);
+        assert_eq!((r.goaway, r.status_431, r.next_answered), (Some(11), false, false), "{n} bytes in {frames} frames");
+        assert_eq!((r.h2_errors, r.requests), (1, 1), "{n} bytes in {frames} frames");
+    }
+    // a small block that decodes to over 4 x 64 KiB (one 4 KB field indexed once, then
+    // referenced 70 times): GOAWAY ENHANCE_YOUR_CALM too
+    let mut block = get_block();
+    block.push(0x40); // literal with incremental indexing, new name
+    hpack_int(&mut block, 0, 7, 5);
+    block.extend_from_slice(b"x-big");
+    hpack_int(&mut block, 0, 7, 4000);
+    block.extend(std::iter::repeat_n(b'v', 4000));
+    block.extend(std::iter::repeat_n(0x80 | 62, 70)); // indexed: the dynamic table's first entry
+    let r = oversize(frame(1, 0x5, 1, &block));
+    assert_eq!((r.goaway, r.next_answered, r.h2_errors), (Some(11), false, 1));
+}
+
+/// Reads until the server closes `s` (EOF, a reset or an error): how long after `since`; None if
+/// it is still open 5 s later.
+async fn closed_after(s: &mut Tls, since: std::time::Instant) -> Option<Duration> {
+    let mut b = vec![0u8; 1 << 16];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut b)).await {
+            Ok(Ok(n)) if n > 0 => continue,
+            Ok(_) => return Some(since.elapsed()),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// A 400 ms bound: h2 connections that send nothing after the TLS handshake, only the preface
+/// and SETTINGS, or a HEADERS frame whose block never ends are closed at the bound and counted;
+/// one whose first request came in time then idles for twice the bound is served on.
+#[test]
+fn h2_connections_without_a_first_request_are_closed_at_the_bound() {
+    const BOUND: Duration = Duration::from_millis(400);
+    let srv = start_server_with(listen_h2(), responses(), serde_json::json!({"request_timeout_ms": 400}));
+    rt().block_on(async {
+        let t0 = std::time::Instant::now();
+        let (mut silent, _) = tls(&srv, srv.addrs[1], &["h2"]).await;
+        let (mut settings, _) = tls(&srv, srv.addrs[1], &["h2"]).await;
+        let mut out = PREFACE.to_vec();
+        out.extend(frame(4, 0, 0, &[]));
+        settings.write_all(&out).await.unwrap();
+        let (mut half, _) = tls(&srv, srv.addrs[1], &["h2"]).await;
+        out.extend(frame(1, 0x1, 1, &get_block())); // END_STREAM, no END_HEADERS: a CONTINUATION is due
+        half.write_all(&out).await.unwrap();
+        let mut c = h2_client(&srv, srv.addrs[1]).await;
+        assert_eq!(get(&mut c, "GET", "https://a.test/a", None).await.0, 200);
+        for (what, s) in
+            [("silent", &mut silent), ("preface and SETTINGS", &mut settings), ("half a HEADERS", &mut half)]
+        {
+            let d = closed_after(s, t0).await;
+            assert!(d.is_some_and(|d| d >= BOUND && d < BOUND + Duration::from_secs(3)), "{what}: closed after {d:?}");
+        }
+        tokio::time::sleep(2 * BOUND).await;
+        assert_eq!(get(&mut c, "GET", "https://a.test/a", None).await.0, 200, "after idling between requests");
+    });
+    let st = &srv.shared.stats;
+    assert_eq!((st.request_timeouts.load(Relaxed), st.handshake_timeouts.load(Relaxed)), (3, 0));
+    assert_eq!((st.requests.load(Relaxed), st.h2_errors.load(Relaxed)), (2, 0));
 }

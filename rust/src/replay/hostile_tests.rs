@@ -229,58 +229,102 @@ fn json_event(line: &str, event: &str) -> Option<serde_json::Value> {
 
 const CHILD_ENV: &str = "PLTLAB_TEST_REPLAY_CHILD_MANIFEST";
 
+/// A replay server run as a child process (this very test binary, in the test `test`, whose
+/// first lines hand over to `child_main`), with RLIMIT_NOFILE `nofile` (soft, hard) if given.
+struct Child {
+    proc: std::process::Child,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    stderr: Option<std::thread::JoinHandle<Vec<String>>>,
+    /// The listen addresses, in manifest order.
+    addrs: Vec<SocketAddr>,
+    dir: std::path::PathBuf,
+}
+
+/// In the child: serves the manifest and returns true; in the test itself: false.
+fn child_main() -> bool {
+    let Ok(m) = std::env::var(CHILD_ENV) else { return false };
+    super::run(super::Args { manifest: m.into() }).unwrap();
+    true
+}
+
+impl Child {
+    fn spawn(test: &str, manifest: serde_json::Value, nofile: Option<(u64, u64)>) -> Child {
+        use std::os::unix::process::CommandExt;
+        let dir = crate::testutil::tmpdir("child");
+        let path = dir.join("manifest.json");
+        std::fs::write(&path, manifest.to_string()).unwrap();
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", &format!("replay::hostile_tests::{test}"), "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, &path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if let Some((soft, hard)) = nofile {
+            // SAFETY: only async-signal-safe setrlimit between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let r = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut proc = cmd.spawn().unwrap();
+        let mut stdout = std::io::BufReader::new(proc.stdout.take().unwrap());
+        let stderr = proc.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            std::io::BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<_>>()
+        });
+        let ready = loop {
+            let mut l = String::new();
+            assert!(stdout.read_line(&mut l).unwrap() > 0, "child ended before its ready line");
+            if let Some(v) = json_event(&l, "ready") {
+                break v;
+            }
+        };
+        let addrs = ready["listen"].as_array().unwrap().iter().map(|l| l["addr"].as_str().unwrap().parse().unwrap());
+        Child { proc, stdout, stderr: Some(stderr), addrs: addrs.collect(), dir }
+    }
+
+    /// Its open descriptors now.
+    fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.proc.id())).unwrap().count()
+    }
+
+    /// SIGTERM: its final stats and its stderr lines.
+    fn stop(mut self) -> (serde_json::Value, Vec<String>) {
+        unsafe { libc::kill(self.proc.id() as i32, libc::SIGTERM) };
+        let mut rest = String::new();
+        self.stdout.read_to_string(&mut rest).unwrap();
+        self.proc.wait().unwrap();
+        let stats = rest.lines().rev().find_map(|l| json_event(l, "stats")).expect("a stats line");
+        (stats, self.stderr.take().unwrap().join().unwrap())
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.proc.kill();
+        let _ = self.proc.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// A replay process with a hard limit of 40 open files (soft 20, which the server raises
 /// to 40) gets 200 simultaneous connections, each held 200 ms after its answer: each one
 /// is answered within the time bound, accept errors are counted, and stderr carries at
 /// most about one line a second.
 #[test]
 fn open_file_limit_delays_but_answers_every_connection() {
-    if let Ok(m) = std::env::var(CHILD_ENV) {
-        // the child: this very test binary, run as a replay server
-        super::run(super::Args { manifest: m.into() }).unwrap();
+    if child_main() {
         return;
     }
-    use std::os::unix::process::CommandExt;
-    let dir = std::env::temp_dir().join(format!("pltlab-rp-nofile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let manifest = dir.join("manifest.json");
     let m = serde_json::json!({"listen": [{"ip": "127.0.0.1", "port": 0, "tls": false}], "tfo_queue": 0,
         "responses": [{"host": "a.test", "path": "/", "body": {"synth": 2000}}]});
-    std::fs::write(&manifest, m.to_string()).unwrap();
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "replay::hostile_tests::open_file_limit_delays_but_answers_every_connection",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(CHILD_ENV, &manifest)
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped());
-    // SAFETY: only async-signal-safe setrlimit between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            let r = libc::rlimit { rlim_cur: 20, rlim_max: 40 };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let stderr = child.stderr.take().unwrap();
-    let err_lines =
-        std::thread::spawn(move || std::io::BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<_>>());
-    let ready = loop {
-        let mut l = String::new();
-        assert!(stdout.read_line(&mut l).unwrap() > 0, "child ended before its ready line");
-        if let Some(v) = json_event(&l, "ready") {
-            break v;
-        }
-    };
-    let addr: SocketAddr = ready["listen"][0]["addr"].as_str().unwrap().parse().unwrap();
-    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let child = Child::spawn("open_file_limit_delays_but_answers_every_connection", m, Some((20, 40)));
+    let addr = child.addrs[0];
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.proc.id())).unwrap();
     let nofile =
         limits.lines().find(|l| l.starts_with("Max open files")).unwrap().split_whitespace().collect::<Vec<_>>();
     assert_eq!(nofile[3..5], ["40", "40"], "soft limit raised to the hard one: {limits}");
@@ -307,13 +351,7 @@ fn open_file_limit_delays_but_answers_every_connection() {
         assert!(n > 2000);
     }
     let took = t0.elapsed();
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).unwrap();
-    child.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let stats = rest.lines().rev().find_map(|l| json_event(l, "stats")).expect("a stats line");
-    let errs = err_lines.join().unwrap();
+    let (stats, errs) = child.stop();
     assert_eq!(stats["requests"], 200, "{stats}");
     assert!(stats["accept_errors"].as_u64().unwrap() > 0, "the limit was reached: {stats}");
     assert!(took < Duration::from_secs(10), "{took:?}");
@@ -322,3 +360,221 @@ fn open_file_limit_delays_but_answers_every_connection() {
 }
 
 use std::sync::atomic::Ordering::Relaxed;
+
+// --- clients that never finish their handshake or their request head (slowloris) ---
+
+/// The replay's certificate for a.test in `dir`: the manifest's "tls" entry and the client's
+/// TLS configuration (ALPN http/1.1).
+fn certs(dir: &std::path::Path) -> (serde_json::Value, std::sync::Arc<rustls::ClientConfig>) {
+    let g = crate::certs::generate(&["a.test".into()]).unwrap();
+    std::fs::write(dir.join("ca.pem"), &g.ca_pem).unwrap();
+    std::fs::write(dir.join("hosts.pem"), &g.leaf_pem).unwrap();
+    std::fs::write(dir.join("hosts.key"), &g.leaf_key_pem).unwrap();
+    let tls = serde_json::json!({"cert": dir.join("hosts.pem"), "key": dir.join("hosts.key")});
+    (tls, crate::certs::client_config(&dir.join("ca.pem"), &["http/1.1"]).unwrap())
+}
+
+fn tls_client(cfg: &std::sync::Arc<rustls::ClientConfig>) -> rustls::ClientConnection {
+    rustls::ClientConnection::new(cfg.clone(), rustls::pki_types::ServerName::try_from("a.test").unwrap()).unwrap()
+}
+
+/// One request over TLS (a full handshake), answered whole: its status.
+fn tls_get(addr: SocketAddr, cfg: &std::sync::Arc<rustls::ClientConfig>) -> u16 {
+    let mut s = rustls::StreamOwned::new(tls_client(cfg), connect(addr));
+    s.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    status(&out)
+}
+
+/// Blocks until the server closes `s` (EOF or a reset): how long after `since`; panics if it
+/// is still open 5 s later.
+fn closed_after(s: &TcpStream, since: Instant) -> Duration {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 4096];
+    loop {
+        match (&*s).read(&mut b) {
+            Ok(0) => return since.elapsed(),
+            Ok(_) => continue, // an answer or a TLS alert before the close
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return since.elapsed(),
+            Err(e) => panic!("not closed after {:?}: {e}", since.elapsed()),
+        }
+    }
+}
+
+/// 2 x 100 clients send half a ClientHello and wait: the server closes each one at the bound
+/// (500 ms here) and counts it, its descriptors go back to what they were after each wave, and
+/// a well-behaved client is served meanwhile. A real replay process: its descriptors are counted
+/// in /proc.
+#[test]
+fn half_client_hellos_are_closed_at_the_bound_and_counted() {
+    if child_main() {
+        return;
+    }
+    const BOUND: Duration = Duration::from_millis(500);
+    const N: usize = 100;
+    let dir = crate::testutil::tmpdir("hello");
+    let (tls, cfg) = certs(&dir);
+    let m = serde_json::json!({"listen": [{"ip": "127.0.0.1", "port": 0, "tls": true, "alpn": ["h2", "http/1.1"]}],
+        "tls": tls, "tfo_queue": 0, "request_timeout_ms": BOUND.as_millis() as u64,
+        "responses": [{"host": "a.test", "path": "/", "body": {"synth": 2000}}]});
+    let child = Child::spawn("half_client_hellos_are_closed_at_the_bound_and_counted", m, None);
+    let addr = child.addrs[0];
+    let mut hello = Vec::new();
+    tls_client(&cfg).write_tls(&mut hello).unwrap();
+    let half = hello[..hello.len() / 2].to_vec();
+    assert_eq!(tls_get(addr, &cfg), 200);
+    let base = child.fds();
+    // a well-behaved client, all along: each request answered within 2 s
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let good = {
+        let (stop, cfg) = (stop.clone(), cfg.clone());
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Relaxed) {
+                let t = Instant::now();
+                assert_eq!(tls_get(addr, &cfg), 200);
+                assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+                n += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            n
+        })
+    };
+    for wave in 0..2 {
+        let t0 = Instant::now();
+        let slow: Vec<TcpStream> = (0..N)
+            .map(|_| {
+                let mut s = connect(addr);
+                s.write_all(&half).unwrap();
+                s
+            })
+            .collect();
+        std::thread::sleep(BOUND / 2);
+        // (the well-behaved client's connection may come and go: +-2)
+        assert!(child.fds() + 2 >= base + N, "wave {wave}: {} descriptors, {base} before: not held", child.fds());
+        let first = closed_after(&slow[0], t0);
+        assert!(first >= BOUND && first < BOUND + Duration::from_secs(3), "wave {wave}: closed after {first:?}");
+        for s in &slow {
+            assert!(closed_after(s, t0) < BOUND + Duration::from_secs(3), "wave {wave}");
+        }
+        drop(slow);
+        // every one of them given back (the well-behaved client may hold one or two)
+        let t = Instant::now();
+        while child.fds() > base + 2 && t.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(child.fds() <= base + 2, "wave {wave}: {} descriptors, {base} before", child.fds());
+    }
+    stop.store(true, Relaxed);
+    let served = good.join().unwrap();
+    let (stats, _) = child.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(served >= 10, "{served} requests of the well-behaved client");
+    assert_eq!(stats["handshake_timeouts"], 2 * N as u64, "{stats}");
+    assert_eq!((stats["tls_handshake_errors"].as_u64(), stats["request_timeouts"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(stats["requests"], served + 1, "{stats}");
+}
+
+/// Plain HTTP and HTTP/1.1 over TLS, a 400 ms bound: a silent connection, a head trickled
+/// byte by byte, a later head trickled on a keep-alive connection, a pipelined half head and a
+/// TLS connection silent after its handshake are closed at the bound and counted; a head
+/// trickled within the bound is answered, and a keep-alive connection idle between its
+/// requests for twice the bound is served on.
+#[test]
+fn silent_and_slow_request_heads_are_closed_at_the_bound() {
+    const BOUND: Duration = Duration::from_millis(400);
+    let listen =
+        serde_json::json!([{"ip": "127.0.0.1", "port": 0, "tls": false}, {"ip": "127.0.0.1", "port": 0, "tls": true}]);
+    let r =
+        serde_json::json!([{"host": "a.test", "path": "/", "headers": [["X-Tag", "root"]], "body": {"synth": 100}}]);
+    let srv = super::tests::start_server_with(listen, r, serde_json::json!({"request_timeout_ms": 400}));
+    let get = b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n";
+    let closed = |s: &TcpStream, t0: Instant, what: &str| {
+        let d = closed_after(s, t0);
+        assert!(d >= BOUND && d < BOUND + Duration::from_secs(3), "{what}: closed after {d:?}");
+    };
+    // writes `head` a byte every 30 ms from another thread (until the server has closed)
+    let trickle = |s: &TcpStream, head: &'static [u8]| {
+        let mut w = s.try_clone().unwrap();
+        std::thread::spawn(move || {
+            for b in head.chunks(1) {
+                if w.write_all(b).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        })
+    };
+    let slow_head: &'static [u8] =
+        b"GET / HTTP/1.1\r\nHost: a.test\r\nUser-Agent: slowloris/1.0 (a head sent a byte at a time)\r\n\r\n";
+    let mut counted = 0;
+
+    // nothing sent
+    let t0 = Instant::now();
+    closed(&connect(srv.http), t0, "silent");
+    counted += 1;
+    // a head a byte every 30 ms: 3 s for all of it
+    let t0 = Instant::now();
+    let s = connect(srv.http);
+    let w = trickle(&s, slow_head);
+    closed(&s, t0, "trickled head");
+    w.join().unwrap();
+    counted += 1;
+    // the same head in 200 ms (within the bound): answered
+    let mut s = connect(srv.http);
+    for part in get.chunks(4) {
+        s.write_all(part).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(responses(&read_some(&mut s))[0].1, "root", "a head within the bound");
+    // keep-alive: idle for twice the bound between two requests, served on
+    s.write_all(get).unwrap();
+    assert_eq!(responses(&read_some(&mut s))[0].0, 200);
+    std::thread::sleep(2 * BOUND);
+    s.write_all(get).unwrap();
+    assert_eq!(responses(&read_some(&mut s))[0].0, 200, "after idling between requests");
+    // ... then a head trickled on it: the bound counts from its first byte
+    let t0 = Instant::now();
+    let w = trickle(&s, slow_head);
+    closed(&s, t0, "a later head trickled");
+    w.join().unwrap();
+    counted += 1;
+    // a request and half of the next in one write: the first is answered, the half one closed
+    let mut s = connect(srv.http);
+    let t0 = Instant::now();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\nGET / HTTP/1.1\r\nHost: a.").unwrap();
+    let d = closed_after(&s, t0);
+    assert!(d >= BOUND && d < BOUND + Duration::from_secs(3), "pipelined half head: closed after {d:?}");
+    counted += 1;
+    // HTTP/1.1 over TLS: a handshake, then nothing
+    let cfg = crate::certs::client_config(&srv.dir.join("ca.pem"), &["http/1.1"]).unwrap();
+    let t0 = Instant::now();
+    let mut tls = rustls::StreamOwned::new(tls_client(&cfg), connect(srv.https));
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock).unwrap();
+    }
+    closed(&tls.sock, t0, "TLS, silent after its handshake");
+    counted += 1;
+
+    let st = srv.shared.stats.json();
+    assert_eq!(st["request_timeouts"], counted, "{st}");
+    assert_eq!((st["handshake_timeouts"].as_u64(), st["requests"].as_u64()), (Some(0), Some(4)), "{st}");
+}
+
+/// Reads what the server sent until it pauses 100 ms (one keep-alive answer).
+fn read_some(s: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut b = [0u8; 4096];
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let n = s.read(&mut b).unwrap();
+    out.extend_from_slice(&b[..n]);
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    while let Ok(n) = s.read(&mut b) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&b[..n]);
+    }
+    out
+}

@@ -116,7 +116,21 @@ pub struct Manifest {
     pub responses: Vec<ResponseSpec>,
     #[serde(default)]
     pub stats: Option<PathBuf>,
+    /// A connection's TLS handshake and the head of its first request (h2: preface, SETTINGS
+    /// and first HEADERS) must be complete this long after its accept, a later HTTP/1.1 head
+    /// this long after its first byte; else the connection is closed (mod.rs).
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
 }
+
+/// 120 s: over Chromium's 60 s lifetime of an unused (preconnected) socket plus the slowest
+/// handshake of the emulated range (docs/dataplane-interfaces.md).
+fn default_request_timeout_ms() -> u64 {
+    120_000
+}
+
+/// `request_timeout_ms` from 1 ms to a day.
+pub const MAX_REQUEST_TIMEOUT_MS: u64 = 86_400_000;
 
 /// A body: a slice of a shared buffer (file contents or synthetic bytes).
 #[derive(Clone)]
@@ -182,6 +196,13 @@ pub fn load(path: &std::path::Path) -> Result<Manifest> {
     }
     for l in &m.listen {
         check_alpn(l).with_context(|| format!("bad manifest {}", path.display()))?;
+    }
+    if !(1..=MAX_REQUEST_TIMEOUT_MS).contains(&m.request_timeout_ms) {
+        bail!(
+            "bad manifest {}: request_timeout_ms {} is not from 1 to {MAX_REQUEST_TIMEOUT_MS}",
+            path.display(),
+            m.request_timeout_ms
+        );
     }
     Ok(m)
 }

@@ -10,7 +10,9 @@
 //! new session. Single-threaded tokio runtime. Hostile input is bounded:
 //! request heads (crate::http::request: 64 KiB, 100 header lines, strict
 //! framing) are refused with 400/431/501 and a lingering close (answers.rs),
-//! quoted URLs are cut to 256 bytes, accept errors back off (accept.rs).
+//! quoted URLs are cut to 256 bytes, accept errors back off (accept.rs), and a connection
+//! whose TLS handshake or first request head is not in by the manifest's `request_timeout_ms`
+//! (a later head: that long after its first byte) is closed; keep-alive idling is not bounded.
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::io::IoSlice;
@@ -66,6 +68,10 @@ pub struct Stats {
     pub accept_errors: AtomicU64,
     pub tls_connections: AtomicU64,
     pub tls_handshake_errors: AtomicU64,
+    /// Connections closed by `Shared::request_timeout`: in their TLS handshake; without a whole
+    /// request head (none, or one trickling in; h2: no preface, SETTINGS and first HEADERS).
+    pub handshake_timeouts: AtomicU64,
+    pub request_timeouts: AtomicU64,
     /// TLS handshakes completed: full, resumed (PSK from a ticket); of the resumed, those whose
     /// early data (0-RTT) was accepted, and the early data bytes read.
     pub tls_full: AtomicU64,
@@ -180,6 +186,8 @@ impl Stats {
             "accept_errors": self.accept_errors.load(Relaxed),
             "tls_connections": self.tls_connections.load(Relaxed),
             "tls_handshake_errors": self.tls_handshake_errors.load(Relaxed),
+            "handshake_timeouts": self.handshake_timeouts.load(Relaxed),
+            "request_timeouts": self.request_timeouts.load(Relaxed),
             "tls_full": self.tls_full.load(Relaxed),
             "tls_resumed": self.tls_resumed.load(Relaxed),
             "tls_full_used": self.tls_full_used.load(Relaxed),
@@ -215,6 +223,9 @@ pub struct Shared {
     pub h2_priority: priority::Scheme,
     /// Responses wait their recorded server time (manifest `think_time`).
     pub think_time: bool,
+    /// Manifest `request_timeout_ms`: the TLS handshake and the first request head must be in
+    /// this long after the accept, a later HTTP/1.1 head this long after its first byte.
+    pub request_timeout: std::time::Duration,
 }
 
 impl Shared {
@@ -254,6 +265,7 @@ pub fn build_shared(m: &manifest::Manifest) -> Result<Arc<Shared>> {
         sessions: Default::default(),
         h2_priority: m.h2_priority,
         think_time: m.think_time,
+        request_timeout: std::time::Duration::from_millis(m.request_timeout_ms),
     }))
 }
 
@@ -331,15 +343,22 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     let st = &shared.stats;
+                    // a client that never finishes its handshake or first request (slowloris)
+                    // gives its descriptor back at this deadline
+                    let deadline = tokio::time::Instant::now() + shared.request_timeout;
                     match acceptor {
                         None => {
                             st.h1_connections.fetch_add(1, Relaxed);
-                            let _ = serve_conn(tcp, &shared, Scheme::Http, None, None).await;
+                            let _ = serve_conn(tcp, &shared, Scheme::Http, None, None, deadline).await;
                         }
                         Some(cfg) => {
                             st.tls_connections.fetch_add(1, Relaxed);
-                            match tls::accept(cfg, tcp, st.tls_early_bytes.clone()).await {
-                                Ok(mut tls) => {
+                            let hs = tls::accept(cfg, tcp, st.tls_early_bytes.clone());
+                            match tokio::time::timeout_at(deadline, hs).await {
+                                Err(_) => {
+                                    st.handshake_timeouts.fetch_add(1, Relaxed);
+                                }
+                                Ok(Ok(mut tls)) => {
                                     let hs = tls.handshake();
                                     if hs.resumed { &st.tls_resumed } else { &st.tls_full }.fetch_add(1, Relaxed);
                                     if hs.early_data {
@@ -351,13 +370,14 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
                                     if conn.alpn_protocol() == Some(b"h2") {
                                         st.h2_connections.fetch_add(1, Relaxed);
                                         h2::tune_socket(&shared, tls.get_ref().0);
-                                        h2::serve(tls, shared.clone(), sni, used).await;
+                                        h2::serve(tls, shared.clone(), sni, used, deadline).await;
                                     } else {
                                         st.h1_connections.fetch_add(1, Relaxed);
-                                        let _ = serve_conn(tls, &shared, Scheme::Https, sni, Some(&used)).await;
+                                        let used = Some(&*used);
+                                        let _ = serve_conn(tls, &shared, Scheme::Https, sni, used, deadline).await;
                                     }
                                 }
-                                Err(_) => {
+                                Ok(Err(_)) => {
                                     st.tls_handshake_errors.fetch_add(1, Relaxed);
                                 }
                             }
@@ -465,13 +485,16 @@ impl TlsUse {
     }
 }
 
-/// Serves requests on one connection until the client closes it, asks to, or errs.
+/// Serves requests on one connection until the client closes it, asks to, or errs. The first
+/// request head must be in by `first_deadline`, a later one `Shared::request_timeout` after its
+/// first byte (else the connection closes, counted); between requests a connection may idle.
 async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
     mut s: S,
     sh: &Shared,
     scheme: Scheme,
     sni: Option<String>,
     used: Option<&TlsUse>,
+    first_deadline: tokio::time::Instant,
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = vec![0; 16 * 1024];
     let mut len = 0usize;
@@ -480,6 +503,8 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
     // so that garbage is refused without waiting for a blank line
     let mut check = false;
     let mut head: Vec<u8> = Vec::with_capacity(2048);
+    // None: idle between requests (keep-alive), no deadline until a head begins
+    let mut head_deadline = Some(first_deadline);
     loop {
         // Read one request head (at most request::MAX_HEAD_BYTES).
         let req = loop {
@@ -500,13 +525,28 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(
             if len == buf.len() {
                 buf.resize((buf.len() * 2).min(request::MAX_HEAD_BYTES), 0);
             }
-            let n = s.read(&mut buf[len..]).await?;
+            if len > 0 {
+                // a head has begun (its first bytes are in): it must be whole within the bound
+                head_deadline.get_or_insert_with(|| tokio::time::Instant::now() + sh.request_timeout);
+            }
+            let read = s.read(&mut buf[len..]);
+            let n = match head_deadline {
+                None => read.await?,
+                Some(d) => match tokio::time::timeout_at(d, read).await {
+                    Ok(r) => r?,
+                    Err(_) => {
+                        sh.stats.request_timeouts.fetch_add(1, Relaxed);
+                        return Ok(());
+                    }
+                },
+            };
             if n == 0 {
                 return Ok(());
             }
             check = len == 0 || request::may_end_head(&buf[..len + n], len.saturating_sub(2));
             len += n;
         };
+        head_deadline = None;
         sh.stats.requests.fetch_add(1, Relaxed);
         if let Some(u) = used {
             u.request(&sh.stats);

@@ -298,3 +298,27 @@ fn manifest_errors_name_the_response() {
     assert!(e.starts_with("response 1 (b.com/y): body_sha256 \"abc\""), "{e}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn manifest_request_timeout_is_checked() {
+    let dir = tmpdir("mto");
+    let path = dir.join("m.json");
+    let load = |extra: serde_json::Value| {
+        let mut m = serde_json::json!({"listen": [{"ip": "127.0.0.1", "port": 0}], "responses": []});
+        if let Some(o) = extra.as_object() {
+            m.as_object_mut().unwrap().extend(o.clone());
+        }
+        std::fs::write(&path, m.to_string()).unwrap();
+        manifest::load(&path).map(|m| m.request_timeout_ms).map_err(|e| format!("{e:#}"))
+    };
+    assert_eq!(load(serde_json::json!({})), Ok(120_000)); // the default
+    for ms in [1, 86_400_000] {
+        assert_eq!(load(serde_json::json!({"request_timeout_ms": ms})), Ok(ms));
+    }
+    for ms in [0, 86_400_001] {
+        let e = load(serde_json::json!({"request_timeout_ms": ms})).unwrap_err();
+        assert!(e.ends_with(&format!("request_timeout_ms {ms} is not from 1 to 86400000")), "{e}");
+    }
+    assert!(load(serde_json::json!({"request_timeout_ms": -1})).is_err());
+    std::fs::remove_dir_all(dir).ok();
+}

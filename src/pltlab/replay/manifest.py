@@ -32,6 +32,7 @@ def build(
     think_time: bool = False,
     protocol: str = "recorded",
     h2_priority: str = "rfc9218",
+    request_timeout_s: int = 120,
 ) -> dict:
     """Manifest serving every object of ``pages``; bodies (recorded or synthesized) go into one
     file in ``workdir``. With ``tls``, every origin also answers https on 443: browsers upgrade
@@ -39,7 +40,9 @@ def build(
     sub-resources of an upgraded page follow it (scheme-relative references, see synth.ref; a
     recorded ``Location: http://...`` of an http response is served scheme-relative).
     ``protocol`` (the knob): which https addresses offer h2 (``alpn``, see h2_addresses);
-    ``h2_priority`` (knob server_priority): how h2 connections order their responses."""
+    ``h2_priority`` (knob server_priority): how h2 connections order their responses;
+    ``request_timeout_s`` (knob server_timeout_s): a connection's TLS handshake and first request
+    head must be in this long after it connected (docs/robustness.md)."""
     blob_path = os.path.join(workdir, "bodies.bin")
     responses, listen = [], set()
     with open(blob_path, "wb") as blob:
@@ -90,6 +93,7 @@ def build(
         "tfo_queue": tfo_queue,
         "think_time": think_time,
         "h2_priority": h2_priority,
+        "request_timeout_ms": request_timeout_s * 1000,
         "responses": responses,
         "stats": os.path.join(workdir, "replay-stats.json"),
     }

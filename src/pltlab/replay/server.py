@@ -36,13 +36,21 @@ class ReplayServer:
         think_time: bool = False,
         protocol: str = "recorded",
         h2_priority: str = "rfc9218",
+        request_timeout_s: int = 120,
     ):
         self.topo, self.workdir = topo, workdir
         # Every host gets a certificate: a browser may upgrade any host to https (HSTS preload).
         self.tls = make_ca(workdir, sorted(host_ips))
         tls_cfg = {"cert": self.tls["cert"], "key": self.tls["key"]} if self.tls else None
         self.manifest = manifest.build(
-            pages, host_ips, workdir, tls_cfg, think_time=think_time, protocol=protocol, h2_priority=h2_priority
+            pages,
+            host_ips,
+            workdir,
+            tls_cfg,
+            think_time=think_time,
+            protocol=protocol,
+            h2_priority=h2_priority,
+            request_timeout_s=request_timeout_s,
         )
         # addresses whose https answers over h2 (ALPN), for the loads' protocol checks
         self.h2_ips = {e["ip"] for e in self.manifest["listen"] if "h2" in e.get("alpn", ())}

@@ -642,6 +642,21 @@ _ALL = (
         option=("--calibration/--no-calibration",),
         cli_type=bool,
     ),
+    Knob(
+        "server_timeout_s",
+        _int(1, 86_400, " seconds"),
+        120,
+        "The replay closes a connection whose TLS handshake and first request head are not in "
+        "this long after it connected, or a later HTTP/1.1 head this long after its first byte "
+        "(slowloris); idle keep-alive connections stay open. The default outlasts Chromium's 60 s "
+        "for an unused (preconnected) socket (docs/robustness.md).",
+        type=int,
+        unit="s",
+        label="server timeout",
+        scopes=("run", "sweep"),
+        option=("--server-timeout",),
+        cli_type=int,
+    ),
     # -- the run's machinery --
     Knob(
         "pcap",

@@ -291,6 +291,7 @@ class PageRunner:
                 think_time=self.cfg.think_time,
                 protocol=self.cfg.protocol,
                 h2_priority=self.cfg.server_priority,
+                request_timeout_s=self.cfg.server_timeout_s,
             )
             self.replay.start()
             self.topo.watch("replay server", self.replay.proc, self.replay.error)
