@@ -101,6 +101,7 @@ def test_runconfig_holds_parsed_values():
         "client_rmem": None,
         "model": "archive",
         "schemes": "recorded",
+        "hosts": "recorded",
         "calibrated": True,
     }
     assert RunConfig(rate="4mbit").columns()["rate_up_bps"] == 4_000_000  # the uplink: the downlink's
@@ -485,6 +486,7 @@ def test_report_labels_are_the_knobs():
         fmt("protocol", "h2"),
         fmt("server_priority", "round-robin"),
         fmt("tls", "0rtt"),
+        fmt("hosts", "unpreloaded"),
     ] == [
         "down unlimited",
         "up 0.256 Mbit/s",
@@ -497,6 +499,7 @@ def test_report_labels_are_the_knobs():
         "protocol h2",
         "server priority round-robin",
         "TLS 0rtt",
+        "hosts renamed out of the HSTS preload list",
     ]
     assert analysis.DIMS == (
         "rate_down_bps",
@@ -511,6 +514,7 @@ def test_report_labels_are_the_knobs():
         "tls",
         "warm",
         "overrides",
+        "hosts",
     )
 
 

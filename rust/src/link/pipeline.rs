@@ -142,6 +142,9 @@ impl Direction {
                     self.st.all.add(idx);
                     return Err((pkt, Drop::Queue));
                 }
+                // FIFO: it waits until the last packet queued before it has left
+                let wait = self.occ.back().map_or(0, |&(d, _)| d.saturating_sub(now));
+                self.st.queue_wait_interval.record(wait);
                 let dep = sh.depart(now, size);
                 self.occ.push_back((dep, size as u32));
                 self.occ_bytes += size as u64;
@@ -230,6 +233,12 @@ pub(crate) mod tests {
         assert!(d.pop_due(13 * MS - 1).is_none());
         assert_eq!(drain(&mut d, u64::MAX), vec![(13 * MS, 1500), (16 * MS, 1500), (19 * MS, 1500)]);
         assert_eq!(d.st.max_queue_packets, 3);
+        // each waited for the ones before it to be sent (3 ms per 1500 B), not for its own sending
+        let w = d.st.take_interval()["queue_wait_us"].clone();
+        assert_eq!((w["count"].as_u64(), w["max"].as_f64(), w["mean"].as_f64()), (Some(3), Some(6000.0), Some(3000.0)));
+        // a packet arriving once the queue has drained waits for nothing
+        d.arrive(u64::MAX / 2, ipv4(C, S, 1500)).unwrap();
+        assert_eq!(d.st.take_interval()["queue_wait_us"]["max"].as_f64(), Some(0.0));
     }
 
     #[test]

@@ -146,6 +146,9 @@ pub struct DirStats {
     /// since its previous look at the TUNs while it was running).
     pub ingress: Histogram,
     pub ingress_interval: Histogram,
+    /// Since the last snapshot, per packet through the rate (or trace): how long it waited
+    /// behind the packets queued before it, its own serialization not included.
+    pub queue_wait_interval: Histogram,
 }
 
 impl DirStats {
@@ -161,9 +164,11 @@ impl DirStats {
     /// Figures since the previous snapshot; starts the next interval.
     pub fn take_interval(&mut self) -> Value {
         let v = json!({"packets_out": self.packets_out_interval, "lateness_us": self.lateness_interval.to_json_us(),
-                       "ingress_us": self.ingress_interval.to_json_us()});
+                       "ingress_us": self.ingress_interval.to_json_us(),
+                       "queue_wait_us": self.queue_wait_interval.to_json_us()});
         self.lateness_interval = Histogram::default();
         self.ingress_interval = Histogram::default();
+        self.queue_wait_interval = Histogram::default();
         self.packets_out_interval = 0;
         v
     }

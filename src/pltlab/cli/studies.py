@@ -73,7 +73,7 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
             params.update(schemes=schemes)
         exps = study.experiments(params)
         ((_, exp),) = exps
-        out_dir = output or os.path.join("results", time.strftime("reproduce-tfo-%Y%m%d-%H%M%S"))
+        out_dir = output or os.path.join("results", time.strftime(f"{exp.name}-%Y%m%d-%H%M%S"))  # (-today)
         with lock.held(out_dir, "reproduce tfo"):  # until its report is written: one writer per folder
             engine.prepare(study.NAME, params, exps, out_dir, resume)
             ex = executor(cluster, slots)
@@ -114,6 +114,8 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
             out.print(f"95 % CIs of the improvement: {ci}", highlight=False)
             diffs = study.differences(rows)
             out.print("Differences from the paper: " + "; ".join(diffs), highlight=False)
+            for c in built.get("checks") or []:  # savings the handshakes cannot account for, uplink queueing
+                out.print(f"Check: {c}", highlight=False)
             out.print("Why results can differ:", highlight=False)
             for w in study.WHY:
                 out.print(f"  - {w}", highlight=False)

@@ -22,18 +22,37 @@ def explain(folder: str, run_id: int, vs: int | None = None, vs_folder: str | No
     a = loads.load(folder, run_id)
     notes = _notes(folder, [run_id])
     if vs is None:
-        return {"folder": folder, "a": cmp.describe(a), "sentences": [cmp.where_sentence(a)], "notes": notes}
+        q = cmp.queue_sentence(a)
+        return {
+            "folder": folder,
+            "a": cmp.describe(a),
+            "sentences": [cmp.where_sentence(a)] + ([f"{a.label}: {q}"] if q else []),
+            "notes": notes,
+        }
     vf = vs_folder or folder
     b = loads.load(vf, vs)
     notes += _notes(vf, [vs])
     out = cmp.compare(a, b)
+    k1 = cmp.handshake_bound(out)
+    beyond = k1 is not None and out["saved_ms"] > k1 * out["rtt_ms"]
     out.update(
         folder=folder,
+        handshake_bound_rtts=k1,  # what the saved handshakes account for: k + 1 RTT
+        beyond_handshakes=beyond,
         sentences=[
             f"{a.label} vs {b.label}: " + cmp.saved_sentence(out),
             f"{a.label}: " + cmp.where_sentence(a),
             f"{b.label}: " + cmp.where_sentence(b),
-        ],
+        ]
+        + [f"{x.label}: {q}" for x in (a, b) for q in [cmp.queue_sentence(x)] if q]
+        + (
+            [
+                f"more saved than the handshakes account for ({out['saved_rtts']:.1f} RTT > k + 1 = {k1}): "
+                + cmp.cause_sentence(out, a, b)
+            ]
+            if beyond
+            else []
+        ),
         notes=notes,
     )
     return out

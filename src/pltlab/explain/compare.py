@@ -25,6 +25,8 @@ class Load:
     rtt_ms: float | None = None
     tfo: bool | None = None
     page: str = ""
+    queue_wait_us: dict | None = None  # per direction: the link's queue waits (pltlab.run.runner.queue_waits)
+    rate_up_bps: int | None = None
 
 
 def short(url: str, width: int = 48) -> str:
@@ -141,3 +143,89 @@ def saved_sentence(c: dict) -> str:
     n, off = c["new_connections"], c["new_connections_off_path"]
     conns = f"{off} of {n} new connection{'s' if n != 1 else ''} were off the path" if n else "no new connection"
     return f"{head}{what}; {conns}"
+
+
+ROUND_TRIPS = ("tcp", "tls", "request")  # the kinds of work that are one round trip each
+
+
+def beyond_round_trips(path: Path, rtt_ms: float) -> tuple[int, float]:
+    """(n, ms): the handshakes and requests on the critical path that took at least half an RTT
+    (each one round trip: a TFO handshake of ~0 ms is none) and the time they took beyond n RTTs:
+    waiting in the link's queues, or the server's or the loader's time."""
+    took: dict[tuple[str, int | None], float] = {}
+    for s in path.segments:
+        if s.kind in ROUND_TRIPS:
+            took[(s.kind, s.idx)] = took.get((s.kind, s.idx), 0.0) + s.ms
+    trips = [ms for ms in took.values() if ms >= 0.5 * rtt_ms]
+    return len(trips), sum(max(0.0, ms - rtt_ms) for ms in trips)
+
+
+def queue_cause(x: Load) -> str | None:
+    """ "uplink" / "downlink": the direction whose queue held the load's packets an RTT or longer
+    (of two, the one with the longer mean wait), "" when neither did, None when not measured."""
+    q = x.queue_wait_us
+    if not q or not x.rtt_ms:
+        return None
+    long = {d: h for d, h in q.items() if (h.get("max") or 0) >= x.rtt_ms * 1000}
+    return max(long, key=lambda d: long[d].get("mean") or 0) if long else ""
+
+
+def waited(x: Load) -> dict | None:
+    """When the handshakes and requests on the load's critical path waited longer beyond their
+    round trips than those took: ``n`` round trips, ``beyond_ms``, ``cause`` (queue_cause) and
+    that queue's ``wait_us`` figures; else None."""
+    if not x.rtt_ms:
+        return None
+    n, beyond = beyond_round_trips(x.path, x.rtt_ms)
+    if beyond <= n * x.rtt_ms:
+        return None
+    cause = queue_cause(x)
+    return {"n": n, "beyond_ms": beyond, "cause": cause, "wait_us": (x.queue_wait_us or {}).get(cause or "")}
+
+
+def queue_sentence(x: Load) -> str | None:
+    """``waited`` in words, e.g. 'its handshakes and requests on the critical path waited 3120 ms
+    beyond their 16 round trips (320 ms): uplink queueing (256 kbit/s): packets waited up to 1450
+    ms (mean 310 ms) behind those sent before them'; None when they did not wait that long."""
+    w = waited(x)
+    if w is None:
+        return None
+    n = w["n"]
+    head = (
+        f"its handshakes and requests on the critical path waited {w['beyond_ms']:.0f} ms beyond their {n} "
+        f"round trip{'s' if n != 1 else ''} ({n * x.rtt_ms:.0f} ms)"
+    )
+    if w["cause"] is None:
+        return head + " (the link's queues were not measured)"
+    if not w["cause"]:
+        longest = max((h.get("max") or 0) for h in x.queue_wait_us.values())
+        return head + f": not in the link's queues (the longest wait there {longest / 1000:.0f} ms)"
+    h = w["wait_us"]
+    rate = f" ({x.rate_up_bps / 1000:g} kbit/s)" if w["cause"] == "uplink" and x.rate_up_bps else ""
+    return (
+        head + f": {w['cause']} queueing{rate}: packets waited up to {h['max'] / 1000:.0f} ms (mean "
+        f"{h['mean'] / 1000:.0f} ms) behind those sent before them"
+    )
+
+
+def handshake_bound(c: dict) -> int | None:
+    """The round trips that the handshakes the first load saved on the critical path can account
+    for: k + 1 (k saved handshakes, one RTT each, and one more), None without an RTT."""
+    return None if c.get("rtt_ms") is None else c["handshakes_saved_on_path"] + 1
+
+
+def cause_sentence(c: dict, a: Load, b: Load) -> str:
+    """What changed on the critical path besides the handshakes' round trips: the kinds of work
+    that changed most (by at least half an RTT), and either load's waiting beyond its round trips."""
+    rtt = c.get("rtt_ms") or 0.0
+    moved = sorted(
+        ((abs(v), k, v) for k, v in c["split_saved_ms"].items() if abs(v) >= max(0.5 * rtt, 1.0)), reverse=True
+    )
+    parts = [f"{LABELS[k]} {abs(v):.0f} ms {'less' if v > 0 else 'more'}" for _, k, v in moved[:3]]
+    out = ", ".join(parts) if parts else "no kind of work changed by half an RTT"
+    for x in (b, a):
+        w = waited(x)
+        if w:
+            where = f" in {w['cause']} queueing (up to {w['wait_us']['max'] / 1000:.0f} ms)" if w["cause"] else ""
+            out += f"; {x.label} waited {w['beyond_ms']:.0f} ms beyond its {w['n']} round trips{where}"
+    return out

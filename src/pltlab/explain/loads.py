@@ -1,6 +1,7 @@
 """Loads from a results folder for `pltlab explain`: a run's row and requests by id
 (pltlab.experiments.runref), or the median loads of TFO off and on for a page and RTT."""
 
+import json
 import sqlite3
 
 from pltlab import units
@@ -43,7 +44,17 @@ def load(folder: str, run_id: int) -> Load:
         rtt_ms=run.get("rtt_ms"),
         tfo=None if run.get("tfo") is None else bool(run["tfo"]),
         page=run.get("page") or run.get("page_id") or "",
+        queue_wait_us=_queue_waits(run),
+        rate_up_bps=run.get("rate_up_bps"),
     )
+
+
+def _queue_waits(run: dict) -> dict | None:
+    """The link's queue waits during the load (pltlab.run.runner.queue_waits), if measured."""
+    try:
+        return (json.loads(run.get("metrics") or "null") or {}).get("queue_wait_us")
+    except (ValueError, AttributeError):
+        return None
 
 
 def has_graph(folder: str, run_id: int) -> bool:

@@ -138,6 +138,9 @@ def _build(out_dir: str, study_sections=None) -> dict:
     if warning:
         notes.append((warning, True))
     extra = list(study_sections(a)) if study_sections else []
+    checks = why.checks(out_dir, a)  # savings beyond what the handshakes account for, uplink queueing
+    if checks:
+        extra.append(why.section(checks))
     if eff:
         extra.append(
             {
@@ -174,6 +177,7 @@ def _build(out_dir: str, study_sections=None) -> dict:
         "figures": figs,
         "files": written,
         "notes": notes,
+        "checks": checks,
         "meta": meta,
     }
 

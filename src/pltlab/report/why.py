@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pltlab.errors import PltError
 from pltlab.explain import compare as explain_compare
 from pltlab.explain import explain, loads
-from pltlab.report import figures
+from pltlab.report import figures, headline
 
 SOURCE = "the load's dependency graph (pltlab explain)"
 
@@ -48,3 +48,53 @@ def sentence_hook(out_dir: str) -> Callable[[str, list[dict]], str | None]:
         )
 
     return hook
+
+
+CHECKS_TITLE = "Savings checked against the critical path (pltlab explain)"
+
+
+def checks(out_dir: str, analysis: dict) -> list[str]:
+    """Per row (page, RTT, configuration) explained by its median loads of each TFO mode: a saving
+    (the row's, of the means) larger than the handshakes TFO saved on the critical path can account
+    for (saved ms > (k + 1) x RTT, k = those handshakes), or under one RTT although k > 1 (a cost
+    although k = 1: something else cost what they saved), with the cause `pltlab explain` finds;
+    and each median load whose handshakes and requests waited longer in the uplink's queue than
+    their round trips took."""
+    out = []
+    for g in analysis["rows"]:
+        on, off = figures.median_run(g["runs"][True]), figures.median_run(g["runs"][False])
+        if not (on and off and loads.has_graph(out_dir, on["id"]) and loads.has_graph(out_dir, off["id"])):
+            continue
+        try:
+            a, b = loads.load(out_dir, on["id"]), loads.load(out_dir, off["id"])
+        except PltError:
+            continue
+        c = explain_compare.compare(a, b)
+        rtt, k1, saved = g["rtt_ms"], explain_compare.handshake_bound(c), headline.saved_ms(g)
+        where = f"{g['page']} @ {rtt:g} ms" + (f" ({g['config']})" if g["config"] else "")
+        k = c["handshakes_saved_on_path"]
+        runs = f"explain (run #{on['id']} vs #{off['id']}): "
+        hs = f"the {k} handshake{'s' if k != 1 else ''} it saved on the critical path account for"
+        if k1 is not None and saved is not None and rtt and saved > k1 * rtt:
+            out.append(
+                f"{where}: TFO saved {saved:.0f} ms = {saved / rtt:.1f} RTT, more than {hs} (k + 1 = {k1} RTT); "
+                + runs
+                + explain_compare.cause_sentence(c, a, b)
+            )
+        elif k1 is not None and saved is not None and rtt and k and saved < min(1, k - 1) * rtt:
+            out.append(
+                f"{where}: TFO {'saved' if saved >= 0 else 'cost'} {abs(saved):.0f} ms = {saved / rtt:.1f} RTT "
+                f"although it saved {k} handshake{'s' if k != 1 else ''} on the critical path; "
+                + runs
+                + explain_compare.cause_sentence(c, a, b)
+            )
+        for x in (b, a):
+            w = explain_compare.waited(x)
+            if w and w["cause"] == "uplink":
+                out.append(f"{where}, {x.label}: " + explain_compare.queue_sentence(x))
+    return out
+
+
+def section(lines: list[str]) -> dict:
+    """The checks as a report section (every line marked)."""
+    return {"title": CHECKS_TITLE, "lines": lines, "bad": [""]}

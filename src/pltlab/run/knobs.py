@@ -45,6 +45,8 @@ SCOPES = ("run", "shell", "sweep")
 PROTOCOLS = ("recorded", "h1", "h2")
 TLS_MODES = ("full", "resume", "0rtt")
 SERVER_PRIORITIES = ("rfc9218", "round-robin")  # replay/priority.rs
+UNPRELOADED = "unpreloaded"  # knob hosts: names on the HSTS preload list renamed (archive.rename)
+HOSTS = ("recorded", UNPRELOADED)
 MAX_CLIENT_RMEM = 64 << 20
 _HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
 
@@ -626,6 +628,20 @@ _ALL = (
         type=str,
         label="schemes",
         column="schemes",
+        scopes=("run", "sweep"),
+    ),
+    Knob(
+        "hosts",
+        _choice(HOSTS, "host names"),
+        "recorded",
+        "Host names: 'recorded', or 'unpreloaded': every name on Chromium's HSTS preload list renamed "
+        "(one character, same length; in URLs, headers and bodies) so that Chromium loads the page on "
+        "its recorded schemes, e.g. the 2013 pages over http (docs/loaders.md).",
+        type=str,
+        label="host names",
+        column="hosts",
+        describe=lambda v: "hosts renamed out of the HSTS preload list" if v == UNPRELOADED else f"hosts {v}",
+        sweep=True,
         scopes=("run", "sweep"),
     ),
     Knob(

@@ -28,6 +28,7 @@ from http import HTTPStatus
 from urllib.parse import parse_qsl, urlsplit
 
 from pltlab import __version__
+from pltlab.archive import rename
 from pltlab.archive.entries import HTTP_VERSION, protocol_name
 from pltlab.archive.har import CREATOR
 from pltlab.archive.model import Obj, Page, strip_fragment
@@ -56,6 +57,7 @@ LOAD_KEYS = (
     "server_connections",
     "server_tls",
     "tls_warmup_ms",
+    "hosts_renamed",
 )
 
 
@@ -253,7 +255,11 @@ def _entry(r: dict, o: Obj | None, conn: dict | None, rec: dict, t0: float) -> d
 
 
 def build(page: Page, record: dict) -> dict:
-    """The HAR 1.2 document of one load (see the module's doc)."""
+    """The HAR 1.2 document of one load (see the module's doc). A load of a renamed page (knob
+    hosts, ``hosts_renamed`` in the record) is described with the page's names as loaded."""
+    renamed = record.get("hosts_renamed")
+    if renamed:
+        page = rename.Renaming(tuple(sorted(renamed.items()))).page(page)
     conns = {c.get("id"): c for c in record.get("connections") or []}
     client = record.get("client") or "builtin"
     t0 = _num(record.get("load_started_at")) or _num(record.get("started_at")) or time.time()

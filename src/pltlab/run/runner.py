@@ -15,12 +15,18 @@ after them is invalid.
 Protocol: every request records the HTTP version it went over; a load where one went over another
 than the replay offered its origin (h2 on https addresses offering it, to a client that speaks
 h2; else HTTP/1.1) is invalid with the URL named.
+
+Schemes: every request records the URL as loaded. A page loaded with its names renamed out of
+Chromium's HSTS preload list (knob hosts "unpreloaded", pltlab.archive.rename) goes over its
+recorded schemes; a load that fell back to https anyway is invalid (pltlab.run.schemes), as is a
+built-in load that strayed from its plan's schemes.
 """
 
 import statistics
 import time
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from pltlab.archive import rename
 from pltlab.archive.model import Obj, Page, strip_fragment
 from pltlab.errors import PltError
 from pltlab.loaders import builtin, chromium
@@ -31,7 +37,7 @@ from pltlab.net.supervise import ProcessDied
 from pltlab.net.topology import Topology
 from pltlab.replay import hosts as hostmap
 from pltlab.replay.server import ReplayServer
-from pltlab.run import graph, loadpcaps
+from pltlab.run import graph, knobs, loadpcaps, schemes
 from pltlab.run.config import RunConfig
 
 COUNTERS_CLIENT = ("TCPFastOpenActive", "TCPFastOpenActiveFail", "TCPFastOpenCookieReqd")
@@ -258,6 +264,18 @@ def tfo_note(tfo: bool, server: dict | None) -> str | None:
     )
 
 
+def queue_waits(snapshot: dict | None) -> dict | None:
+    """Per direction, how long the packets of a load waited in the link's queue behind the
+    packets before them (the emulator's histogram: count, p50, p99, max, mean in us); None when
+    not measured (netem, no rate, an older pltlab-dp)."""
+    out = {}
+    for d in ("uplink", "downlink"):
+        h = (snapshot or {}).get(d, {}).get("queue_wait_us")
+        if h and h.get("count"):
+            out[d] = {q: h.get(q) for q in ("count", "p50", "p99", "max", "mean")}
+    return out or None
+
+
 class PageRunner:
     """Topology + replay for one page and one link configuration; loads it on demand."""
 
@@ -277,15 +295,19 @@ class PageRunner:
         self.host_ips = {h: self.topo.origin_ips[i] for h, i in self.hosts.items()}
         self.replay: ReplayServer | None = None
         self.https_hosts = None  # hosts the built-in loader upgrades to https (schemes "chromium"/"https")
+        self.loaded, self.renaming = page, rename.Renaming()  # the page as loaded (knob hosts)
+        self.http: set[str] | None = None  # URLs the load must fetch over http (run.schemes), None: no check
         self.warmed = False  # TFO cookies cached for every origin (warm policy: once per runner)
         self._plans: dict[bool, dict] = {}
 
     def __enter__(self):
         self.topo.__enter__()
         try:
+            if self.cfg.hosts == knobs.UNPRELOADED:  # no name of the page on Chromium's HSTS preload list
+                self._rename(hsts.unpreloaded(self.hosts, netns=self.topo.client_ns))
             self.replay = ReplayServer(
                 self.topo,
-                [self.page],
+                [self.loaded],
                 self.host_ips,
                 self.topo.workdir,
                 think_time=self.cfg.think_time,
@@ -300,11 +322,20 @@ class PageRunner:
             elif self.cfg.schemes == "https":  # every origin over https (the replay answers 443 everywhere)
                 self.https_hosts = set(self.hosts)
             if self.https_hosts is not None:  # hops the upgrade makes internal are not fetched
-                self.chain = document_chain(self.page, self.hosts, self.https_hosts)
+                self.chain = document_chain(self.loaded, self.hosts, self.https_hosts)
+            if self.cfg.client != "chromium" or self.renaming:  # (else Chromium upgrades what it likes)
+                self.http = schemes.http_urls(self.loaded, self.https_hosts or ())
         except BaseException:
             self.topo.__exit__(None, None, None)
             raise
         return self
+
+    def _rename(self, r: rename.Renaming) -> None:
+        """Load the page with its names renamed by ``r`` (same origins, same addresses)."""
+        self.renaming, self.loaded = r, r.page(self.page)
+        self.hosts = {r.host(h): i for h, i in self.hosts.items()}
+        self.host_ips = {r.host(h): ip for h, ip in self.host_ips.items()}
+        self.chain = document_chain(self.loaded, self.hosts)
 
     def __exit__(self, *exc):
         try:
@@ -321,7 +352,7 @@ class PageRunner:
             with self.topo.guard("client"):  # a dead emulator/replay kills the browser at once
                 return chromium.load(
                     self.topo,
-                    self.page,
+                    self.loaded,
                     self.host_ips,
                     self.replay.spki,
                     tfo=tfo,
@@ -331,7 +362,7 @@ class PageRunner:
                 )
         if tfo not in self._plans:
             self._plans[tfo] = plans.build(
-                self.page,
+                self.loaded,
                 self.host_ips,
                 tfo=tfo,
                 ca=self.replay.ca,
@@ -344,7 +375,7 @@ class PageRunner:
                 tls_mode=self.cfg.tls,
             )
         res = builtin.load(self.topo, self._plans[tfo], self.topo.workdir, warmed=warmed)
-        tail = plans.tail_ms(self.page, self.cfg.model, self.cfg.calibrated)
+        tail = plans.tail_ms(self.loaded, self.cfg.model, self.cfg.calibrated)
         if tail is not None:  # Chromium's measured time from the last response to loadEventEnd
             res["network_plt_ms"], res["tail_ms"] = res["plt_ms"], tail
             res["plt_ms"] = res["plt_ms"] + tail
@@ -353,8 +384,8 @@ class PageRunner:
     def warm_up(self) -> None:
         """The prior visit that caches a TFO cookie for every origin: one TFO request per origin
         address (the kernel keys cookies by address) for its smallest object, whatever the client."""
-        plan = plans.build(self.page, self.host_ips, tfo=True, ca=self.replay.ca, h2_ips=self.replay.h2_ips)
-        size = {o.url.split("#", 1)[0]: o.size for o in self.page.objects}
+        plan = plans.build(self.loaded, self.host_ips, tfo=True, ca=self.replay.ca, h2_ips=self.replay.h2_ips)
+        size = {o.url.split("#", 1)[0]: o.size for o in self.loaded.objects}
         pick: dict[str, dict] = {}
         for o in plan["objects"]:
             if o["ip"] not in pick or size.get(o["url"], 0) < size.get(pick[o["ip"]]["url"], 0):
@@ -411,7 +442,8 @@ class PageRunner:
             raise PltError("the built-in loader finished without reporting the end of its TLS warm-up visit")
         c0, s0 = before["c"], before["s"]
         c1, s1 = self.topo.counters(), self.replay.snapshot()
-        late = lateness.summary(self.topo.link_snapshot())
+        snap = self.topo.link_snapshot()
+        late, queued = lateness.summary(snap), queue_waits(snap)
         server = conns = tls = None
         if s0 and s1:  # what the replay server saw during this load
             server = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TFO_KEYS}
@@ -433,6 +465,7 @@ class PageRunner:
             doc = document_problem(self.chain, requests, self._plans.get(tfo))
         reason = (
             judge(tfo, counters, requests, doc)
+            or (schemes.problem(requests, self.http, res.get("hsts_upgraded") or ()) if self.http is not None else None)
             or protocol_problem(requests, self.host_ips, self.replay.h2_ips)
             or tls_problem(self.cfg.tls, tls, requests, self.cfg.client)
         )
@@ -449,6 +482,7 @@ class PageRunner:
             "client": self.cfg.client,
             "protocol": self.cfg.protocol,
             "tls": self.cfg.tls,
+            "hosts_renamed": self.renaming.mapping() or None,  # recorded name -> as loaded (knob hosts)
             "rep": rep,
             "plt_ms": res["plt_ms"],
             # built-in loader with a calibrated model="chromium": plt_ms = network_plt_ms + tail_ms
@@ -464,6 +498,8 @@ class PageRunner:
             "server_tls": tls,  # full and resumed handshakes, early data accepted (connections, bytes)
             "tls_warmup_ms": res.get("warmup_ms"),  # the loader's visit before the load (resume/0rtt)
             "emulator_lateness_us": late,  # the emulator's lateness during this load
+            # how long packets waited in each direction's queue behind those before them (pltlab.explain)
+            "metrics": {"queue_wait_us": queued} if queued else None,
             "started_at": before["t"],  # wall clock (s) of the load's start and end
             "ended_at": ended,
             "not_found": sum(1 for r in requests if r.get("status") == 404),

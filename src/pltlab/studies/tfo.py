@@ -5,6 +5,19 @@ Link: RTT 20/100/200 ms, 4 Mbit/s down, 256 kbit/s up: the profile the 2013 CS24
 (jfbastien/tcp-fastopen) names for the paper's emulation. cubic, warm TFO cookies (a prior visit),
 TFO off vs on, built-in loader unless --client chromium.
 
+Schemes: the paper's pages were loaded over http, as recorded, with no TLS. The built-in loader
+does so by itself; Chromium would upgrade most of them to https (their names are on its HSTS
+preload list), so with `--client chromium` every preloaded name is renamed out of that list
+(knob hosts "unpreloaded", pltlab.archive.rename: one character, same length, in URLs, headers
+and bodies) and a load that went over https anyway is invalid (pltlab.run.schemes).
+
+`--schemes https` measures today's conditions instead, as their own experiment
+("reproduce-tfo-today"): the names as recorded, the schemes as Chromium's HSTS preload list
+makes them (Chromium: its own upgrades, with its ~2 KB post-quantum ClientHello; built-in loader:
+schemes "chromium", the same upgrades with its own small ClientHello). On a 256 kbit/s uplink the
+ClientHellos of connections opened together queue behind each other, the more so without TFO:
+such a table measures the uplink, not the round trip TFO saves (docs/loaders.md).
+
 `--protocol h1|h2` reruns the table on today's web: every origin over https (schemes "https"),
 HTTP/1.1 or h2, TLS 1.3 as `--tls` says (full, resume, 0rtt); built-in loader only (Chromium
 loads these http pages on their recorded schemes). What remains of TFO's gain over h2, where
@@ -17,9 +30,11 @@ from pltlab.archive import bundled
 from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
 from pltlab.experiments.spec import Config, Experiment, PageEntry, page_label
+from pltlab.run.knobs import UNPRELOADED
 from pltlab.studies.engine import config, lines, table
 
 NAME = "tfo"
+SCHEMES = ("recorded", "https")  # --schemes: the paper's (http as recorded) or today's (HSTS upgrades)
 
 RTTS = ("20ms", "100ms", "200ms")
 REPS, QUICK_REPS = 5, 2
@@ -57,6 +72,7 @@ def experiment(
     reps: int | None = None,
     protocol: str = "recorded",
     tls: str = "full",
+    schemes: str = "recorded",
 ) -> Experiment:
     if client not in ("builtin", "chromium"):
         raise PltError(f"invalid --client {client!r}: builtin or chromium")
@@ -66,6 +82,10 @@ def experiment(
         raise PltError(f"invalid --tls {tls!r}: full, resume or 0rtt")
     if protocol == "recorded" and tls != "full":
         raise PltError(f"--tls {tls} needs https: add --protocol h1 or h2 (the 2013 pages are http)")
+    if schemes not in SCHEMES:
+        raise PltError(f"invalid --schemes {schemes!r}: recorded (http, as in 2013) or https (today's HSTS upgrades)")
+    if schemes != "recorded" and protocol != "recorded":
+        raise PltError(f"--schemes {schemes} and --protocol {protocol} both choose https: give one of them")
     if protocol != "recorded" and client == "chromium":
         raise PltError(
             f"--protocol {protocol} is for the built-in loader (Chromium loads the 2013 http pages on their "
@@ -86,25 +106,66 @@ def experiment(
     today = protocol != "recorded"
     if today:  # TLS and the protocol are knobs of each configuration; every origin over https
         configs = [Config(**{**c.values(), "protocol": protocol, "tls": tls}) for c in configs]
+    renamed = client == "chromium" and schemes == "recorded"  # the paper's http in Chromium
+    if renamed:
+        configs = [Config(**{**c.values(), "hosts": UNPRELOADED}) for c in configs]
+    hsts = schemes == "https"  # today's: the HSTS preload list's upgrades (Chromium's own)
+    name = "reproduce-tfo-today" if hsts else "reproduce-tfo"
     flags = f"{' --protocol ' + protocol if today else ''}{' --tls ' + tls if tls != 'full' else ''}"
+    flags += " --schemes https" if hsts else ""
+    settings = {"schemes": "https"} if today else {"schemes": "chromium"} if hsts and client == "builtin" else {}
     src = (
         f"# pltlab reproduce tfo{' --quick' if quick else ''}{' --client ' + client if client != 'builtin' else ''}"
-        f'{" --corpus " + corpus if corpus else ""}{flags}\nname = "reproduce-tfo"\n'
+        f"{' --corpus ' + corpus if corpus else ''}{flags}\n" + f'name = "{name}"\n'
         f'pages = {[e.label for e in entries]!r}\nrtt = {list(RTTS)!r}\nrate = "4mbit"\n'
         f'rate_up = "256kbit"\ncc = "cubic"\nwarmup = "warm"\ntfo = ["off", "on"]\n'
         f'client = "{client}"\nrepetitions = {n}\nseed = 1\n'
-        + (f'schemes = "https"\nprotocol = "{protocol}"\ntls = "{tls}"\n' if today else "")
+        + (f'protocol = "{protocol}"\ntls = "{tls}"\n' if today else "")
+        + "".join(f'{k} = "{v}"\n' for k, v in settings.items())
+        + (f'hosts = "{UNPRELOADED}"\n' if renamed else "")
     ).replace("'", '"')
+    if hsts:  # (its own words: after the quotes were made TOML's)
+        src = src.replace("\n", f"\n# {CONDITIONS['today']}\n", 1)
     return Experiment(
-        name="reproduce-tfo",
+        name=name,
         pages=entries,
         configs=configs,
         tfo_modes=(False, True),
         repetitions=n,
         seed=1,
         source=src,
-        settings={"schemes": "https"} if today else {},
+        settings=settings,
     )
+
+
+CONDITIONS = {
+    "paper": "the paper's conditions: the pages over http as recorded in 2013, no TLS",
+    "paper-renamed": (
+        "the paper's conditions: the pages over http as recorded in 2013, no TLS; Chromium loads them "
+        "with the names on its HSTS preload list renamed out of it (one character, same length), and a "
+        "load that went over https anyway is invalid"
+    ),
+    "today": (
+        "today's conditions, not the paper's: the names as recorded, so the hosts on the HSTS preload list "
+        "and what they load go over https (Chromium: TLS 1.3 with a ~2 KB post-quantum ClientHello); on "
+        "a 256 kbit/s uplink the ClientHellos of connections opened together queue behind each other, the "
+        "more so without TFO (the report measures each load's uplink queue)"
+    ),
+    "https": "today's web: every origin over https",
+}
+
+
+def condition(analysis: dict) -> str:
+    """Which conditions the rows' loads were measured in (CONDITIONS), from their run rows."""
+    runs = [r for g in analysis["rows"] for side in (False, True) for r in g["runs"][side]]
+    if any(r.get("schemes") == "https" for r in runs):
+        return CONDITIONS["https"]
+    chromium = any(r.get("client") == "chromium" for r in runs)
+    if chromium and all(r.get("hosts") == UNPRELOADED for r in runs):
+        return CONDITIONS["paper-renamed"]
+    if chromium or any(r.get("schemes") == "chromium" for r in runs):
+        return CONDITIONS["today"]
+    return CONDITIONS["paper"]
 
 
 def experiments(params: dict) -> list[tuple[str, Experiment]]:
@@ -145,10 +206,18 @@ def differences(rs: list[dict]) -> list[str]:
         if i is not None and not lo <= i <= hi:
             out.append(f"{r['page']} @ {r['rtt_ms']:g} ms: {i:.1%} is outside the paper's {lo:.0%}..{hi:.0%}")
     for page in sorted({r["page"] for r in rs}):
-        imps = [r["improvement"] for r in sorted(rs, key=lambda r: r["rtt_ms"]) if r["page"] == page]
-        if None not in imps and any(b < a for a, b in zip(imps, imps[1:])):
+        mine = [r for r in sorted(rs, key=lambda r: r["rtt_ms"]) if r["page"] == page]
+        imps = [r["improvement"] for r in mine]
+        if None not in imps and any(_falls(a, b) for a, b in zip(mine, mine[1:])):
             out.append(f"{page}: the improvement does not grow with RTT ({' -> '.join(f'{x:.1%}' for x in imps)})")
     return out
+
+
+def _falls(a: dict, b: dict) -> bool:
+    """The improvement falls from row ``a`` to row ``b`` (a larger RTT) beyond b's 95 % CI (without
+    one: at all)."""
+    hi = b["improvement_ci"][1]
+    return (hi if hi is not None else b["improvement"]) < a["improvement"]
 
 
 def sections(analysis: dict) -> list[dict]:
@@ -171,6 +240,7 @@ def sections(analysis: dict) -> list[dict]:
         lines(
             f"Published: {PAPER['source']}",
             [f"improvements from {lo:.0%} to {hi:.0%}, {PAPER['trend']}"]
+            + [f"measured in {condition(analysis)}"]
             + [f"difference: {d}" for d in differences(rs)]
             + [f"why results can differ: {w}" for w in WHY],
             bad=["difference: "],

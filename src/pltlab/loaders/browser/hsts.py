@@ -18,6 +18,7 @@ import subprocess
 from urllib.parse import quote, urlsplit
 
 from pltlab import files
+from pltlab.archive import rename
 from pltlab.loaders.browser import flags
 from pltlab.loaders.browser.driver import Chromium
 
@@ -68,6 +69,12 @@ def upgraded_hosts(hosts, netns: str | None = None, executable: str | None = Non
         except OSError:
             pass
     return {h for h in hosts if known.get(h)}
+
+
+def unpreloaded(hosts, netns: str | None = None, executable: str | None = None) -> rename.Renaming:
+    """The renaming (pltlab.archive.rename) that takes ``hosts`` (a page's names) out of this
+    Chromium's HSTS preload list: its entries renamed to names this Chromium does not upgrade."""
+    return rename.choose(hosts, lambda hs: upgraded_hosts(hs, netns=netns, executable=executable))
 
 
 def _probe(hosts: list[str], netns: str | None, exe: str) -> dict[str, bool]:
