@@ -47,6 +47,8 @@ def held(out_dir: str, what: str, create: bool = True) -> Iterator[None]:
     ("sweep", "report", ...), or a PltError naming the live holder. A folder this call made is
     removed again when the body fails and left nothing but the lock: a refused command leaves
     nothing behind."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise PltError(f"{out_dir}: exists and is not a directory: choose another output folder (-o)")
     made = not os.path.isdir(out_dir)
     if made and not create:
         raise PltError(f"{out_dir}: no such folder")
