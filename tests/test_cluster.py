@@ -55,13 +55,38 @@ def _wait_gone(before: set[int], seconds: float = 20) -> set[int]:
     return _ray_processes() - before
 
 
+def _auth_off(monkeypatch) -> None:
+    """Ray's test clusters without token authentication, whatever Ray did in this process before
+    (a `ray.init()` of its own sets RAY_AUTH_MODE=token here, and Ray's C++ side keeps the mode it
+    first read: both reset, as Ray's own tests do)."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    try:
+        from ray._private.authentication_test_utils import reset_auth_token_state
+    except ImportError:  # an older Ray: no token authentication
+        return
+    reset_auth_token_state()
+
+
+def _on_loopback(monkeypatch) -> None:
+    """Clusters of Ray's test utility on 127.0.0.1 (every node's address, its GCS bound there):
+    Ray keeps loopback when it takes the machine for a cluster of its own (what
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 sets at import)."""
+    from ray._private import ray_constants
+
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+
+
 @pytest.fixture
-def cluster():
-    """A head without slots and two simulated nodes with one slot each; torn down afterwards, and
-    no Ray process of it left."""
+def cluster(monkeypatch):
+    """A head without slots and two simulated nodes with one slot each, all on 127.0.0.1 (a
+    two-node loopback cluster on this machine); torn down afterwards, and no Ray process of it
+    left."""
     before = _ray_processes()
+    _auth_off(monkeypatch)
+    _on_loopback(monkeypatch)
     c = Cluster(initialize_head=True, head_node_args={**SMALL, "object_store_memory": 100 * MB})
     c.pltlab_nodes = [c.add_node(resources={SLOT: 1}, **SMALL) for _ in range(2)]
+    assert c.address.startswith("127.0.0.1:")
     ray.init(address=c.address, log_to_driver=False)
     try:
         yield c
@@ -245,19 +270,25 @@ def test_driver_sigkilled_then_resumed_loses_and_repeats_nothing(cluster, tmp_pa
 
 
 def test_cluster_cli_up_status_down(tmp_path):
+    """A head on loopback (--node-ip 127.0.0.1): the address printed is the one joined; `down`
+    stops it and nothing else."""
     before = _ray_processes()
     port = 6390 + os.getpid() % 50
     try:
-        cp = pltlab_cmd("cluster", "up", "--slots", "2", "--port", str(port), timeout=180)
+        cp = pltlab_cmd("cluster", "up", "--slots", "2", "--port", str(port), "--node-ip", "127.0.0.1", timeout=180)
         assert cp.returncode == 0, cp.stderr
         assert f"--cluster 127.0.0.1:{port}" in cp.stdout
         cp = pltlab_cmd("cluster", "status", f"127.0.0.1:{port}", "--json", timeout=120)
         assert cp.returncode == 0, cp.stderr
-        nodes = json.loads(cp.stdout)["nodes"]
+        got = json.loads(cp.stdout)
+        assert got["address"] == f"127.0.0.1:{port}"  # dialled as given (Ray would dial the node's address)
+        nodes = got["nodes"]
         assert len(nodes) == 1 and nodes[0]["slots"] == 2 and nodes[0]["alive"]
+        assert nodes[0]["address"] == "127.0.0.1"
     finally:
         cp = pltlab_cmd("cluster", "down", timeout=120)
     assert cp.returncode == 0, cp.stderr
+    assert "Ray stopped on this machine (1 `pltlab cluster up`)" in cp.stdout
     assert not _wait_gone(before)
 
 
@@ -283,7 +314,8 @@ def test_real_sweep_on_a_two_node_cluster_end_to_end(tmp_path, monkeypatch):
     the one slot (loads on one machine must not overlap), the other without, the check for real.
     The test's cluster asks for no token (Ray's test utilities): the CLI is told so."""
     before = _ray_processes()
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    _auth_off(monkeypatch)
+    _on_loopback(monkeypatch)
     c = Cluster(initialize_head=True, head_node_args={**SMALL, "object_store_memory": 100 * MB})
     try:
         c.add_node(resources={SLOT: 1}, **SMALL)

@@ -29,6 +29,15 @@ SlotsOpt = Annotated[
         help="With --cluster: loads at once per node (default 1; more only if the node's check passes with that many).",
     ),
 ]
+CONNECT_TIMEOUT_S = 20.0  # (pltlab.cluster.connect.CONNECT_TIMEOUT_S: Ray is not imported here)
+ConnectTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--connect-timeout",
+        help="Seconds to join the cluster before giving up with one line (slow networks: more). Ray's own "
+        "messages meanwhile go to a log (PLTLAB_CLUSTER_VERBOSE=1: to the terminal).",
+    ),
+]
 
 
 def _token_auth() -> None:
@@ -49,16 +58,20 @@ def _driver():
     return driver
 
 
-def executor(cluster: str | None, slots: int, keep_up: bool = False):
+def executor(cluster: str | None, slots: int, connect_timeout: float = CONNECT_TIMEOUT_S, keep_up: bool = False):
     """The sweep's executor: None (this machine) without --cluster. ``keep_up``: for several
     experiments in a row (the caller closes it)."""
     if cluster is None:
         if slots != 1:
             raise PltError("--slots needs --cluster")
+        if connect_timeout != CONNECT_TIMEOUT_S:
+            raise PltError("--connect-timeout needs --cluster")
         return None
     if slots < 1:
         raise PltError(f"invalid --slots {slots}: must be at least 1")
-    return _driver().ClusterExecutor(cluster, slots, keep_up=keep_up)
+    if not connect_timeout > 0:
+        raise PltError(f"invalid --connect-timeout {connect_timeout:g}: must be more than 0 seconds")
+    return _driver().ClusterExecutor(cluster, slots, keep_up=keep_up, connect_timeout=connect_timeout)
 
 
 def _local():
@@ -74,12 +87,26 @@ def up(
         str | None, typer.Option("--address", help="Join the cluster at HOST:PORT instead of starting a head.")
     ] = None,
     port: Annotated[int, typer.Option("--port", help="The head's port.")] = 6379,
+    node_ip: Annotated[
+        str | None,
+        typer.Option(
+            "--node-ip",
+            help="The address this machine is reached at by the others (default: Ray's choice, the address of "
+            "the interface of the default route). 127.0.0.1: a head for this machine alone.",
+        ),
+    ] = None,
+    connect_timeout: ConnectTimeoutOpt = CONNECT_TIMEOUT_S,
 ):
     """Start Ray on this machine offering pltlab's slots: a cluster's head, or a node joining one."""
-    addr = _local().up(slots, address, port)
-    print(
-        f"cluster at {addr}: pltlab sweep FILE --cluster {addr}   (other machines: pltlab cluster up --address {addr})"
-    )
+    addr = _local().up(slots, address, port, node_ip, connect_timeout)
+    if address:
+        print(f"joined the cluster at {addr}: pltlab sweep FILE --cluster {addr} (on a node of it)")
+    elif addr.startswith(("127.", "[::1]")):
+        print(f"cluster at {addr} (this machine alone): pltlab sweep FILE --cluster {addr}")
+    else:
+        print(
+            f"cluster at {addr}: pltlab sweep FILE --cluster {addr}   (other machines: pltlab cluster up --address {addr})"
+        )
 
 
 def status(
@@ -88,13 +115,15 @@ def status(
         str | None, typer.Option("--results", help="A cluster sweep's output folder: runs and checks per node.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    connect_timeout: ConnectTimeoutOpt = CONNECT_TIMEOUT_S,
 ):
     """Each node of a cluster: its slots and, with --results, its runs done and check figures."""
-    nodes = _local().status(address, results)
+    got = _local().status(address, results, connect_timeout)
     if as_json:
-        print(json.dumps({"nodes": nodes}))
+        print(json.dumps(got))
         return
-    t = Table(title=f"cluster {escape(address)}")
+    nodes = got["nodes"]
+    t = Table(title=f"cluster {escape(got['address'])}")
     for col in ("node", "host", "slots", "state", "runs", "RTT p99 err (ms)", "rate err"):
         t.add_column(col)
     for n in nodes:
@@ -115,10 +144,22 @@ def status(
     Console().print(t)
 
 
-def down():
+def down(
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Every Ray process of this machine (ray stop), not only those of pltlab cluster up."
+        ),
+    ] = False,
+):
     """Stop the Ray processes `pltlab cluster up` started on this machine."""
-    _local().down()
-    print("cluster: Ray stopped on this machine")
+    n = _local().down(everything)
+    if everything:
+        print("cluster: every Ray process of this machine stopped (ray stop)")
+    elif n:
+        print(f"cluster: Ray stopped on this machine ({n} `pltlab cluster up`)")
+    else:
+        print("cluster: nothing of `pltlab cluster up` runs on this machine (--all: every Ray process, ray stop)")
 
 
 def register(app: typer.Typer) -> None:

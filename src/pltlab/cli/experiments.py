@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pltlab import units
-from pltlab.cli.cluster import ClusterOpt, SlotsOpt
+from pltlab.cli.cluster import CONNECT_TIMEOUT_S, ClusterOpt, ConnectTimeoutOpt, SlotsOpt
 from pltlab.cli.options import CorpusOpt, knob_options
 from pltlab.cli.progress import LoadProgress, working
 from pltlab.errors import PltError
@@ -186,6 +186,7 @@ def sweep(
     ] = False,
     cluster: ClusterOpt = None,
     slots: SlotsOpt = 1,
+    connect_timeout: ConnectTimeoutOpt = CONNECT_TIMEOUT_S,
 ):
     """Run an experiment file's full cross product into an SQLite results database."""
     from pltlab.cli.cluster import executor
@@ -197,7 +198,7 @@ def sweep(
     out_dir = output or sweeper.default_out(exp)
     with lock.held(out_dir, "sweep"):  # from the checks to the report: one writer per folder
         sweeper.prepare(exp, out_dir, resume)  # refuse before printing anything
-        ex = executor(cluster, slots)
+        ex = executor(cluster, slots, connect_timeout)
         out = Console(stderr=True)
         out.print(
             f"{exp.name}: {len(exp.pages)} page(s) x {len(exp.configs)} configuration(s) x "

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from pltlab import units
-from pltlab.cli.cluster import ClusterOpt, SlotsOpt
+from pltlab.cli.cluster import CONNECT_TIMEOUT_S, ClusterOpt, ConnectTimeoutOpt, SlotsOpt
 from pltlab.cli.experiments import _print_seeds_table
 from pltlab.errors import PltError
 from pltlab.experiments import lock
@@ -56,6 +56,7 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
         ] = "recorded",
         cluster: ClusterOpt = None,
         slots: SlotsOpt = 1,
+        connect_timeout: ConnectTimeoutOpt = CONNECT_TIMEOUT_S,
     ):
         """The TFO paper's experiment: RTT 20/100/200 ms, 4 Mbit/s down, 256 kbit/s up, TFO off vs on."""
         from pltlab.cli.cluster import executor
@@ -76,7 +77,7 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
         out_dir = output or os.path.join("results", time.strftime(f"{exp.name}-%Y%m%d-%H%M%S"))  # (-today)
         with lock.held(out_dir, "reproduce tfo"):  # until its report is written: one writer per folder
             engine.prepare(study.NAME, params, exps, out_dir, resume)
-            ex = executor(cluster, slots)
+            ex = executor(cluster, slots, connect_timeout)
             err = Console(stderr=True)
             err.print(
                 f"reproduce tfo: {', '.join(e.label for e in exp.pages)} x RTT 20/100/200 ms, 4 Mbit/s down, "
@@ -180,6 +181,7 @@ def icw_command(app: typer.Typer, name: str = "icw") -> None:
         ] = False,
         cluster: ClusterOpt = None,
         slots: SlotsOpt = 1,
+        connect_timeout: ConnectTimeoutOpt = CONNECT_TIMEOUT_S,
     ):
         """Initial congestion window study (Yahoo! CDN, IMC 2011): PLT vs RTT and loss, object
         transfer times in RTTs, fairness of a large ICW against a long flow."""
@@ -204,7 +206,7 @@ def icw_command(app: typer.Typer, name: str = "icw") -> None:
                     losses=[percent(x) for x in loss] if loss else None,
                     fairness_seconds=fairness_seconds,
                     parts=only or None,
-                    cluster=(cluster, slots),
+                    cluster=(cluster, slots, connect_timeout),
                 )
         except PltError as e:
             print(f"pltlab: error: {e}", file=sys.stderr)
@@ -217,7 +219,7 @@ def reproduce_icw(
     resume: bool,
     as_json: bool,
     config_file: str | None,
-    cluster: tuple[str | None, int] = (None, 1),
+    cluster: tuple[str | None, int, float] = (None, 1, CONNECT_TIMEOUT_S),
     **given,
 ) -> dict:
     """Run the ICW study's parts into ``out`` (resumable), then write its results.json, tables.md,

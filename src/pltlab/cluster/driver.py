@@ -15,42 +15,41 @@ out with one line saying why (`pltlab check`, about a minute per node). What eac
 """
 
 import json
-import logging
+import os
+import signal
 from collections import deque
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from pltlab.cluster.node import NodeWorker, refusal
+from pltlab.cluster.connect import CONNECT_TIMEOUT_S, join, leave, note_sigterm, parse, terminated
+from pltlab.cluster.node import NodeWorker, clean_after, refusal
 from pltlab.errors import PltError
 from pltlab.experiments.sweep import MAX_ATTEMPTS, Item, Sweep
 
 SLOT = "pltlab_slot"  # custom resource: a node offers as many as it runs loads at once
 OBJECT_STORE_BYTES = 100 * 1024**2  # a local cluster's object store (pages are small)
 PROBE_TIMEOUT_S = 900.0  # a node's self-check (about a minute; more on a busy machine)
+ABORT_CLEAN_S = 20.0  # interrupted: each node's clean-up after its slots were killed
+LOG_NAME = "cluster.log"  # in the output folder: Ray's messages while joining the cluster
 
 
-def connect(address: str, slots: int = 1) -> bool:
-    """Join the cluster at ``address`` ("local": start one on this machine with ``slots`` slots).
-    Returns whether this call started Ray (then the caller shuts it down)."""
-    if ray.is_initialized():
-        return False
-    try:
-        if address == "local":
-            ray.init(
-                num_cpus=1,
-                resources={SLOT: slots},
-                object_store_memory=OBJECT_STORE_BYTES,
-                include_dashboard=False,
-                log_to_driver=False,
-                logging_level=logging.WARNING,
-            )
-        else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        raise PltError(f"--cluster {address}: cannot join the Ray cluster: {e}") from e
-    return True
+def connect(
+    address: str, slots: int = 1, timeout: float = CONNECT_TIMEOUT_S, log: str | None = None, what: str | None = None
+) -> bool:
+    """Join the cluster at ``address`` ("local": start one on this machine with ``slots`` slots)
+    within ``timeout`` seconds, Ray's messages into ``log`` (pltlab.cluster.connect). Returns
+    whether this call connected (then the caller shuts Ray down)."""
+    local = None
+    if address == "local":
+        local = {
+            "num_cpus": 1,
+            "resources": {SLOT: slots},
+            "object_store_memory": OBJECT_STORE_BYTES,
+            "include_dashboard": False,
+        }
+    return join(address, what=what or f"--cluster {address}", timeout=timeout, log=log, local=local)
 
 
 def slot_nodes() -> list[dict]:
@@ -67,7 +66,13 @@ class ClusterExecutor:
 
     ``slots``: loads at once per node (at most what the node offers; a local cluster offers
     this many). ``check``: run the link self-check on each node first (off only with fake loads).
-    ``fake_load_s``: loads that only wait this long (benches, tests). ``inject``: see NodeWorker."""
+    ``fake_load_s``: loads that only wait this long (benches, tests). ``inject``: see NodeWorker.
+    ``connect_timeout``: seconds to join the cluster (pltlab.cluster.connect; Ray's messages
+    meanwhile go to the output folder's cluster.log).
+
+    Interrupted (Ctrl-C, SIGTERM) in any phase, it kills its slots' actors at once and has each
+    node remove what their runners left (namespaces, links, work folders), then lets go of Ray:
+    a few seconds, nothing of it left."""
 
     def __init__(
         self,
@@ -78,15 +83,21 @@ class ClusterExecutor:
         inject: dict | None = None,
         max_live: int = 4,
         keep_up: bool = False,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
     ):
         if slots < 1:
             raise PltError(f"invalid --slots {slots}: must be at least 1")
-        self.address, self.slots, self.check = address, slots, check
+        if not connect_timeout > 0:
+            raise PltError(f"invalid --connect-timeout {connect_timeout:g}: must be more than 0 seconds")
+        if address != "local":
+            parse(address, f"--cluster {address}", " or local")  # (a typo said before the sweep starts)
+        self.address, self.slots, self.check, self.connect_timeout = address, slots, check, connect_timeout
         self.fake, self.inject, self.max_live = fake_load_s, inject, max_live
         self.actors: list = []  # index -> actor handle (None once lost)
         self.node_of: list[dict] = []  # index -> its node's description
         self.nodes: dict[str, dict] = {}  # node id -> what the meta table records
         self.base: dict | None = None
+        self.made: dict[str, list] = {}  # node id -> [(actor, its process id's reference)]: every actor made
         # a study's experiments one after the other (keep_up): Ray stays up until close(), and
         # each node is checked once (its figures kept by node id)
         self.keep_up, self.started = keep_up, False
@@ -113,6 +124,8 @@ class ClusterExecutor:
                 ).remote(sweep.exp.kind, self.max_live, self.fake, self.inject)
                 for _ in range(k)
             ]
+            # (its process id first: an interrupted sweep waits for exactly these to be gone)
+            self.made[n["NodeID"]] = [(a, a.pid.remote()) for a in slots[n["NodeID"]]]
         # every slot of every node checks at once: a node with N slots passes with N at once
         probes = {
             nid: [a.probe.remote(self.check and nid not in self.checked) for a in acts] for nid, acts in slots.items()
@@ -173,22 +186,33 @@ class ClusterExecutor:
     def run(self, sweep: Sweep, todo: list[Item], seen: dict, finish, retrying) -> None:
         if not todo:
             return
-        self.started |= connect(self.address, self.slots)
         try:
-            self._admit(sweep)
-            self._dispatch(sweep, todo, seen, finish, retrying)
-        finally:
+            log = os.path.join(sweep.out_dir, LOG_NAME)
+            self.started |= connect(self.address, self.slots, self.connect_timeout, log)
+            note_sigterm()
             try:
-                self._close(sweep)
-            finally:
-                self.actors, self.node_of, self.nodes, self.base = [], [], {}, None
-                if not self.keep_up:
-                    self.close()
+                self._admit(sweep)
+                self._dispatch(sweep, todo, seen, finish, retrying)
+            except Exception:  # (no node left, every node left out, ...): runners closed, then said
+                self._close_or_abort(sweep)
+                raise
+            except BaseException:  # Ctrl-C, SIGTERM: at once
+                self._abort(sweep)
+                raise
+            self._close_or_abort(sweep)
+        except SystemExit:
+            if terminated():  # (Ray's waits turn the sweep's SystemExit(143) into SystemExit(1))
+                raise SystemExit(128 + signal.SIGTERM) from None
+            raise
+        finally:
+            self.actors, self.node_of, self.nodes, self.base, self.made = [], [], {}, None, {}
+            if not self.keep_up:
+                self.close()
 
     def close(self) -> None:
         """Shut down the Ray this executor started (`--cluster local`)."""
         if self.started:
-            ray.shutdown()
+            leave()
             self.started = False
 
     def _dispatch(self, sweep: Sweep, todo: list[Item], seen: dict, finish, retrying) -> None:
@@ -254,6 +278,47 @@ class ClusterExecutor:
                 finish(it, row)
             queue.extendleft(sorted(lost, key=lambda x: -x[0].seq))  # back at the head, in order
 
+    def _close_or_abort(self, sweep: Sweep) -> None:
+        try:
+            self._close(sweep)
+        except BaseException as e:
+            if not isinstance(e, Exception):  # interrupted while closing
+                self._abort(sweep)
+            raise
+
+    def _abort(self, sweep: Sweep) -> None:
+        """Interrupted (Ctrl-C, SIGTERM): every actor killed at once (a load or a self-check in
+        progress cannot be cut short otherwise), then on each node the namespaces, links and work
+        folders of its killed runners removed once their processes are gone (node.clean_after),
+        for at most ABORT_CLEAN_S."""
+        if not self.made:
+            return
+        refs = [r for made in self.made.values() for _, r in made]
+        ready = set(ray.wait(refs, num_returns=len(refs), timeout=0.5)[0]) if refs else set()
+        pids: dict[str, list[int]] = {}
+        for nid, made in self.made.items():
+            pids[nid] = []
+            for a, ref in made:
+                if ref in ready:
+                    try:
+                        pids[nid].append(ray.get(ref, timeout=1))
+                    except (RayActorError, GetTimeoutError):
+                        pass
+                ray.kill(a, no_restart=True)
+        clean = ray.remote(clean_after)
+        cleaning = [
+            clean.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False)).remote(p)
+            for nid, p in pids.items()
+        ]
+        done, left = ray.wait(cleaning, num_returns=len(cleaning), timeout=ABORT_CLEAN_S)
+        self.made, self.actors = {}, []
+        if left:
+            self._say(
+                sweep, f"cluster: {len(left)} node(s) did not clean up within {ABORT_CLEAN_S:g} s: pltlab clean there"
+            )
+        if self.nodes:
+            self._save(sweep)
+
     def _close(self, sweep: Sweep) -> None:
         """Runners torn down on every node still there; their link figures stored."""
         live = [a for a in self.actors if a is not None]
@@ -266,5 +331,6 @@ class ClusterExecutor:
                 pass  # a node lost at the end: its runs keep their per-load figures
         for a in live:
             ray.kill(a)
+        self.made, self.actors = {}, []
         if self.nodes:
             self._save(sweep)

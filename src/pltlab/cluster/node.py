@@ -86,6 +86,25 @@ def refusal(driver: dict, node: dict, figures: dict | None) -> str | None:
     return None
 
 
+def _running(pid: int) -> bool:
+    """Process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def clean_after(pids: list[int], wait_s: float = 5.0) -> dict:
+    """On a node whose slots' actors (processes ``pids``) the driver killed: once they are gone
+    (at most ``wait_s``), remove what their runners left (namespaces, links, work folders of dead
+    runs: pltlab.net.clean) and return its counts."""
+    deadline = time.monotonic() + wait_s
+    while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return clean.clean()
+
+
 class FakeRunner:
     """A load that only waits (benches and tests of the driver: its overhead, lost nodes)."""
 
@@ -129,6 +148,10 @@ class NodeWorker:
         self.inject = (inject or {}).get(ray.get_runtime_context().get_node_id(), {})
         self.live: OrderedDict[tuple, object] = OrderedDict()
         self.stats: dict[str, dict | None] = {}  # runner id -> its link's figures at teardown
+
+    def pid(self) -> int:
+        """This slot's process (the driver, interrupted, waits for it to be gone: clean_after)."""
+        return os.getpid()
 
     def probe(self, check: bool) -> dict:
         """This node's description and (``check``) its link self-check figures (about a minute)."""
