@@ -42,6 +42,8 @@ def test_each_input_is_claimed_by_its_format(tmp_path):
     got = {p.name: formats.archive_of(str(p)).name for p in (har, log, gz, pages_file, renamed_har)}
     assert got == {"a.har": "har", "b.json": "devtools", "c.json.gz": "devtools", "S.pages": "seed", "d.json": "har"}
     assert formats.archive_of(str(tmp_path)) is None  # a folder of archives
+    (tmp_path / "logs.devtoolslog.json").mkdir()  # even named like one
+    assert formats.archive_of(str(tmp_path / "logs.devtoolslog.json")) is None
 
 
 def test_unknown_input_is_refused_by_import_and_read_as_har_by_a_run(tmp_path):

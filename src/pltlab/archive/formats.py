@@ -63,7 +63,7 @@ FORMATS: tuple[ArchiveFormat, ...] = (
     ArchiveFormat(
         "devtools",
         "a DevTools log (*.devtoolslog.json, *_devtools.json[.gz], .json.gz, a .json of CDP events)",
-        devtools.claims,
+        lambda path: not os.path.isdir(path) and devtools.claims(path),
         _devtools,
         listed=devtools.is_log_name,
     ),
@@ -98,7 +98,7 @@ def archive_of(path: str, fallback: ArchiveFormat | None = None) -> ArchiveForma
 def listed(folder: str) -> list[str]:
     """The archives of a folder no format claims, sorted; at least one."""
     paths = (os.path.join(folder, n) for n in os.listdir(folder))
-    found = sorted(p for p in paths if any(f.listed(p) for f in FORMATS))
+    found = sorted(p for p in paths if not os.path.isdir(p) and any(f.listed(p) for f in FORMATS))
     if not found:
         raise PltError(f"{folder}: no archive in this folder (expected {described(only_listed=True)})")
     return found
