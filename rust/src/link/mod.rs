@@ -1,5 +1,5 @@
 //! User-space link emulator between two TUN devices (Mahimahi-style):
-//! per direction random loss, drop-tail queue, rate or delivery-trace
+//! per direction random loss, a queue (drop-tail; link/qdisc), rate or delivery-trace
 //! serialization, propagation delay, per-origin overrides; precise release
 //! timing (timerfd + busy-wait), optional pcap, JSON statistics.
 //! Contract: docs/dataplane-interfaces.md.
@@ -9,6 +9,7 @@ mod emulator;
 mod gso;
 mod pcap;
 mod pipeline;
+mod qdisc;
 mod shaper;
 mod stats;
 mod trace;

@@ -2,21 +2,23 @@
 //! passed in (ns, CLOCK_MONOTONIC in production):
 //!
 //! arrival -> random loss (one ChaCha draw per IPv4 packet, in arrival order)
-//!         -> drop-tail queue + rate/trace serializer (only with a rate/trace)
+//!         -> queue (its discipline: link/qdisc, drop-tail today)
+//!            + rate/trace serializer (only with a rate/trace)
 //!         -> propagation delay (per-origin override)
 //!         -> release heap keyed (release_time, seq).
 //!
 //! Departure times of a FIFO serializer only depend on earlier packets, so the
 //! release time is computed at arrival; the queue itself is represented by the
-//! (departure, bytes) of packets still in it, to enforce drop-tail limits.
+//! (departure, bytes) of packets still in it, which its discipline admits to.
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 use super::buf::Pkt;
 use super::config::{DirParams, OriginOv, ShaperSpec};
+use super::qdisc::{self, QueueDiscipline};
 use super::shaper::{Rate, Shaper, Trace};
 use super::stats::DirStats;
 
@@ -57,10 +59,7 @@ pub struct Direction {
     /// Server-side address = destination (uplink) or source (downlink).
     match_dst: bool,
     shaper: Option<Shaper>,
-    queue_packets: Option<u64>,
-    queue_bytes: Option<u64>,
-    occ: VecDeque<(u64, u32)>,
-    occ_bytes: u64,
+    qdisc: Box<dyn QueueDiscipline>,
     heap: BinaryHeap<Ent>,
     seq: u64,
     /// Index of the next IPv4 packet (the loss draw index).
@@ -73,6 +72,11 @@ impl Direction {
     /// `uplink`: overrides match the destination address, else the source.
     /// `t0`: start time of a delivery trace.
     pub fn new(p: &DirParams, uplink: bool, t0: u64) -> Self {
+        Self::with_qdisc(p, uplink, t0, qdisc::from_params(p))
+    }
+
+    /// Like `new`, with the queue discipline given.
+    pub fn with_qdisc(p: &DirParams, uplink: bool, t0: u64, qdisc: Box<dyn QueueDiscipline>) -> Self {
         let shaper = p.shaper.as_ref().map(|s| match s {
             ShaperSpec::Rate(r) => Shaper::Rate(Rate::new(*r)),
             ShaperSpec::Trace(ts) => Shaper::Trace(Trace::new(ts.clone(), t0)),
@@ -84,10 +88,7 @@ impl Direction {
             overrides: p.overrides.clone(),
             match_dst: uplink,
             shaper,
-            queue_packets: p.queue_packets,
-            queue_bytes: p.queue_bytes,
-            occ: VecDeque::new(),
-            occ_bytes: 0,
+            qdisc,
             heap: BinaryHeap::new(),
             seq: 0,
             idx: 0,
@@ -128,28 +129,19 @@ impl Direction {
         let dep = match &mut self.shaper {
             None => now,
             Some(sh) => {
-                while let Some(&(d, b)) = self.occ.front() {
-                    if d > now {
-                        break;
-                    }
-                    self.occ.pop_front();
-                    self.occ_bytes -= b as u64;
-                }
-                let full = self.queue_packets.is_some_and(|l| self.occ.len() as u64 >= l)
-                    || self.queue_bytes.is_some_and(|l| self.occ_bytes + size as u64 > l);
-                if full {
+                self.qdisc.dequeue_until(now);
+                if !self.qdisc.admits(now, size as u32) {
                     self.st.queue.add(idx);
                     self.st.all.add(idx);
                     return Err((pkt, Drop::Queue));
                 }
                 // FIFO: it waits until the last packet queued before it has left
-                let wait = self.occ.back().map_or(0, |&(d, _)| d.saturating_sub(now));
-                self.st.queue_wait_interval.record(wait);
+                self.st.queue_wait_interval.record(self.qdisc.queue().wait(now));
                 let dep = sh.depart(now, size);
-                self.occ.push_back((dep, size as u32));
-                self.occ_bytes += size as u64;
-                self.st.max_queue_packets = self.st.max_queue_packets.max(self.occ.len() as u64);
-                self.st.max_queue_bytes = self.st.max_queue_bytes.max(self.occ_bytes);
+                self.qdisc.enqueue(dep, size as u32);
+                let q = self.qdisc.queue();
+                self.st.max_queue_packets = self.st.max_queue_packets.max(q.packets());
+                self.st.max_queue_bytes = self.st.max_queue_bytes.max(q.bytes());
                 dep
             }
         };

@@ -85,7 +85,8 @@ def write_corpus(pages: list[Page], out: str) -> list[str]:
             shutil.rmtree(created, ignore_errors=True)
 
 
-def _order(item: tuple[str, Page]) -> tuple:
+def order_key(item: tuple[str, Page]) -> tuple:
+    """(file, page) in the order `pltlab import` wrote them, then by file."""
     o = item[1].extras.get(ORDER_KEY)
     if isinstance(o, list) and len(o) == 2 and all(isinstance(x, int) for x in o):
         return (0, o[0], o[1], item[0])
@@ -101,7 +102,7 @@ def read_corpus(d: str) -> list[tuple[str, Page]]:
         if name.endswith(".har"):
             path = os.path.join(d, name)
             out += [(path, p) for p in har_to_pages(load(path), path)]
-    return sorted(out, key=_order)
+    return sorted(out, key=order_key)
 
 
 def page_row(page: Page, file: str) -> dict:

@@ -1,11 +1,10 @@
-"""Resolving what the user names (a HAR file, a corpus directory, a bundled page, a URL) to pages."""
+"""Resolving what the user names (an archive of any format, a folder of them, a bundled page, a
+URL) to pages: archives through pltlab.archive.formats, as `pltlab import` reads them."""
 
 import os
 
-from pltlab.archive import bundled, devtools
-from pltlab.archive.corpus import read_corpus
-from pltlab.archive.har import har_to_pages
-from pltlab.archive.har import load as load_har
+from pltlab.archive import bundled, formats
+from pltlab.archive.corpus import order_key, read_corpus
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 
@@ -14,19 +13,21 @@ def _norm(url: str) -> str:
     return url.rstrip("/").split("://", 1)[-1].lower()
 
 
+def archive_pages(path: str) -> list[Page]:
+    """Every page of an archive or a folder of archives (in the order `pltlab import` wrote them,
+    then by file); a file no format claims is read as HAR."""
+    found = [(a, p) for a, fmt in formats.archives(path, formats.FALLBACK) for p in formats.load(a, fmt).pages]
+    if os.path.isdir(path):
+        found.sort(key=order_key)
+    return [p for _, p in found]
+
+
 def resolve(what: str, corpus: str | None = None) -> list[Page]:
-    """``what``: a .har file, a directory of them, a DevTools log (pltlab.archive.devtools), a
-    bundled page name (nytimes, ...), or a page URL found in ``corpus`` (a directory) or in the
-    bundled corpus."""
-    if os.path.isfile(what):
-        if devtools.claims(what):
-            return devtools.load_pages(what)
-        return har_to_pages(load_har(what), what)
-    if os.path.isdir(what):
-        pages = [p for _, p in read_corpus(what)]
-        if not pages:
-            raise PltError(f"{what}: no .har pages in this directory")
-        return pages
+    """``what``: an archive (pltlab.archive.formats: a HAR, a DevTools log, a seed .pages list),
+    a folder of them, a bundled page name (nytimes, ...), or a page URL found in ``corpus`` (a
+    directory) or in the bundled corpus."""
+    if os.path.isfile(what) or os.path.isdir(what):
+        return archive_pages(what)
     if what in bundled.NAMES:
         return [bundled.load(what)]
     candidates = [p for _, p in read_corpus(corpus)] if corpus else []
@@ -35,6 +36,6 @@ def resolve(what: str, corpus: str | None = None) -> list[Page]:
         if _norm(p.url) == _norm(what):
             return [p]
     raise PltError(
-        f"{what}: not a HAR file, a DevTools log, a corpus directory, a bundled page "
+        f"{what}: not an archive ({formats.described()}), a folder of them, a bundled page "
         f"({', '.join(bundled.NAMES)}) or a page URL of the corpus"
     )

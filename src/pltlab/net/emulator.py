@@ -1,15 +1,20 @@
 """The user-space link emulator (`pltlab-dp link`) as seen from the control plane."""
 
+from __future__ import annotations
+
 import json
 import os
 import select
 import subprocess
 import time
+from typing import TYPE_CHECKING
 
 from pltlab import dataplane
 from pltlab.errors import PltError
 from pltlab.net import nsutil
-from pltlab.net.spec import LinkSpec, OriginOverride
+
+if TYPE_CHECKING:  # the spec module names the backends (pltlab.net.backends), which import this
+    from pltlab.net.spec import LinkSpec, OriginOverride
 
 
 def link_config(

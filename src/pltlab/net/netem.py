@@ -4,9 +4,14 @@ Used where the kernel has sch_netem (`--backend netem`); `auto` falls back to th
 emulator when it does not (as on the machines this project is developed on).
 """
 
-from pltlab.errors import PltError
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from pltlab.net import nsutil
-from pltlab.net.spec import LinkSpec
+
+if TYPE_CHECKING:  # the spec module names the backends (pltlab.net.backends), which import this
+    from pltlab.net.spec import LinkSpec
 
 _available: bool | None = None
 
@@ -23,8 +28,7 @@ def available(probe_ns: str) -> bool:
 
 
 def _netem_args(delay_us: int, rate: int | None, loss: float, link: LinkSpec) -> list[str]:
-    if link.queue_bytes is not None:
-        raise PltError("the netem backend limits queues in packets only; use --queue N")
+    """Queues in packets only, no traces: pltlab.net.backends refuses the rest before."""
     args = ["delay", f"{delay_us}us", "limit", str(link.queue_packets or 1000)]
     if rate:
         args += ["rate", f"{rate}bit"]
@@ -37,8 +41,6 @@ class NetemLink:
     name = "netem"
 
     def __init__(self, client_ns: str, server_ns: str, dev: str, link: LinkSpec):
-        if link.trace_up or link.trace_down:
-            raise PltError("delivery traces need the userspace backend")
         self.client_ns, self.server_ns, self.dev, self.link = client_ns, server_ns, dev, link
         self.stats = None
 

@@ -4,9 +4,9 @@ from dataclasses import dataclass, field
 
 from pltlab import units
 from pltlab.errors import PltError
+from pltlab.net.backends import CHOICES as BACKENDS
 
 CC_CHOICES = ("cubic", "reno", "bbr")
-BACKENDS = ("auto", "userspace", "netem")
 
 
 @dataclass(frozen=True)

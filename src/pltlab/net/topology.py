@@ -18,8 +18,7 @@ import threading
 from pyroute2 import IPRoute
 
 from pltlab.errors import PltError
-from pltlab.net import names, netem, nsutil
-from pltlab.net.emulator import UserspaceLink, link_config
+from pltlab.net import backends, names, nsutil
 from pltlab.net.spec import TopologySpec
 from pltlab.net.supervise import Supervisor
 
@@ -52,7 +51,8 @@ class Topology:
         self.workdir = names.workdir(self.run_id)
         self.link = None
         self.link_stats: dict | None = None
-        self.backend: str | None = None
+        self.backend: str | None = None  # the name of what runs the link (pltlab.net.backends)
+        self._backend: backends.LinkBackend | None = None
         self._namespaces: list[str] = []
         self._own_workdir = False
         self._procs = []
@@ -102,15 +102,8 @@ class Topology:
         names.write_owner(self.run_id)  # before any namespace: `pltlab clean` spares a live run
         self._add_ns(self.client_ns)
         self._add_ns(self.server_ns)
-        backend = self.spec.backend
-        if backend != "userspace":
-            has_netem = netem.available(self.client_ns)
-            if backend == "netem" and not has_netem:
-                raise PltError("--backend netem: this kernel has no netem qdisc (use --backend userspace or auto)")
-            backend = "netem" if has_netem else "userspace"
-        if backend == "netem" and self.spec.overrides:
-            raise PltError("per-origin RTT overrides need the userspace backend")
-        self.backend = backend
+        self._backend = backends.resolve(self.spec, self.client_ns)
+        self.backend = self._backend.name
         self._build_client()
         self._build_server()
         if self.spec.origin_namespaces:
@@ -120,7 +113,7 @@ class Topology:
         return self
 
     def link_snapshot(self) -> dict | None:
-        """The user-space emulator's figures since the previous snapshot (None with netem)."""
+        """The link's figures since the previous snapshot (None: its backend has none)."""
         snap = getattr(self.link, "snapshot", None)
         return snap() if snap else None
 
@@ -156,11 +149,9 @@ class Topology:
         self._namespaces.append(name)
 
     def _device(self, ipr: IPRoute, peer_ns: str | None = None) -> int:
+        """The link's device on this side (``peer_ns``: the server's, from the client side)."""
         k = self.spec.knobs
-        if self.backend == "userspace":
-            ipr.link("add", ifname=self.tun, kind="tuntap", mode="tun")
-        elif peer_ns is not None:  # netem: the veth pair is created once, from the client side
-            ipr.link("add", ifname=self.tun, kind="veth", peer={"ifname": self.tun, "net_ns_fd": peer_ns})
+        self._backend.make_device(ipr, self.tun, peer_ns)
         idx = ipr.link_lookup(ifname=self.tun)[0]
         ipr.link("set", index=idx, mtu=k.mtu, state="up")
         return idx
@@ -192,9 +183,7 @@ class Topology:
         k = self.spec.knobs
         with nsutil.in_netns(self.server_ns), IPRoute() as ipr:
             ipr.link("set", index=1, state="up")
-            idx = self._device(ipr) if self.backend == "userspace" else ipr.link_lookup(ifname=self.tun)[0]
-            if self.backend != "userspace":
-                ipr.link("set", index=idx, mtu=k.mtu, state="up")
+            idx = self._device(ipr)
             ipr.route("add", dst=names.CLIENT_NET, oif=idx, metrics=_tcp_knob_metrics(k.cc, k.initcwnd, None))
             if self.spec.origin_namespaces:
                 ipr.addr("add", index=1, address=names.ROUTER_IP, prefixlen=32)
@@ -240,31 +229,11 @@ class Topology:
                 self._server_sysctls()
 
     def _start_link(self) -> None:
-        s = self.spec
-        if self.backend == "netem":
-            self.link = netem.NetemLink(self.client_ns, self.server_ns, self.tun, s.link)
-        else:
-            overrides = [(self.origin_ips[o.origin], o) for o in s.overrides]
-            cfg = link_config(
-                self.client_ns,
-                self.server_ns,
-                self.tun,
-                s.link,
-                overrides,
-                s.busy_wait_us,
-                s.sched_fifo,
-                s.pcap,
-                os.path.join(self.workdir, "link-stats.json"),
-                s.linger_us,
-                s.late_event_us,
-                s.standby_us,
-                (s.stall_us, s.stall_every_ms),
-                s.idle_poll,
-            )
-            self.link = UserspaceLink(cfg, self.workdir, self.server_ns)
-        self.link.start()
-        if isinstance(self.link, UserspaceLink):
-            self.supervisor.watch("link emulator", self.link.proc, self.link.stderr_tail)
+        self.link = self._backend.link(self)
+        self.link.start()  # set first: a link that fails to start is still stopped at teardown
+        proc = getattr(self.link, "proc", None)  # a link process of ours dies: the load ends
+        if proc is not None:
+            self.supervisor.watch("link emulator", proc, self.link.stderr_tail)
 
     # ---- using the network -------------------------------------------------------------
     def _where(self, where) -> str:

@@ -1,4 +1,4 @@
-"""`pltlab run`: every page an argument names (a HAR file, corpus directory, bundled page or URL),
+"""`pltlab run`: every page an argument names (an archive, a folder of them, a bundled page or URL),
 loaded under one RunConfig, page by page. A page that fails (a file that cannot be read, a page
 refused, a topology, replay or load error) is reported and the others still run."""
 
@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterator
 
 from pltlab import files
+from pltlab.archive import formats
 from pltlab.archive import pages as resolver
 from pltlab.archive.calibration import machine
 from pltlab.archive.model import Page
@@ -36,15 +37,12 @@ def calibration_note(page: Page, cfg: RunConfig) -> str | None:
 
 def named_pages(what: str, corpus: str | None = None) -> Iterator[tuple[str, Page | None, str | None]]:
     """(page id, page, None) for every page ``what`` names, or (file, None, why) for a file of a
-    corpus directory that cannot be read: a directory's files are read one by one."""
-    if not os.path.isdir(what):
+    folder of archives that cannot be read: a folder's archives are read one by one."""
+    if not os.path.isdir(what) or formats.archive_of(what) is not None:
         for p in resolver.resolve(what, corpus):
             yield page_label(p), p, None
         return
-    files = sorted(os.path.join(what, n) for n in os.listdir(what) if n.endswith(".har"))
-    if not files:
-        raise PltError(f"{what}: no .har pages in this directory")
-    for path in files:
+    for path in formats.listed(what):
         try:
             found = resolver.resolve(path)
         except PltError as e:

@@ -1,0 +1,123 @@
+"""Archive formats: the one registry of what `pltlab import` reads and what page arguments (of
+`pltlab run`, sweeps, experiment files) name. Both go through `archive_of` and `pages_in`, so a
+file imports and resolves alike; nothing else looks at a file's name or content to pick a reader.
+
+A format claims a path (a file, or a folder that is one archive) and loads every page of it. A
+folder no format claims is a folder of archives: the files of it that some format lists."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pltlab.archive import deps, devtools, seed
+from pltlab.archive.har import har_to_pages
+from pltlab.archive.har import load as load_har
+from pltlab.archive.model import Page
+from pltlab.errors import PltError
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The pages of one archive and what its import reports besides its repairs."""
+
+    pages: list[Page]
+    orphans: list[str] = field(default_factory=list)  # stored files no page references (seed folders)
+
+
+def _never(name: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class ArchiveFormat:
+    name: str
+    what: str  # how messages name it: "a HAR file"
+    claims: Callable[[str], bool]  # a path (file or folder) it reads
+    load: Callable[[str], Loaded]  # every page of it; anything wrong is one PltError line
+    listed: Callable[[str], bool] = _never  # a file name it picks up in a folder of archives
+    # What `pltlab import` adds to each loaded page (a run reads the file as it is).
+    on_import: Callable[[Page], object] | None = None
+
+
+def _suffix(*ends: str) -> Callable[[str], bool]:
+    return lambda path: path.endswith(ends) and not os.path.isdir(path)
+
+
+def _devtools(path: str) -> Loaded:
+    return Loaded(devtools.load_pages(path))
+
+
+def _har(path: str) -> Loaded:
+    return Loaded(har_to_pages(load_har(path), path))
+
+
+def _seed(path: str) -> Loaded:
+    pages, report = seed.import_pages_file(path)
+    return Loaded(pages, report["orphans"])
+
+
+# In claiming order: a DevTools log named .json before the HAR that claims any other .json.
+FORMATS: tuple[ArchiveFormat, ...] = (
+    ArchiveFormat(
+        "devtools",
+        "a DevTools log (*.devtoolslog.json, *_devtools.json[.gz], .json.gz, a .json of CDP events)",
+        lambda path: not os.path.isdir(path) and devtools.claims(path),
+        _devtools,
+        listed=devtools.is_log_name,
+    ),
+    # A HAR named for a run replays its initiators as recorded; import completes missing ones.
+    ArchiveFormat("har", "a HAR file (.har, .json)", _suffix(".har", ".json"), _har, _suffix(".har"), deps.complete),
+    # The seed fetch format (cs244-2013): <Name>.pages + <Name>/ + <Name>.fetchlog/.
+    ArchiveFormat("seed", "a seed .pages list", _suffix(".pages"), _seed, _suffix(".pages")),
+)
+BY_NAME = {f.name: f for f in FORMATS}
+# Page arguments read a file no format claims as HAR, as they always have (its errors say why).
+FALLBACK = BY_NAME["har"]
+
+
+def described(only_listed: bool = False) -> str:
+    """The formats as messages name them: "a DevTools log (...), a HAR file (...) or ..."."""
+    whats = [f.what for f in FORMATS if not only_listed or f.listed is not _never]
+    return " or ".join(whats) if len(whats) < 3 else ", ".join(whats[:-1]) + " or " + whats[-1]
+
+
+def archive_of(path: str, fallback: ArchiveFormat | None = None) -> ArchiveFormat | None:
+    """The format that claims ``path``; else ``fallback`` for a file; None for a folder of archives."""
+    for f in FORMATS:
+        if f.claims(path):
+            return f
+    if os.path.isdir(path):
+        return None
+    if fallback is None:
+        raise PltError(f"{path}: unknown input (expected {described()})")
+    return fallback
+
+
+def listed(folder: str) -> list[str]:
+    """The archives of a folder no format claims, sorted; at least one."""
+    paths = (os.path.join(folder, n) for n in os.listdir(folder))
+    found = sorted(p for p in paths if not os.path.isdir(p) and any(f.listed(p) for f in FORMATS))
+    if not found:
+        raise PltError(f"{folder}: no archive in this folder (expected {described(only_listed=True)})")
+    return found
+
+
+def archives(path: str, fallback: ArchiveFormat | None = None) -> list[tuple[str, ArchiveFormat]]:
+    """(archive, its format) for every archive ``path`` names: itself, or a folder's archives."""
+    if not os.path.exists(path):
+        raise PltError(f"{path}: no such file")
+    fmt = archive_of(path, fallback)
+    if fmt is not None:
+        return [(path, fmt)]
+    return [(p, archive_of(p, fallback)) for p in listed(path)]
+
+
+def load(path: str, fmt: ArchiveFormat, imported: bool = False) -> Loaded:
+    """One archive's pages; ``imported``: with what `pltlab import` adds (``on_import``)."""
+    got = fmt.load(path)
+    if imported and fmt.on_import is not None:
+        for p in got.pages:
+            fmt.on_import(p)
+    return got
