@@ -77,7 +77,6 @@ def build(
                     "chunked": chunked,
                     "wait_ms": _wait_ms(o),
                     "cross_scheme": not _self_upgrade(o),
-                    "decoded_length": fit.decoded,
                 }
                 if o.request_body is not None:
                     r["body_sha256"] = hashlib.sha256(o.request_body).hexdigest()
