@@ -125,10 +125,11 @@ def _tfo(v, what) -> tuple[bool, ...]:
 def _icw(v, what):
     if v is None or v == "default":
         return None
-    if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024:
+    if units.is_window(v):
         return v
     raise PltError(
-        f'invalid {what} {units.show(v)}: must be an integer from 1 to 1024 segments, or "default" (the kernel\'s 10)'
+        f"invalid {what} {units.show(v)}: must be an integer from {units.MIN_ICW} to {units.MAX_ICW} segments, "
+        'or "default" (the kernel\'s 10)'
     )
 
 
@@ -644,7 +645,7 @@ _ALL = (
     ),
     Knob(
         "server_timeout_s",
-        _int(1, 86_400, " seconds"),
+        _int(1, units.MAX_SERVER_TIMEOUT_S, " seconds"),
         120,
         "The replay closes a connection whose TLS handshake and first request head are not in "
         "this long after it connected, or a later HTTP/1.1 head this long after its first byte "
@@ -718,7 +719,7 @@ _ALL = (
     ),
     Knob(
         "busy_wait_us",
-        _int(0, 100_000),
+        _int(0, units.MAX_EMULATOR_WAIT_US),
         300,
         "Emulator busy-wait before each deadline (us).",
         type=int,
