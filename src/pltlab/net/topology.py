@@ -19,7 +19,7 @@ from pyroute2 import IPRoute
 
 from pltlab.errors import PltError
 from pltlab.net import names, netem, nsutil
-from pltlab.net.emulator import UserspaceLink, link_config
+from pltlab.net.emulator import LinkConfig, UserspaceLink, link_config
 from pltlab.net.spec import TopologySpec
 from pltlab.net.supervise import Supervisor
 
@@ -239,29 +239,23 @@ class Topology:
                 )
                 self._server_sysctls()
 
+    def link_config(self) -> LinkConfig:
+        """The user-space link emulator's configuration for this topology."""
+        return link_config(
+            self.spec,
+            client_ns=self.client_ns,
+            server_ns=self.server_ns,
+            tun=self.tun,
+            origin_ips=self.origin_ips,
+            stats=os.path.join(self.workdir, "link-stats.json"),
+        )
+
     def _start_link(self) -> None:
         s = self.spec
         if self.backend == "netem":
             self.link = netem.NetemLink(self.client_ns, self.server_ns, self.tun, s.link)
         else:
-            overrides = [(self.origin_ips[o.origin], o) for o in s.overrides]
-            cfg = link_config(
-                self.client_ns,
-                self.server_ns,
-                self.tun,
-                s.link,
-                overrides,
-                s.busy_wait_us,
-                s.sched_fifo,
-                s.pcap,
-                os.path.join(self.workdir, "link-stats.json"),
-                s.linger_us,
-                s.late_event_us,
-                s.standby_us,
-                (s.stall_us, s.stall_every_ms),
-                s.idle_poll,
-            )
-            self.link = UserspaceLink(cfg, self.workdir, self.server_ns)
+            self.link = UserspaceLink(self.link_config(), self.workdir, self.server_ns)
         self.link.start()
         if isinstance(self.link, UserspaceLink):
             self.supervisor.watch("link emulator", self.link.proc, self.link.stderr_tail)
