@@ -7,6 +7,7 @@ counters Python reads are the ones Rust writes; limits both sides check agree. N
 import dataclasses
 import json
 import subprocess
+import sys
 
 import jsonschema
 import pytest
@@ -219,6 +220,61 @@ def test_unknown_keys_fail_validation_and_the_data_plane(schemas, tmp_path):
         [dataplane.binary(), "link", "--config", "-"], input=json.dumps(cfg), capture_output=True, text=True
     )
     assert cp.returncode == 1 and "unknown field `lingr_us`" in cp.stderr
+
+
+# ---- what the data plane prints validates (no root: loopback; the emulator: root) ---------------
+
+
+def test_replay_and_loader_outputs_validate(schemas, tmp_path):
+    """A replay server on 127.0.0.1 (any port) and one load of a small page from it: the server's
+    snapshot and final statistics, and the load report, are what their schemas say."""
+    page = bundled.load("google")  # http only, 6 objects
+    ips = {h: "127.0.0.1" for h in page.hosts}
+    m = manifest.build([page], ips, str(tmp_path), None)
+    m["listen"] = [dict(e, port=0) for e in m["listen"]]
+    path = tmp_path / "replay.json"
+    path.write_text(json.dumps(m))
+    p = subprocess.Popen(
+        [dataplane.binary(), "replay", "--manifest", str(path)],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        ready = json.loads(p.stdout.readline())
+        port = int(ready["listen"][0]["addr"].rsplit(":", 1)[1])
+        plan = plans.build(page, ips, tfo=False, timeout_s=20.0)
+        for o in plan["objects"]:
+            o["port"] = port
+        (tmp_path / "plan.json").write_text(json.dumps(plan))
+        cp = subprocess.run(
+            [dataplane.binary(), "load", "--plan", str(tmp_path / "plan.json")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        report = dataplane.result(cp, "load")
+        _valid(schemas, "load-report", report)
+        assert len(report["requests"]) == len(plan["objects"])
+        snap = dataplane.snapshot(p)
+        assert snap["event"] == "snapshot" and snap["requests"] == len(plan["objects"])
+        _valid(schemas, "replay-stats", snap)
+    finally:
+        dataplane.terminate(p)
+    final = json.loads(open(m["stats"]).read())
+    assert final["event"] == "stats"
+    _valid(schemas, "replay-stats", final)
+
+
+@pytest.mark.root
+def test_link_outputs_validate(schemas):
+    with Topology() as topo:
+        knock = f"import socket; socket.socket().connect_ex(({topo.origin_ips[0]!r}, 9))"  # SYN, RST
+        topo.run("client", [sys.executable, "-c", knock], check=False, timeout=10)
+        snap = topo.link_snapshot()
+    _valid(schemas, "link-snapshot", snap)
+    _valid(schemas, "link-stats", topo.link_stats)
+    assert topo.link_stats["uplink"]["packets_in"] >= 1
 
 
 # ---- counters: the names Python reads are the ones Rust writes -----------------------------------
