@@ -323,6 +323,13 @@ def test_limits_agree_with_the_data_plane(schemas):
             knobs.KNOBS[k].parse(v, "x")
 
 
+def test_choices_agree_with_the_data_plane(schemas):
+    """The knobs' choices that go into a document are the data plane's."""
+    assert set(knobs.TLS_MODES) == set(_props(schemas["plan"])["tls_mode"]["enum"])
+    scheme = schemas["manifest"]["$defs"]["Scheme"]["oneOf"]
+    assert set(knobs.SERVER_PRIORITIES) == {c["const"] for c in scheme}
+
+
 def test_one_icw_range_everywhere():
     """The icw knob, the topology's TCP knobs and the ICW study's ICWs take one range (units)."""
     for v in (units.MIN_ICW, units.MAX_ICW):

@@ -14,8 +14,8 @@ outside is one error line naming the option (or the file and key) and the value.
     queue                                  1 .. 1,000,000 packets, or 1500 B .. 1 GiB
     initial windows (--icw, initcwnd, the  1 .. 1024 segments    (MIN_ICW, MAX_ICW: the knob,
     ICW study's ICWs)                                            net.spec.TcpKnobs, run.traced)
-    client receive buffer (client_rmem)    4096 B .. 64 MiB      (net.spec.TcpKnobs)
-    MTU                                    576 .. 65535
+    client receive buffer (client_rmem)    4096 B .. 64 MiB      (MIN_/MAX_CLIENT_RMEM)
+    MTU                                    576 .. 65535          (MIN_MTU, MAX_MTU)
     seed                                   0 .. 2**32 - 1
     repetitions (--reps, repetitions)      1 .. 10,000
     origins (shell)                        1 .. 999              (net.spec.TopologySpec)
@@ -44,6 +44,8 @@ from pltlab.errors import PltError
 
 MAX_RTT_US = 10_000_000
 MIN_ICW, MAX_ICW = 1, 1024  # segments (a route's initcwnd/initrwnd)
+MIN_CLIENT_RMEM, MAX_CLIENT_RMEM = 4096, 64 << 20
+MIN_MTU, MAX_MTU = 576, 65535
 MAX_EMULATOR_WAIT_US = 100_000  # = the link emulator's MAX_WAIT_US (rust/src/link/config.rs)
 MAX_SERVER_TIMEOUT_S = 86_400  # = the replay's MAX_REQUEST_TIMEOUT_MS / 1000 (rust/src/replay/manifest.rs)
 MIN_RATE_BPS, MAX_RATE_BPS = 1_000, 100_000_000_000

@@ -130,11 +130,18 @@ class TcpKnobs:
         if self.client_rmem is not None and (
             isinstance(self.client_rmem, bool)
             or not isinstance(self.client_rmem, int)
-            or not 4096 <= self.client_rmem <= 64 << 20
+            or not units.MIN_CLIENT_RMEM <= self.client_rmem <= units.MAX_CLIENT_RMEM
         ):
-            raise PltError(f"invalid client receive buffer {units.show(self.client_rmem)}: 4096 bytes to 64 MB")
-        if not isinstance(self.mtu, int) or not 576 <= self.mtu <= 65535:
-            raise PltError(f"invalid mtu {units.show(self.mtu)}: must be between 576 and 65535")
+            raise PltError(
+                f"invalid client receive buffer {units.show(self.client_rmem)}: "
+                f"{units.MIN_CLIENT_RMEM} bytes to {units.MAX_CLIENT_RMEM >> 20} MB"
+            )
+        if (
+            isinstance(self.mtu, bool)
+            or not isinstance(self.mtu, int)
+            or not units.MIN_MTU <= self.mtu <= units.MAX_MTU
+        ):
+            raise PltError(f"invalid mtu {units.show(self.mtu)}: must be between {units.MIN_MTU} and {units.MAX_MTU}")
 
 
 @dataclass(frozen=True)

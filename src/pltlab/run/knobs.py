@@ -45,7 +45,6 @@ SCOPES = ("run", "shell", "sweep")
 PROTOCOLS = ("recorded", "h1", "h2")
 TLS_MODES = ("full", "resume", "0rtt")
 SERVER_PRIORITIES = ("rfc9218", "round-robin")  # replay/priority.rs
-MAX_CLIENT_RMEM = 64 << 20
 _HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
 
 
@@ -204,10 +203,10 @@ def _client_rmem(v, what):
     if isinstance(v, str) and v.strip().lower() in ("default", "kernel"):
         return DEFAULT_CLIENT_RMEM if v.strip().lower() == "default" else None
     n = units.size_bytes(v, what)
-    if not 4096 <= n <= MAX_CLIENT_RMEM:
+    if not units.MIN_CLIENT_RMEM <= n <= units.MAX_CLIENT_RMEM:
         raise PltError(
-            f"invalid {what} {units.show(v)} ({n} bytes): a client receive buffer of 4096 "
-            f'bytes to 64 MiB, "default" (1 MiB) or "kernel"'
+            f"invalid {what} {units.show(v)} ({n} bytes): a client receive buffer of {units.MIN_CLIENT_RMEM} "
+            f'bytes to {units.MAX_CLIENT_RMEM >> 20} MiB, "default" (1 MiB) or "kernel"'
         )
     return n
 
@@ -700,7 +699,16 @@ _ALL = (
         type=str,
         scopes=("shell",),
     ),
-    Knob("mtu", _int(576, 65535), 1500, "Link MTU.", type=int, unit="bytes", scopes=("shell",), cli_type=int),
+    Knob(
+        "mtu",
+        _int(units.MIN_MTU, units.MAX_MTU),
+        1500,
+        "Link MTU.",
+        type=int,
+        unit="bytes",
+        scopes=("shell",),
+        cli_type=int,
+    ),
     Knob(
         "trace_up",
         _trace,
