@@ -148,14 +148,14 @@ def test_the_one_statistics_module():
 
 
 # ---- bad ICW ----------------------------------------------------------------------------
-@pytest.mark.parametrize("bad", [0, 1000])
+@pytest.mark.parametrize("bad", [0, 2000])
 def test_bad_icw_is_one_clear_error(bad, tmp_path):
     with pytest.raises(PltError, match=f"invalid ICW {bad}"):
         check_icw(bad)
     r = CliRunner().invoke(_app(), ["icw", "--quick", "--icw", "1", "--icw", str(bad), "--out", str(tmp_path / "o")])
     assert r.exit_code == 2
     lines = r.stderr.strip().splitlines()
-    assert lines == [f"pltlab: error: invalid ICW {bad}: must be an integer from 1 to 256 segments"]
+    assert lines == [f"pltlab: error: invalid ICW {bad}: must be an integer from 1 to 1024 segments"]
     assert not os.path.exists(tmp_path / "o")  # refused before running anything
 
 

@@ -140,19 +140,19 @@ BAD = [
         '[icw]\nreps = "5"\n',
         "key 'icw.reps': invalid number of loads per point '5': must be an integer from 1 to 10000",
     ),
-    ('[icw]\nicws = ["8"]\n', "key 'icw.icws': invalid ICW '8': must be an integer from 1 to 256 segments"),
+    ('[icw]\nicws = ["8"]\n', "key 'icw.icws': invalid ICW '8': must be an integer from 1 to 1024 segments"),
     ("[icw]\nquick = 1\n", "key 'icw.quick': invalid value 1: must be true or false"),
     ("[icw]\nrtt = 100\n", "key 'icw.rtt': must be a table ([icw.rtt])"),
     ("[icw.fairness]\nrate = 4\n", "key 'icw.fairness.rate': invalid rate 4: a string such as \"4mbit\""),
     ('[icw]\ncc = "vegas"\n', "key 'icw.cc': unknown congestion control 'vegas' (choose from cubic, reno, bbr)"),
-    ("[icw]\nicws = [1, 0]\n", "key 'icw.icws': invalid ICW 0: must be an integer from 1 to 256 segments"),
+    ("[icw]\nicws = [1, 0]\n", "key 'icw.icws': invalid ICW 0: must be an integer from 1 to 1024 segments"),
     (
-        "[icw.transfer]\nicws = [1000]\n",
-        "key 'icw.transfer.icws': invalid ICW 1000: must be an integer from 1 to 256 segments",
+        "[icw.transfer]\nicws = [2000]\n",
+        "key 'icw.transfer.icws': invalid ICW 2000: must be an integer from 1 to 1024 segments",
     ),
     (
         "[icw.fairness]\nicws = [0]\n",
-        "key 'icw.fairness.icws': invalid ICW 0: must be an integer from 1 to 256 segments",
+        "key 'icw.fairness.icws': invalid ICW 0: must be an integer from 1 to 1024 segments",
     ),
     ("[icw.rtt]\nrtts_ms = [50, -20]\n", "key 'icw.rtt.rtts_ms': invalid RTT -20 ms: must be in (0, 10000]"),
     ("[icw.loss]\nrtt_ms = -1\n", "key 'icw.loss.rtt_ms': invalid RTT -1 ms: must be in (0, 10000]"),
@@ -201,7 +201,7 @@ def test_unreadable_and_invalid_toml(tmp_path):
 def test_bad_cli_value_over_a_good_file(tmp_path):
     """A flag's own bad value names the value (flags have no file key)."""
     for flag, val, msg in (
-        ("--icw", "0", "invalid ICW 0: must be an integer from 1 to 256 segments"),
+        ("--icw", "0", "invalid ICW 0: must be an integer from 1 to 1024 segments"),
         ("--loss", "101", "invalid loss 101.0 %: must be in [0, 100)"),
         ("--rtt", "-5", "invalid RTT -5.0 ms: must be in (0, 10000]"),
     ):

@@ -9,6 +9,7 @@ mod loader;
 mod os;
 mod probe;
 mod replay;
+mod schema;
 mod shim;
 #[cfg(test)]
 mod testutil;
@@ -35,6 +36,8 @@ enum Cmd {
     Ca(certs::Args),
     /// Writes the LD_PRELOAD TFO shim (for Chromium) to a file.
     Shim(shim::Args),
+    /// Prints the JSON Schema of every document read or written (or of one).
+    Schema(schema::Args),
 }
 
 fn main() {
@@ -46,6 +49,7 @@ fn main() {
         Cmd::Load(a) => loader::run(a),
         Cmd::Ca(a) => certs::run(a),
         Cmd::Shim(a) => shim::run(a),
+        Cmd::Schema(a) => schema::run(a),
     };
     if let Err(e) = res {
         eprintln!("pltlab-dp: error: {e:#}");

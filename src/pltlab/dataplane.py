@@ -1,5 +1,8 @@
-"""The Rust data-plane binary (`pltlab-dp`): locating it, reading its results, stopping it."""
+"""The Rust data-plane binary (`pltlab-dp`): locating it, the documents written for it, reading its
+results, stopping it."""
 
+import dataclasses
+import functools
 import json
 import os
 import select
@@ -9,10 +12,58 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pltlab.errors import PltError
 
 BINARY = "pltlab-dp"
+
+
+class Absent:
+    """The value of a document's field that is not written: the data plane's default applies
+    (a key left out; None is a JSON null)."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+ABSENT: Any = Absent()
+
+
+def document(obj) -> Any:
+    """A document for pltlab-dp as JSON data. The documents (link config, replay manifest, loader
+    plan) are dataclasses of keyword fields that mirror the Rust types reading them
+    (`pltlab-dp schema`, docs/dataplane-interfaces.md): each becomes an object of its fields in
+    their order, a field that is ABSENT left out; lists and tuples become lists."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = {}
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            if v is not ABSENT:
+                out[f.name] = document(v)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [document(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: document(v) for k, v in obj.items()}
+    return obj
+
+
+def schemas() -> dict[str, dict]:
+    """The JSON Schema of every document pltlab-dp reads or writes, by name (`pltlab-dp schema`:
+    link-config, manifest, plan, link-stats, link-snapshot, replay-stats, load-report, probe-*)."""
+    return _schemas(binary())
+
+
+@functools.cache
+def _schemas(path: str) -> dict[str, dict]:
+    cp = subprocess.run([path, "schema"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if cp.returncode != 0:
+        result(cp, "pltlab-dp schema")  # raises, with its error line
+    return json.loads(cp.stdout)
 
 
 def binary() -> str:

@@ -12,15 +12,21 @@ outside is one error line naming the option (or the file and key) and the value.
                                            printed: "4 Mbit/s"; a bare number is Mbit/s)
     loss (both directions, per origin)     0 .. 100 %
     queue                                  1 .. 1,000,000 packets, or 1500 B .. 1 GiB
-    initial windows (--icw, initcwnd)      1 .. 1024 segments    (net.spec.TcpKnobs; the ICW
-                                                                  study: 1 .. 256, icw.loads)
-    client receive buffer (client_rmem)    4096 B .. 64 MiB      (net.spec.TcpKnobs)
-    MTU                                    576 .. 65535
+    initial windows (--icw, initcwnd, the  1 .. 1024 segments    (MIN_ICW, MAX_ICW: the knob,
+    ICW study's ICWs)                                            net.spec.TcpKnobs, run.traced)
+    client receive buffer (client_rmem)    4096 B .. 64 MiB      (MIN_/MAX_CLIENT_RMEM)
+    MTU                                    576 .. 65535          (MIN_MTU, MAX_MTU)
     seed                                   0 .. 2**32 - 1
     repetitions (--reps, repetitions)      1 .. 10,000
     origins (shell)                        1 .. 999              (net.spec.TopologySpec)
+    emulator busy-wait, linger, standby    0 .. 100,000 us       (MAX_EMULATOR_WAIT_US)
+    tick, injected stall
+    server timeout (server_timeout_s)      1 .. 86,400 s         (MAX_SERVER_TIMEOUT_S)
     experiment name                        1..100 of [A-Za-z0-9._-], not starting with a dot
                                            (it names the folder results/NAME)
+
+Limits the data plane checks too are in its schema (`pltlab-dp schema`, from the same Rust
+constants); tests/test_contracts.py checks that both agree.
 
 Archives (HAR files, DevTools logs, seed fetch folders), checked entry by entry at import:
 
@@ -37,6 +43,11 @@ import re
 from pltlab.errors import PltError
 
 MAX_RTT_US = 10_000_000
+MIN_ICW, MAX_ICW = 1, 1024  # segments (a route's initcwnd/initrwnd)
+MIN_CLIENT_RMEM, MAX_CLIENT_RMEM = 4096, 64 << 20
+MIN_MTU, MAX_MTU = 576, 65535
+MAX_EMULATOR_WAIT_US = 100_000  # = the link emulator's MAX_WAIT_US (rust/src/link/config.rs)
+MAX_SERVER_TIMEOUT_S = 86_400  # = the replay's MAX_REQUEST_TIMEOUT_MS / 1000 (rust/src/replay/manifest.rs)
 MIN_RATE_BPS, MAX_RATE_BPS = 1_000, 100_000_000_000
 MAX_QUEUE_PACKETS = 1_000_000
 MIN_QUEUE_BYTES, MAX_QUEUE_BYTES = 1500, 1 << 30
@@ -192,6 +203,11 @@ def queue_spec(text: str | int | None) -> tuple[int | None, int | None]:
     if not MIN_QUEUE_BYTES <= b <= MAX_QUEUE_BYTES:
         raise PltError(f"invalid queue {show(text)}: from 1500 bytes (one full packet) to 1GiB")
     return None, b
+
+
+def is_window(v) -> bool:
+    """An initial window in segments: an integer MIN_ICW .. MAX_ICW (not a bool)."""
+    return isinstance(v, int) and not isinstance(v, bool) and MIN_ICW <= v <= MAX_ICW
 
 
 def seed(v, what: str = "seed") -> int:

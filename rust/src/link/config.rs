@@ -1,13 +1,15 @@
 //! JSON configuration of the link emulator: parsing and validation.
 //! See docs/dataplane-interfaces.md for the schema.
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use super::trace;
 
-#[derive(Debug, Clone, Deserialize)]
+/// One end of the link: a namespace and the TUN device in it.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Side {
     /// Network namespace file, e.g. /run/netns/plt-ab12cd-c.
@@ -16,36 +18,54 @@ pub struct Side {
     pub tun: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// One direction of the link (uplink: client -> server, downlink: server -> client).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DirCfg {
+    /// One-way propagation delay.
     #[serde(default)]
+    #[schemars(range(max = MAX_DELAY_US))]
     pub delay_us: u64,
+    /// Bottleneck rate in bit/s (null: unlimited, or the trace's).
     #[serde(default)]
+    #[schemars(range(min = 1.0))]
     pub rate_bps: Option<f64>,
+    /// Mahimahi delivery trace file instead of a rate.
     #[serde(default)]
     pub trace: Option<String>,
+    /// Drop-tail limits of the bottleneck queue (null: unlimited).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub queue_packets: Option<u64>,
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub queue_bytes: Option<u64>,
+    /// Random loss probability before the queue.
     #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub loss: f64,
+    /// ChaCha20 seed of the loss draws.
     #[serde(default)]
     pub seed: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// Per server-side address: its own delay and loss (null: the direction's).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Override {
+    /// IPv4 address (destination on the uplink, source on the downlink).
     pub addr: String,
     #[serde(default)]
+    #[schemars(range(max = MAX_DELAY_US))]
     pub delay_us_up: Option<u64>,
     #[serde(default)]
+    #[schemars(range(max = MAX_DELAY_US))]
     pub delay_us_down: Option<u64>,
     #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub loss_up: Option<f64>,
     #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub loss_down: Option<f64>,
 }
 
@@ -59,7 +79,12 @@ fn d_event() -> u64 {
     50
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// The largest busy-wait, linger, standby tick and injected stall, in us (the control plane's
+/// limit is the same: tests/test_contracts.py).
+pub const MAX_WAIT_US: u64 = 100_000;
+
+/// `pltlab-dp link --config`: the emulator's configuration.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub client: Side,
@@ -70,12 +95,16 @@ pub struct Config {
     pub downlink: DirCfg,
     #[serde(default)]
     pub overrides: Vec<Override>,
+    /// Sleep until this long before a deadline, then busy-spin.
     #[serde(default = "d_busy")]
+    #[schemars(range(max = MAX_WAIT_US))]
     pub busy_wait_us: u64,
     /// After any packet activity keep polling the TUNs for this long instead
     /// of sleeping, so replies (ACKs, responses) are read without a wake-up.
     #[serde(default)]
+    #[schemars(range(max = MAX_WAIT_US))]
     pub linger_us: u64,
+    /// Try SCHED_FIFO priority 10 (failure is reported in the statistics).
     #[serde(default)]
     pub sched_fifo: bool,
     /// Pin the emulator to this CPU (None: wherever the scheduler puts it).
@@ -93,10 +122,12 @@ pub struct Config {
     /// this many us and moves what the main loop has not (its CPU stalled);
     /// 0: none (also on a one-CPU machine).
     #[serde(default)]
+    #[schemars(range(max = MAX_WAIT_US))]
     pub standby_us: u64,
     /// Fault injection (tests): the main loop stops for `stall_us` every `stall_every_ms`, as
     /// if its CPU stalled. 0: never.
     #[serde(default)]
+    #[schemars(range(max = MAX_WAIT_US))]
     pub stall_us: u64,
     #[serde(default)]
     pub stall_every_ms: u64,
@@ -104,10 +135,13 @@ pub struct Config {
     /// wall-clock time) in the final statistics' `late_events`.
     #[serde(default = "d_event")]
     pub late_event_us: u64,
+    /// Nanosecond pcap of the client's interface.
     #[serde(default)]
     pub pcap: Option<String>,
+    /// File receiving the statistics object.
     #[serde(default)]
     pub stats: Option<String>,
+    /// IFF_VNET_HDR + TUNSETOFFLOAD on both TUNs (GSO super-packets segmented in software).
     #[serde(default = "d_true")]
     pub offload: bool,
 }
@@ -156,7 +190,8 @@ fn check_loss(what: &str, p: f64) -> Result<()> {
     Ok(())
 }
 
-const MAX_DELAY_US: u64 = 3_600_000_000;
+/// The longest one-way delay, us (an hour).
+pub const MAX_DELAY_US: u64 = 3_600_000_000;
 
 fn dir_params(name: &str, d: &DirCfg) -> Result<DirParams> {
     check_loss(&format!("{name}.loss"), d.loss)?;
@@ -211,17 +246,15 @@ impl Config {
     pub fn validate(&self) -> Result<(DirParams, DirParams)> {
         check_side("client", &self.client)?;
         check_side("server", &self.server)?;
-        if self.busy_wait_us > 100_000 {
-            bail!("busy_wait_us must be <= 100000, got {}", self.busy_wait_us);
+        for (f, v) in
+            [("busy_wait_us", self.busy_wait_us), ("linger_us", self.linger_us), ("standby_us", self.standby_us)]
+        {
+            if v > MAX_WAIT_US {
+                bail!("{f} must be <= {MAX_WAIT_US}, got {v}");
+            }
         }
-        if self.linger_us > 100_000 {
-            bail!("linger_us must be <= 100000, got {}", self.linger_us);
-        }
-        if self.standby_us > 100_000 {
-            bail!("standby_us must be <= 100000, got {}", self.standby_us);
-        }
-        if self.stall_us > 100_000 || (self.stall_us > 0 && self.stall_every_ms == 0) {
-            bail!("stall_us must be <= 100000 and needs stall_every_ms > 0");
+        if self.stall_us > MAX_WAIT_US || (self.stall_us > 0 && self.stall_every_ms == 0) {
+            bail!("stall_us must be <= {MAX_WAIT_US} and needs stall_every_ms > 0");
         }
         if self.cpu.is_some_and(|c| c >= libc::CPU_SETSIZE as usize) {
             bail!("cpu must be < {}, got {:?}", libc::CPU_SETSIZE, self.cpu);
@@ -324,7 +357,9 @@ mod tests {
         assert!(err(r#","overrides":[{"addr":"not-an-ip"}]"#).contains("overrides[0].addr"));
         assert!(err(r#","overrides":[{"addr":"1.2.3.4"},{"addr":"1.2.3.4"}]"#).contains("duplicate"));
         assert!(err(r#","overrides":[{"addr":"1.2.3.4","loss_down":2}]"#).contains("overrides[0].loss_down"));
-        assert!(err(r#","bogus":1"#).contains("unknown field"));
+        assert!(err(r#","bogus":1"#).contains("unknown field `bogus`"));
+        assert!(err(r#","uplink":{"delay":5}"#).contains("unknown field `delay`"));
+        assert!(err(r#","overrides":[{"addr":"1.2.3.4","rtt_us":5}]"#).contains("unknown field `rtt_us`"));
         assert!(err(r#","uplink":{"delay_us":-1}"#).contains("invalid"));
         assert!(err(r#","busy_wait_us":1000000"#).contains("busy_wait_us"));
         assert!(err(r#","linger_us":1000000"#).contains("linger_us"));

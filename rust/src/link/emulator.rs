@@ -26,7 +26,7 @@ use super::buf::{Pkt, Pool, LARGE, SMALL, VNET};
 use super::gso;
 use super::pcap::Pcap;
 use super::pipeline::Direction;
-use super::stats::LateLog;
+use super::stats::{LateKind, LateLog, Snapshot, SnapshotEvent};
 use super::tun::Tun;
 use crate::os::clock::{now_ns, sleep_until, Timer};
 use crate::os::epoll::Epoll;
@@ -129,7 +129,7 @@ impl Emulator {
                 continue;
             }
             if k == 0 {
-                self.late.note(self.rt_off.wrapping_add(now), self.ingress_ns, "ingress", i);
+                self.late.note(self.rt_off.wrapping_add(now), self.ingress_ns, LateKind::Ingress, i);
             }
             if !vnet {
                 self.rbuf.buf[..VNET].fill(0);
@@ -201,7 +201,7 @@ impl Emulator {
                     st.bytes_out += p.wire_len() as u64;
                     let late = t.saturating_sub(rel);
                     st.record_release(late);
-                    self.late.note(self.rt_off.wrapping_add(t), late, "release", i);
+                    self.late.note(self.rt_off.wrapping_add(t), late, LateKind::Release, i);
                 }
                 Err(_) => st.write_errors += 1,
             }
@@ -225,8 +225,12 @@ impl Emulator {
             if sig != libc::SIGUSR1 as u32 {
                 return true;
             }
-            let v = serde_json::json!({"event": "snapshot", "uplink": self.dirs[UP].st.take_interval(),
-                                       "downlink": self.dirs[DOWN].st.take_interval()});
+            let v = Snapshot {
+                event: SnapshotEvent::Snapshot,
+                uplink: self.dirs[UP].st.take_interval(),
+                downlink: self.dirs[DOWN].st.take_interval(),
+            };
+            let v = serde_json::to_string(&v).expect("snapshot serializes");
             use std::io::Write;
             let mut o = io::stdout().lock();
             let _ = writeln!(o, "{v}");

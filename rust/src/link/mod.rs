@@ -4,14 +4,14 @@
 //! timing (timerfd + busy-wait), optional pcap, JSON statistics.
 //! Contract: docs/dataplane-interfaces.md.
 mod buf;
-mod config;
+pub(crate) mod config;
 mod emulator;
 mod gso;
 mod pcap;
 mod pipeline;
 mod qdisc;
 mod shaper;
-mod stats;
+pub(crate) mod stats;
 mod trace;
 mod tun;
 
@@ -75,31 +75,39 @@ pub fn run(a: Args) -> Result<()> {
         }
         None => None,
     };
-    let stats = json!({
-        "event": "stats",
-        "pid": pid,
-        "run_time_s": run_time,
-        "busy_wait_us": cfg.busy_wait_us,
-        "offload": cfg.offload,
-        "sched_fifo_requested": cfg.sched_fifo,
-        "sched_fifo_applied": matches!(fifo, Some(Ok(()))),
-        "sched_fifo_error": match &fifo { Some(Err(e)) => json!(e), _ => json!(null) },
-        "cpu": cfg.cpu,
-        "cpu_error": match &pinned { Some(Err(e)) => json!(e), _ => json!(null) },
-        "mlock_applied": matches!(locked, Some(Ok(()))),
-        "mlock_error": match &locked { Some(Err(e)) => json!(e), _ => json!(null) },
-        "idle_poll_requested": cfg.idle_poll,
-        "idle_poll_applied": matches!(idle_poll, Some(Ok(_))),
-        "idle_poll_error": match &idle_poll { Some(Err(e)) => json!(e), _ => json!(null) },
-        "pcap_packets": pcap_packets,
-        "standby": {"tick_us": cfg.standby_us, "started": emu.standby.started, "looks": emu.standby.looks,
-                    "rescues": emu.standby.rescues, "packets": emu.standby.packets},
-        "buffers_allocated": emu.pool.allocated,
-        "uplink": emu.dirs[UP].st.to_json(emu.dirs[UP].in_flight()),
-        "downlink": emu.dirs[DOWN].st.to_json(emu.dirs[DOWN].in_flight()),
-        "late_events": emu.late.to_json(),
-    });
-    let line = stats.to_string();
+    fn err<T>(r: Option<&std::result::Result<T, String>>) -> Option<String> {
+        r.and_then(|r| r.as_ref().err().cloned())
+    }
+    let stats = stats::LinkStats {
+        event: stats::StatsEvent::Stats,
+        pid,
+        run_time_s: run_time,
+        busy_wait_us: cfg.busy_wait_us,
+        offload: cfg.offload,
+        sched_fifo_requested: cfg.sched_fifo,
+        sched_fifo_applied: matches!(fifo, Some(Ok(()))),
+        sched_fifo_error: err(fifo.as_ref()),
+        cpu: cfg.cpu,
+        cpu_error: err(pinned.as_ref()),
+        mlock_applied: matches!(locked, Some(Ok(()))),
+        mlock_error: err(locked.as_ref()),
+        idle_poll_requested: cfg.idle_poll,
+        idle_poll_applied: matches!(idle_poll, Some(Ok(_))),
+        idle_poll_error: err(idle_poll.as_ref()),
+        pcap_packets,
+        standby: stats::StandbyReport {
+            tick_us: cfg.standby_us,
+            started: emu.standby.started,
+            looks: emu.standby.looks,
+            rescues: emu.standby.rescues,
+            packets: emu.standby.packets,
+        },
+        buffers_allocated: emu.pool.allocated,
+        uplink: emu.dirs[UP].st.report(emu.dirs[UP].in_flight()),
+        downlink: emu.dirs[DOWN].st.report(emu.dirs[DOWN].in_flight()),
+        late_events: emu.late.report(),
+    };
+    let line = serde_json::to_string(&stats)?;
     let res = match &cfg.stats {
         Some(path) => {
             let tmp = format!("{path}.tmp");

@@ -226,11 +226,11 @@ pub(crate) mod tests {
         assert_eq!(drain(&mut d, u64::MAX), vec![(13 * MS, 1500), (16 * MS, 1500), (19 * MS, 1500)]);
         assert_eq!(d.st.max_queue_packets, 3);
         // each waited for the ones before it to be sent (3 ms per 1500 B), not for its own sending
-        let w = d.st.take_interval()["queue_wait_us"].clone();
+        let w = serde_json::to_value(d.st.take_interval().queue_wait_us).unwrap();
         assert_eq!((w["count"].as_u64(), w["max"].as_f64(), w["mean"].as_f64()), (Some(3), Some(6000.0), Some(3000.0)));
         // a packet arriving once the queue has drained waits for nothing
         d.arrive(u64::MAX / 2, ipv4(C, S, 1500)).unwrap();
-        assert_eq!(d.st.take_interval()["queue_wait_us"]["max"].as_f64(), Some(0.0));
+        assert_eq!(serde_json::to_value(d.st.take_interval().queue_wait_us).unwrap()["max"].as_f64(), Some(0.0));
     }
 
     #[test]

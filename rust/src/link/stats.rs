@@ -1,5 +1,7 @@
-//! Statistics: lateness histogram, drop log with digest, per-direction counters.
-use serde_json::{json, Value};
+//! Statistics: lateness histogram, drop log with digest, per-direction counters, and the
+//! objects the emulator prints (typed: `pltlab-dp schema link-stats` / `link-snapshot`).
+use schemars::JsonSchema;
+use serde::Serialize;
 
 /// Log-linear histogram of nanosecond values: exact below 512 ns, then 256
 /// sub-buckets per power of two (relative resolution < 0.4 %).
@@ -73,18 +75,31 @@ impl Histogram {
         }
     }
     /// Percentiles in microseconds (3 decimals).
-    pub fn to_json_us(&self) -> Value {
+    pub fn summary_us(&self) -> Lateness {
         let us = |ns: f64| (ns / 1000.0 * 1000.0).round() / 1000.0;
-        json!({
-            "count": self.n,
-            "p50": us(self.quantile(0.5) as f64),
-            "p90": us(self.quantile(0.9) as f64),
-            "p99": us(self.quantile(0.99) as f64),
-            "p999": us(self.quantile(0.999) as f64),
-            "max": us(self.max as f64),
-            "mean": us(self.mean()),
-        })
+        Lateness {
+            count: self.n,
+            p50: us(self.quantile(0.5) as f64),
+            p90: us(self.quantile(0.9) as f64),
+            p99: us(self.quantile(0.99) as f64),
+            p999: us(self.quantile(0.999) as f64),
+            max: us(self.max as f64),
+            mean: us(self.mean()),
+        }
     }
+}
+
+/// A histogram's summary in microseconds (log-linear buckets, < 0.4 % relative resolution; max
+/// and mean exact).
+#[derive(Serialize, JsonSchema, Debug, Clone, PartialEq)]
+pub struct Lateness {
+    pub count: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
 }
 
 /// Dropped packet indices: FNV-1a 64 digest over all of them (each index as
@@ -162,39 +177,110 @@ impl DirStats {
         self.ingress_interval.record(delay_ns);
     }
     /// Figures since the previous snapshot; starts the next interval.
-    pub fn take_interval(&mut self) -> Value {
-        let v = json!({"packets_out": self.packets_out_interval, "lateness_us": self.lateness_interval.to_json_us(),
-                       "ingress_us": self.ingress_interval.to_json_us(),
-                       "queue_wait_us": self.queue_wait_interval.to_json_us()});
+    pub fn take_interval(&mut self) -> DirInterval {
+        let v = DirInterval {
+            packets_out: self.packets_out_interval,
+            lateness_us: self.lateness_interval.summary_us(),
+            ingress_us: self.ingress_interval.summary_us(),
+            queue_wait_us: self.queue_wait_interval.summary_us(),
+        };
         self.lateness_interval = Histogram::default();
         self.ingress_interval = Histogram::default();
         self.queue_wait_interval = Histogram::default();
         self.packets_out_interval = 0;
         v
     }
-    pub fn to_json(&self, in_flight: usize) -> Value {
-        json!({
-            "packets_in": self.packets_in,
-            "bytes_in": self.bytes_in,
-            "packets_out": self.packets_out,
-            "bytes_out": self.bytes_out,
-            "dropped_loss": self.loss.count,
-            "dropped_queue": self.queue.count,
-            "dropped_write": self.write_errors,
-            "drop_digest": self.all.digest_hex(),
-            "drop_indices": self.all.first,
-            "loss_digest": self.loss.digest_hex(),
-            "loss_indices": self.loss.first,
-            "nonip_packets": self.nonip_packets,
-            "gso_segmented": self.gso_segmented,
-            "gso_passthrough": self.gso_passthrough,
-            "max_queue_packets": self.max_queue_packets,
-            "max_queue_bytes": self.max_queue_bytes,
-            "in_flight_at_exit": in_flight,
-            "lateness_us": self.lateness.to_json_us(),
-            "ingress_us": self.ingress.to_json_us(),
-        })
+    pub fn report(&self, in_flight: usize) -> DirReport {
+        DirReport {
+            packets_in: self.packets_in,
+            bytes_in: self.bytes_in,
+            packets_out: self.packets_out,
+            bytes_out: self.bytes_out,
+            dropped_loss: self.loss.count,
+            dropped_queue: self.queue.count,
+            dropped_write: self.write_errors,
+            drop_digest: self.all.digest_hex(),
+            drop_indices: self.all.first.clone(),
+            loss_digest: self.loss.digest_hex(),
+            loss_indices: self.loss.first.clone(),
+            nonip_packets: self.nonip_packets,
+            gso_segmented: self.gso_segmented,
+            gso_passthrough: self.gso_passthrough,
+            max_queue_packets: self.max_queue_packets,
+            max_queue_bytes: self.max_queue_bytes,
+            in_flight_at_exit: in_flight,
+            lateness_us: self.lateness.summary_us(),
+            ingress_us: self.ingress.summary_us(),
+        }
     }
+}
+
+/// One direction's figures since the previous snapshot.
+#[derive(Serialize, JsonSchema, Debug, Clone)]
+pub struct DirInterval {
+    /// Packets released.
+    pub packets_out: u64,
+    /// Their lateness: write time - scheduled release time.
+    pub lateness_us: Lateness,
+    /// Ingress waits: how long packets may have waited in the TUN before being read.
+    pub ingress_us: Lateness,
+    /// With a rate or trace: how long each packet waited in the queue behind the packets before
+    /// it (its own serialization not included).
+    pub queue_wait_us: Lateness,
+}
+
+/// One direction's counters ("packets" are wire packets after GSO segmentation, "bytes" IP bytes).
+#[derive(Serialize, JsonSchema, Debug, Clone)]
+pub struct DirReport {
+    /// Entered the pipeline (read from the TUN).
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    /// Written to the other TUN.
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    /// Random loss.
+    pub dropped_loss: u64,
+    /// Drop-tail.
+    pub dropped_queue: u64,
+    /// Write to the TUN failed.
+    pub dropped_write: u64,
+    /// FNV-1a 64 (16 hex digits) over every dropped packet index (loss + queue).
+    pub drop_digest: String,
+    /// The first 1000 dropped packet indices, ascending.
+    pub drop_indices: Vec<u64>,
+    /// The same of the random losses only.
+    pub loss_digest: String,
+    pub loss_indices: Vec<u64>,
+    /// Non-IPv4 packets passed.
+    pub nonip_packets: u64,
+    /// GSO super-packets split in software, and passed whole.
+    pub gso_segmented: u64,
+    pub gso_passthrough: u64,
+    /// Maximum bottleneck queue occupancy (0 without rate or trace).
+    pub max_queue_packets: u64,
+    pub max_queue_bytes: u64,
+    /// Packets still held (queue or delay) when stopped; discarded.
+    pub in_flight_at_exit: usize,
+    /// Write time - scheduled release time of every packet written.
+    pub lateness_us: Lateness,
+    /// Per packet read: how long it may have waited in the TUN.
+    pub ingress_us: Lateness,
+}
+
+/// What delayed a packet: its release, or its ingress (read late from the TUN).
+#[derive(Serialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LateKind {
+    Release,
+    Ingress,
+}
+
+/// A link direction: up (client -> server), down (server -> client).
+#[derive(Serialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Way {
+    Up,
+    Down,
 }
 
 /// Every delay of at least `threshold_ns` the emulator saw, with its wall-clock
@@ -204,7 +290,7 @@ pub struct LateLog {
     pub threshold_ns: u64,
     pub count: u64,
     /// (wall-clock ns when it ended, delay ns, kind, direction)
-    events: Vec<(u64, u64, &'static str, &'static str)>,
+    events: Vec<(u64, u64, LateKind, Way)>,
 }
 
 pub const KEEP_EVENTS: usize = 100_000;
@@ -213,23 +299,95 @@ impl LateLog {
     pub fn new(threshold_ns: u64) -> Self {
         LateLog { threshold_ns, count: 0, events: Vec::new() }
     }
-    /// Logs `delay_ns` if it reaches the threshold (kind: "release" or "ingress").
-    pub fn note(&mut self, wall_ns: u64, delay_ns: u64, kind: &'static str, dir: usize) {
+    /// Logs `delay_ns` if it reaches the threshold.
+    pub fn note(&mut self, wall_ns: u64, delay_ns: u64, kind: LateKind, dir: usize) {
         if delay_ns < self.threshold_ns || self.threshold_ns == 0 {
             return;
         }
         self.count += 1;
         if self.events.len() < KEEP_EVENTS {
-            self.events.push((wall_ns, delay_ns, kind, ["up", "down"][dir.min(1)]));
+            self.events.push((wall_ns, delay_ns, kind, if dir == 0 { Way::Up } else { Way::Down }));
         }
     }
-    pub fn to_json(&self) -> Value {
-        json!({
-            "threshold_us": self.threshold_ns as f64 / 1000.0,
-            "count": self.count,
-            "events": self.events.iter().map(|e| json!([e.0, e.1, e.2, e.3])).collect::<Vec<_>>(),
-        })
+    pub fn report(&self) -> LateEvents {
+        LateEvents { threshold_us: self.threshold_ns as f64 / 1000.0, count: self.count, events: self.events.clone() }
     }
+}
+
+/// Every release or ingress delay of at least `threshold_us` (0: none logged).
+#[derive(Serialize, JsonSchema, Debug, Clone)]
+pub struct LateEvents {
+    pub threshold_us: f64,
+    /// All of them; `events` keeps the first 100,000.
+    pub count: u64,
+    /// `[wall-clock ns when it ended, delay ns, kind, direction]`.
+    pub events: Vec<(u64, u64, LateKind, Way)>,
+}
+
+/// The standby thread's work (link/emulator.rs).
+#[derive(Serialize, JsonSchema, Debug, Clone)]
+pub struct StandbyReport {
+    pub tick_us: u64,
+    pub started: bool,
+    /// Rounds it did because the main loop had not gone on for 60 us.
+    pub looks: u64,
+    /// Of those, the ones that read or released packets, and how many.
+    pub rescues: u64,
+    pub packets: u64,
+}
+
+/// Why the object was printed.
+#[derive(Serialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StatsEvent {
+    Stats,
+}
+
+/// The final statistics (`pltlab-dp link`, at SIGTERM/SIGINT: the last stdout line and the
+/// config's `stats` file).
+#[derive(Serialize, JsonSchema, Debug, Clone)]
+pub struct LinkStats {
+    pub event: StatsEvent,
+    pub pid: u32,
+    /// Seconds from attach to stop.
+    pub run_time_s: f64,
+    pub busy_wait_us: u64,
+    pub offload: bool,
+    pub sched_fifo_requested: bool,
+    pub sched_fifo_applied: bool,
+    /// null unless requested and refused.
+    pub sched_fifo_error: Option<String>,
+    pub cpu: Option<usize>,
+    pub cpu_error: Option<String>,
+    pub mlock_applied: bool,
+    pub mlock_error: Option<String>,
+    pub idle_poll_requested: bool,
+    pub idle_poll_applied: bool,
+    pub idle_poll_error: Option<String>,
+    /// Records written (null without pcap).
+    pub pcap_packets: Option<u64>,
+    pub standby: StandbyReport,
+    /// Packet buffers allocated by the pool (steady state: no allocation).
+    pub buffers_allocated: u64,
+    pub uplink: DirReport,
+    pub downlink: DirReport,
+    pub late_events: LateEvents,
+}
+
+/// Why the object was printed.
+#[derive(Serialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SnapshotEvent {
+    Snapshot,
+}
+
+/// On SIGUSR1: each direction's figures since the previous snapshot (the control plane takes one
+/// before and one after each load).
+#[derive(Serialize, JsonSchema, Debug, Clone)]
+pub struct Snapshot {
+    pub event: SnapshotEvent,
+    pub uplink: DirInterval,
+    pub downlink: DirInterval,
 }
 
 #[cfg(test)]
@@ -256,23 +414,23 @@ mod tests {
         assert!((q(0.99) - 990.0).abs() < 4.0);
         assert_eq!(h.quantile(1.0), 1_000_000);
         assert!((h.mean() - 500_500.0).abs() < 1e-6);
-        let j = h.to_json_us();
-        assert_eq!(j["max"], 1000.0);
-        assert_eq!(j["count"], 1000);
+        let j = h.summary_us();
+        assert_eq!(j.max, 1000.0);
+        assert_eq!(j.count, 1000);
     }
 
     #[test]
     fn late_log_keeps_what_reaches_the_threshold() {
         let mut l = LateLog::new(50_000);
-        l.note(1, 49_999, "release", 0);
-        l.note(2, 50_000, "release", 1);
-        l.note(3, 2_000_000, "ingress", 0);
-        let j = l.to_json();
+        l.note(1, 49_999, LateKind::Release, 0);
+        l.note(2, 50_000, LateKind::Release, 1);
+        l.note(3, 2_000_000, LateKind::Ingress, 0);
+        let j = serde_json::to_value(l.report()).unwrap();
         assert_eq!(j["count"], 2);
-        assert_eq!(j["events"][0], json!([2, 50_000, "release", "down"]));
-        assert_eq!(j["events"][1], json!([3, 2_000_000, "ingress", "up"]));
+        assert_eq!(j["events"][0], serde_json::json!([2, 50_000, "release", "down"]));
+        assert_eq!(j["events"][1], serde_json::json!([3, 2_000_000, "ingress", "up"]));
         let mut off = LateLog::new(0);
-        off.note(1, u64::MAX, "release", 0);
+        off.note(1, u64::MAX, LateKind::Release, 0);
         assert_eq!(off.count, 0);
     }
 

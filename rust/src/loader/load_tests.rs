@@ -421,7 +421,10 @@ fn tight_phases_are_per_frame() {
     }
     let mut p = plan(objs, None);
     p.tight_limit = Some(1);
-    p.tight_phases = vec![TightPhase { until: vec![1], delay_ms: 0.0 }, TightPhase { until: vec![0], delay_ms: 0.0 }];
+    p.tight_phases = vec![
+        TightPhase { until: vec![1], delay_ms: 0.0, doc: None },
+        TightPhase { until: vec![0], delay_ms: 0.0, doc: None },
+    ];
     let out = loader::load(p.clone()).unwrap();
     let rq = &out.requests;
     let css_end = rq[1].last_byte_ms;

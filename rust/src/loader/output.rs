@@ -1,10 +1,12 @@
 //! What a load returns (one JSON object on stdout): a record per request in plan order, one
 //! per connection, and the page figures (docs/dataplane-interfaces.md).
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::plan::Plan;
 
-#[derive(Serialize, Debug, Clone, Default)]
+/// One request, in plan order.
+#[derive(Serialize, JsonSchema, Debug, Clone, Default)]
 pub struct Rec {
     pub index: usize,
     pub url: String,
@@ -54,7 +56,8 @@ pub struct Rec {
     pub early_data: Option<String>,
 }
 
-#[derive(Serialize, Debug, Clone, Default)]
+/// One connection, by id.
+#[derive(Serialize, JsonSchema, Debug, Clone, Default)]
 pub struct ConnRec {
     pub id: usize,
     pub host: String,
@@ -80,7 +83,9 @@ pub struct ConnRec {
     pub early_data: Option<String>,
 }
 
-#[derive(Serialize, Debug, Clone)]
+/// `pltlab-dp load`: the load report (stdout, one JSON object, only on success). Times in ms since
+/// the load started.
+#[derive(Serialize, JsonSchema, Debug, Clone)]
 pub struct Output {
     pub plt_ms: f64,
     pub objects: usize,

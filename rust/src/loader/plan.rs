@@ -2,6 +2,7 @@
 //! (parent, `after`, `at_first_byte`) and delays, the connection limit, TFO and DNS settings,
 //! and the Chromium model's delayable limits and tight phases; and its validation.
 use anyhow::{bail, Result};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -19,7 +20,9 @@ fn full() -> String {
     "full".into()
 }
 
-#[derive(Deserialize, Debug, Clone)]
+/// One object to fetch: where from, and when it becomes requestable.
+#[derive(Deserialize, Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Object {
     pub url: String,
     #[serde(default = "get")]
@@ -29,9 +32,12 @@ pub struct Object {
     pub port: u16,
     #[serde(default)]
     pub tls: bool,
+    /// The object whose arrival (last byte) makes this one requestable (null: the start).
     #[serde(default)]
     pub parent: Option<usize>,
+    /// Compute delay after the parent (or the last prerequisite) arrived.
     #[serde(default)]
+    #[schemars(range(min = 0.0))]
     pub delay_ms: f64,
     /// Requestable at the parent's first response byte instead of its last (a browser's
     /// parser/preload scanner sees the references at the start of a document).
@@ -52,6 +58,7 @@ pub struct Object {
     /// "h2": offer ALPN h2 (and http/1.1) on this object's TLS connection and, if the server
     /// picks h2, multiplex its origin's requests on one connection; "http/1.1" (default): not.
     #[serde(default = "http11")]
+    #[schemars(extend("enum" = PROTOCOLS))]
     pub protocol: String,
     /// Sent as the RFC 9218 `priority` request header (the Chromium model fills it for h2).
     #[serde(default)]
@@ -62,6 +69,11 @@ fn http11() -> String {
     "http/1.1".into()
 }
 
+/// The protocols an object may ask for.
+pub const PROTOCOLS: &[&str] = &["h2", "http/1.1"];
+/// The plan's `tls_mode`s.
+pub const TLS_MODES: &[&str] = &["full", "resume", "0rtt"];
+
 impl Object {
     /// This object's connection may speak h2 (TLS and protocol "h2").
     pub fn wants_h2(&self) -> bool {
@@ -71,39 +83,57 @@ impl Object {
 
 /// One frame's tight mode: until every object of `until` has arrived, and `delay_ms` more, at
 /// most `tight_limit` of its delayable requests are released at once.
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Deserialize, Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TightPhase {
     pub until: Vec<usize>,
     #[serde(default)]
+    #[schemars(range(min = 0.0))]
     pub delay_ms: f64,
+    /// The frame's document (an object index): not used by the loader, read back from the plan by
+    /// the control plane's calibration (loaders/calibrate.py).
+    #[serde(default)]
+    pub doc: Option<usize>,
 }
 
-#[derive(Deserialize, Debug, Clone)]
+/// `pltlab-dp load --plan`: the page to load and how the loader schedules it.
+#[derive(Deserialize, Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Plan {
+    /// Object 0 is the main document.
+    #[schemars(length(min = 1))]
     pub objects: Vec<Object>,
     #[serde(default = "six")]
+    #[schemars(range(min = 1))]
     pub max_conns_per_host: usize,
+    /// TCP_FASTOPEN_CONNECT on every socket.
     #[serde(default)]
     pub tfo: bool,
+    /// Paid once per pool before its first connection.
     #[serde(default)]
     pub dns_delay_ms: f64,
+    /// The replay CA (PEM), required when an object has `"tls": true`.
     #[serde(default)]
     pub ca: Option<PathBuf>,
+    /// The load fails after this long.
     #[serde(default = "timeout_default")]
     pub timeout_s: f64,
     /// At most this many delayable requests released (queued for or on a connection) at once;
     /// None = no limit.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub delayable_limit: Option<usize>,
     /// While some object of `tight_until` has not arrived: at most this many delayable
     /// requests released at once (None = only `delayable_limit`).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub tight_limit: Option<usize>,
     #[serde(default)]
     pub tight_until: Vec<usize>,
     /// Tight mode lasts this long after the last object of `tight_until` arrived (the
     /// renderer's time until its parser inserts <body>: Blink leaves tight mode then).
     #[serde(default)]
+    #[schemars(range(min = 0.0))]
     pub tight_delay_ms: f64,
     /// Further tight phases (per frame), chosen by each object's `tight_phase`.
     #[serde(default)]
@@ -112,6 +142,7 @@ pub struct Plan {
     /// of the whole page left session tickets: connections resume, 1-RTT without certificate),
     /// "0rtt" (as resume, and each resumed connection's first request goes as early data).
     #[serde(default = "full")]
+    #[schemars(extend("enum" = TLS_MODES))]
     pub tls_mode: String,
 }
 
@@ -135,7 +166,7 @@ impl Plan {
                     bail!("object {i}: bad parent {p}");
                 }
             }
-            if o.protocol != "h2" && o.protocol != "http/1.1" {
+            if !PROTOCOLS.contains(&o.protocol.as_str()) {
                 bail!("object {i}: protocol {:?} is neither \"h2\" nor \"http/1.1\"", o.protocol);
             }
             if o.delay_ms.is_nan() || o.delay_ms < 0.0 {
@@ -154,6 +185,9 @@ impl Plan {
             }
             if !(ph.delay_ms >= 0.0 && ph.delay_ms.is_finite()) {
                 bail!("tight phase {k}: delay_ms must be a number >= 0");
+            }
+            if ph.doc.is_some_and(|d| d >= n) {
+                bail!("tight phase {k}: bad \"doc\" index");
             }
         }
         if let Some((i, _)) =
@@ -189,7 +223,7 @@ impl Plan {
         if seen < n {
             bail!("parents and \"after\" lists form a cycle");
         }
-        if !["full", "resume", "0rtt"].contains(&self.tls_mode.as_str()) {
+        if !TLS_MODES.contains(&self.tls_mode.as_str()) {
             bail!("tls_mode {:?} is none of \"full\", \"resume\", \"0rtt\"", self.tls_mode);
         }
         if self.warm_tls() && !self.objects.iter().any(|o| o.tls) {
@@ -294,8 +328,10 @@ mod tests {
         let mut p = plan(vec![obj("http://a/", "a", a, false, None), obj("http://a/b", "a", a, false, Some(0))], None);
         p.objects[1].delayable = true;
         p.objects[1].tight_phase = Some(1);
-        p.tight_phases =
-            vec![TightPhase { until: vec![0], delay_ms: 0.0 }, TightPhase { until: vec![], delay_ms: 5.0 }];
+        p.tight_phases = vec![
+            TightPhase { until: vec![0], delay_ms: 0.0, doc: None },
+            TightPhase { until: vec![], delay_ms: 5.0, doc: Some(1) },
+        ];
         assert!(p.validate().is_ok());
         let mut q = p.clone();
         q.objects[1].tight_phase = Some(2);
@@ -309,6 +345,24 @@ mod tests {
         let mut q = p.clone();
         q.tight_delay_ms = -1.0;
         assert!(err(&q).contains("tight_delay_ms"));
+    }
+
+    /// An unknown key of the plan, an object or a tight phase is refused, naming it.
+    #[test]
+    fn unknown_keys_are_refused_by_name() {
+        let obj = r#"{"url": "http://a/", "host": "a", "ip": "10.0.0.1", "port": 80"#;
+        for (bad, key) in [
+            (format!(r#"{{"objects": [{obj}}}], "tfo_mode": true}}"#), "tfo_mode"),
+            (format!(r#"{{"objects": [{obj}, "delayble": true}}]}}"#), "delayble"),
+            (format!(r#"{{"objects": [{obj}}}], "tight_phases": [{{"until": [], "frame": 0}}]}}"#), "frame"),
+        ] {
+            let e = serde_json::from_str::<Plan>(&bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("unknown field `{key}`")), "{bad}: {e}");
+        }
+        let p: Plan =
+            serde_json::from_str(&format!(r#"{{"objects": [{obj}}}], "tight_phases": [{{"until": [0], "doc": 0}}]}}"#))
+                .unwrap();
+        assert_eq!(p.tight_phases[0].doc, Some(0));
     }
 
     #[test]

@@ -99,7 +99,7 @@ impl Chromium {
         let n = plan.objects.len();
         let mut defs: Vec<TightPhase> = plan.tight_phases.clone();
         let legacy = (!plan.tight_until.is_empty()).then(|| {
-            defs.push(TightPhase { until: plan.tight_until.clone(), delay_ms: plan.tight_delay_ms });
+            defs.push(TightPhase { until: plan.tight_until.clone(), delay_ms: plan.tight_delay_ms, doc: None });
             defs.len() - 1
         });
         let mut in_tight = vec![Vec::new(); n];

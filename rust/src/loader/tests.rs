@@ -253,7 +253,10 @@ fn tight_phases_per_frame() {
     }));
     let mut p = plan(objs, None);
     p.tight_limit = Some(1);
-    p.tight_phases = vec![TightPhase { until: vec![1], delay_ms: 0.0 }, TightPhase { until: vec![0], delay_ms: 0.0 }];
+    p.tight_phases = vec![
+        TightPhase { until: vec![1], delay_ms: 0.0, doc: None },
+        TightPhase { until: vec![0], delay_ms: 0.0, doc: None },
+    ];
     let mut sim = Sim::new(&p);
     sim.root_done(1.0, true);
     let released: Vec<usize> = (2..6).filter(|&i| sim.s.released_ms(i) > 0.0).collect();

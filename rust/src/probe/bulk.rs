@@ -20,7 +20,7 @@ pub struct Args {
     pub timeout_s: f64,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, schemars::JsonSchema, Debug)]
 pub struct Out {
     pub bytes: u64,
     /// Actual measured interval (first read after warmup .. last read).

@@ -38,7 +38,7 @@ pub struct Args {
     pub timeout_s: f64,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, schemars::JsonSchema, Debug)]
 pub struct Fetch {
     pub ms: f64,
     pub connect_ms: f64,
@@ -63,7 +63,7 @@ pub struct Fetch {
     pub tfo_unavailable: bool,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, schemars::JsonSchema, Debug)]
 pub struct Out {
     pub fetches: Vec<Fetch>,
 }

@@ -9,15 +9,15 @@
 use clap::Subcommand;
 use std::net::SocketAddr;
 
-mod bulk;
+pub(crate) mod bulk;
 mod common;
-mod fetch;
+pub(crate) mod fetch;
 mod http;
-mod ping;
+pub(crate) mod ping;
 mod server;
 #[cfg(test)]
 mod tests;
-mod udp;
+pub(crate) mod udp;
 
 #[derive(Subcommand)]
 pub enum Cmd {

@@ -38,7 +38,7 @@ pub struct Args {
     pub flows: usize,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, schemars::JsonSchema, Debug)]
 pub struct Out {
     /// Link RTT per round trip (kernel timestamps, see above), us.
     pub samples_us: Vec<f64>,

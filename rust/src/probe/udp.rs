@@ -59,7 +59,7 @@ pub struct Args {
     pub timeout_s: f64,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, schemars::JsonSchema, Debug)]
 pub struct Out {
     pub sent: u64,
     pub received: u64,

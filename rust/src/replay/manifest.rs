@@ -1,6 +1,7 @@
 //! Replay manifest (docs/dataplane-interfaces.md) and its preparation: every
 //! response's head is serialized once and every body is loaded once.
 use anyhow::{bail, Context, Result};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -9,14 +10,18 @@ use std::sync::Arc;
 use super::matcher::Scheme;
 use crate::http;
 
-#[derive(Deserialize, Debug, Clone)]
+/// One listen socket: an origin address and port, plain or TLS.
+#[derive(Deserialize, Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Listen {
     pub ip: std::net::IpAddr,
+    /// 0: any (the ready line tells which).
     pub port: u16,
     #[serde(default)]
     pub tls: bool,
     /// ALPN protocols offered on a TLS address, in preference order: "h2", "http/1.1".
     #[serde(default = "http11_only")]
+    #[schemars(length(min = 1), extend("uniqueItems" = true, "items" = {"type": "string", "enum": ALPN_PROTOCOLS}))]
     pub alpn: Vec<String>,
 }
 
@@ -27,7 +32,9 @@ fn http11_only() -> Vec<String> {
 /// The ALPN protocols the replay server speaks.
 pub const ALPN_PROTOCOLS: &[&str] = &["h2", "http/1.1"];
 
-#[derive(Deserialize, Debug, Clone)]
+/// The certificate (every https host a SAN) and its key, PEM.
+#[derive(Deserialize, Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TlsFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
@@ -41,15 +48,19 @@ fn default_max_early_data() -> u32 {
     16384
 }
 
-#[derive(Deserialize, Debug, Clone)]
-#[serde(untagged)]
+/// A response body: bytes of a file, or N synthetic bytes.
+#[derive(Deserialize, Debug, Clone, JsonSchema)]
+#[serde(untagged, deny_unknown_fields)]
 pub enum BodySpec {
+    /// `length` bytes of `file` from `offset` (each file read once at start).
     File {
         file: PathBuf,
         #[serde(default)]
         offset: u64,
         length: u64,
     },
+    /// `synth` deterministic bytes (printable for text types); `mime` becomes Content-Type
+    /// unless the headers have one.
     Synth {
         synth: u64,
         #[serde(default)]
@@ -67,7 +78,9 @@ fn yes() -> bool {
     true
 }
 
-#[derive(Deserialize, Debug, Clone)]
+/// One recorded response and the request it answers.
+#[derive(Deserialize, Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ResponseSpec {
     #[serde(default = "get")]
     pub method: String,
@@ -79,6 +92,7 @@ pub struct ResponseSpec {
     pub cross_scheme: bool,
     /// Lower-case hex SHA-256 of the recorded request body (None: no body).
     #[serde(default)]
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"))]
     pub body_sha256: Option<String>,
     pub host: String,
     pub path: String,
@@ -86,12 +100,16 @@ pub struct ResponseSpec {
     pub query: String,
     #[serde(default = "default_status")]
     pub status: u16,
+    /// Header fields as recorded, `[name, value]` in order.
     #[serde(default)]
     pub headers: Vec<(String, String)>,
+    /// null: an empty body.
     #[serde(default)]
     pub body: Option<BodySpec>,
+    /// Sent with `Transfer-Encoding: chunked` (HTTP/1.1).
     #[serde(default)]
     pub chunked: bool,
+    /// Server think time (HAR `timings.wait`), slept only with `think_time`.
     #[serde(default)]
     pub wait_ms: Option<f64>,
 }
@@ -100,13 +118,18 @@ fn default_tfo_queue() -> u32 {
     4096
 }
 
-#[derive(Deserialize, Debug, Clone)]
+/// `pltlab-dp replay --manifest`: what the replay server listens on and answers.
+#[derive(Deserialize, Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Manifest {
+    #[schemars(length(min = 1))]
     pub listen: Vec<Listen>,
     #[serde(default)]
     pub tls: Option<TlsFiles>,
+    /// TCP_FASTOPEN queue of every listen socket (0: no TFO).
     #[serde(default = "default_tfo_queue")]
     pub tfo_queue: u32,
+    /// Responses wait their `wait_ms` before being sent.
     #[serde(default)]
     pub think_time: bool,
     /// Order of the responses on an h2 connection (h2.rs, priority.rs): "rfc9218" or
@@ -114,12 +137,14 @@ pub struct Manifest {
     #[serde(default)]
     pub h2_priority: crate::replay::priority::Scheme,
     pub responses: Vec<ResponseSpec>,
+    /// File receiving the statistics object at exit.
     #[serde(default)]
     pub stats: Option<PathBuf>,
     /// A connection's TLS handshake and the head of its first request (h2: preface, SETTINGS
     /// and first HEADERS) must be complete this long after its accept, a later HTTP/1.1 head
     /// this long after its first byte; else the connection is closed (mod.rs).
     #[serde(default = "default_request_timeout_ms")]
+    #[schemars(range(min = 1, max = MAX_REQUEST_TIMEOUT_MS))]
     pub request_timeout_ms: u64,
 }
 
@@ -354,5 +379,42 @@ fn is_text(mime: Option<&str>) -> bool {
             let m = m.to_ascii_lowercase();
             m.starts_with("text/") || m.contains("javascript") || m.contains("json") || m.contains("xml")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> std::result::Result<Manifest, String> {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    }
+
+    const RESPONSE: &str = r#"{"host": "a", "path": "/"}"#;
+
+    /// Optional keys take their defaults; an unknown key anywhere is refused, naming it.
+    #[test]
+    fn unknown_keys_are_refused_by_name() {
+        let ok = format!(r#"{{"listen": [{{"ip": "127.0.0.1", "port": 80}}], "responses": [{RESPONSE}]}}"#);
+        let m = parse(&ok).unwrap();
+        assert_eq!((m.tfo_queue, m.request_timeout_ms, m.responses[0].status), (4096, 120_000, 200));
+        for (bad, key) in [
+            (r#"{"listen": [], "responses": [], "think_tme": true}"#.to_string(), "think_tme"),
+            (r#"{"listen": [{"ip": "127.0.0.1", "port": 80, "tsl": true}], "responses": []}"#.into(), "tsl"),
+            (
+                r#"{"listen": [], "tls": {"cert": "c", "key": "k", "max_early": 1}, "responses": []}"#.into(),
+                "max_early",
+            ),
+            (
+                r#"{"listen": [], "responses": [{"host": "a", "path": "/", "decoded_length": 5}]}"#.into(),
+                "decoded_length",
+            ),
+        ] {
+            let e = parse(&bad).unwrap_err();
+            assert!(e.contains(&format!("unknown field `{key}`")), "{bad}: {e}");
+        }
+        // a body is a file slice or synthetic bytes, nothing else (untagged: the error says so)
+        let bad = r#"{"listen": [], "responses": [{"host": "a", "path": "/", "body": {"synth": 5, "mim": "x"}}]}"#;
+        assert!(parse(bad).unwrap_err().contains("did not match any variant"));
     }
 }

@@ -34,6 +34,7 @@ pub mod matcher;
 pub mod priority;
 #[cfg(test)]
 mod prop_tests;
+pub mod report;
 pub mod service;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -154,61 +155,6 @@ impl Stats {
     fn note_service(&self, t: std::time::Instant, think: Option<std::time::Duration>) {
         let d = t.elapsed().saturating_sub(think.unwrap_or_default());
         self.service_ns.lock().unwrap().add(d.as_nanos().min(u32::MAX as u128) as u32);
-    }
-    pub fn json(&self) -> serde_json::Value {
-        let service = self.service_ns.lock().unwrap().json();
-        let nf: Vec<_> = self
-            .not_found_urls
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(u, n)| serde_json::json!({"url": u, "count": n}))
-            .collect();
-        let fb: Vec<_> = self
-            .fallback_urls
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(u, i, n)| serde_json::json!({"url": u, "response": i, "count": n}))
-            .collect();
-        serde_json::json!({
-            "event": "stats",
-            "requests": self.requests.load(Relaxed),
-            "exact_matches": self.responses_exact.load(Relaxed),
-            "fallback_matches": self.fallback_matches.load(Relaxed),
-            "cross_scheme_matches": self.cross_scheme_matches.load(Relaxed),
-            "sessions": self.sessions.load(Relaxed),
-            "fallbacks": fb,
-            "not_found": self.not_found.load(Relaxed),
-            "not_found_urls": nf,
-            "bad_requests": self.bad_requests.load(Relaxed),
-            "connections": self.connections.load(Relaxed),
-            "accept_errors": self.accept_errors.load(Relaxed),
-            "tls_connections": self.tls_connections.load(Relaxed),
-            "tls_handshake_errors": self.tls_handshake_errors.load(Relaxed),
-            "handshake_timeouts": self.handshake_timeouts.load(Relaxed),
-            "request_timeouts": self.request_timeouts.load(Relaxed),
-            "tls_full": self.tls_full.load(Relaxed),
-            "tls_resumed": self.tls_resumed.load(Relaxed),
-            "tls_full_used": self.tls_full_used.load(Relaxed),
-            "tls_resumed_used": self.tls_resumed_used.load(Relaxed),
-            "tls_early_used": self.tls_early_used.load(Relaxed),
-            "tls_early_data": self.tls_early_data.load(Relaxed),
-            "tls_early_bytes": self.tls_early_bytes.load(Relaxed),
-            "tls_ticket_rotations": self.tls_ticket_rotations.load(Relaxed),
-            "h1_connections": self.h1_connections.load(Relaxed),
-            "h2_connections": self.h2_connections.load(Relaxed),
-            "h2_streams": self.h2_streams.load(Relaxed),
-            "h2_errors": self.h2_errors.load(Relaxed),
-            "tfo_connections": self.tfo_connections.load(Relaxed),
-            "tfo_tls_connections": self.tfo_tls_connections.load(Relaxed),
-            "tfo_tls_hello_split": self.tfo_tls_hello_split.load(Relaxed),
-            "tfo_tls_early_in_syn": self.tfo_tls_early_in_syn.load(Relaxed),
-            "tfo_tls_hello_max": self.tfo_tls_hello_max.load(Relaxed),
-            "tfo_syn_bytes_max": self.tfo_syn_bytes_max.load(Relaxed),
-            "bytes_out": self.bytes_out.load(Relaxed),
-            "service_us": service,
-        })
     }
 }
 
@@ -722,9 +668,8 @@ impl Signals {
                 _ = self.usr2.recv() => shared.new_session(),
                 _ = self.hup.recv() => shared.rotate_tickets(),
                 _ = self.usr1.recv() => {
-                    let mut st = shared.stats.json();
-                    st["event"] = "snapshot".into();
-                    println!("{st}");
+                    let st = shared.stats.report(report::Event::Snapshot);
+                    println!("{}", serde_json::to_string(&st).expect("statistics serialize"));
                     std::io::stdout().flush().ok();
                 }
             }
@@ -750,11 +695,11 @@ pub fn run(a: Args) -> Result<()> {
         use std::io::Write;
         std::io::stdout().flush().ok();
         signals.serve(&shared).await;
-        let st = shared.stats.json();
+        let st = shared.stats.report(report::Event::Stats);
         if let Some(p) = &m.stats {
             std::fs::write(p, serde_json::to_vec_pretty(&st)?).with_context(|| format!("cannot write stats {}", p.display()))?;
         }
-        println!("{st}");
+        println!("{}", serde_json::to_string(&st)?);
         std::io::stdout().flush().ok();
         Ok::<(), anyhow::Error>(())
     })?;

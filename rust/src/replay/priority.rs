@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 /// How the replay server orders the responses of an h2 connection (manifest `h2_priority`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
 pub enum Scheme {
     /// By the requests' `priority` headers (RFC 9218), as above.
     #[serde(rename = "rfc9218")]

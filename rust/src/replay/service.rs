@@ -5,7 +5,7 @@
 //! server by 4 bytes per response and make every snapshot sort them all.
 //! Kept instead: the exact count and maximum, and a uniform sample of at most
 //! `SAMPLE` times (reservoir, Algorithm R) for the percentiles.
-use serde_json::{json, Value};
+use super::report::ServiceSummary;
 
 pub const SAMPLE: usize = 8192;
 
@@ -46,7 +46,7 @@ impl ServiceTimes {
     }
 
     /// `{"n", "p50", "p99", "max"}` in microseconds (percentiles of the sample, max exact).
-    pub fn json(&self) -> Value {
+    pub fn summary(&self) -> ServiceSummary {
         let mut sv = self.sample.clone();
         sv.sort_unstable();
         let q = |p: f64| {
@@ -56,7 +56,7 @@ impl ServiceTimes {
                 sv[((sv.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0
             }
         };
-        json!({"n": self.n, "p50": q(0.5), "p99": q(0.99), "max": self.max as f64 / 1000.0})
+        ServiceSummary { n: self.n, p50: q(0.5), p99: q(0.99), max: self.max as f64 / 1000.0 }
     }
 }
 
@@ -70,11 +70,11 @@ mod tests {
         for v in 1..=1000u32 {
             s.add(v * 1000);
         }
-        let j = s.json();
-        assert_eq!(j["n"], 1000);
-        assert_eq!(j["max"], 1000.0);
-        assert_eq!(j["p50"], 501.0); // index round(999 * 0.5) = 500 -> 501 us
-        assert_eq!(j["p99"], 990.0);
+        let j = s.summary();
+        assert_eq!(j.n, 1000);
+        assert_eq!(j.max, 1000.0);
+        assert_eq!(j.p50, 501.0); // index round(999 * 0.5) = 500 -> 501 us
+        assert_eq!(j.p99, 990.0);
     }
 
     #[test]
@@ -89,10 +89,10 @@ mod tests {
         assert_eq!(s.n, n);
         assert_eq!(s.sample.len(), SAMPLE);
         assert!(s.sample.capacity() <= 2 * SAMPLE);
-        let j = s.json();
-        assert_eq!(j["n"], n);
-        assert_eq!(j["max"], 5000.0);
-        let (p50, p99) = (j["p50"].as_f64().unwrap(), j["p99"].as_f64().unwrap());
+        let j = s.summary();
+        assert_eq!(j.n, n);
+        assert_eq!(j.max, 5000.0);
+        let (p50, p99) = (j.p50, j.p99);
         assert!((p50 - 50.0).abs() < 3.0, "p50 {p50}");
         assert!((p99 - 99.0).abs() < 1.0, "p99 {p99}");
         // later times still enter the sample (not only the first SAMPLE)

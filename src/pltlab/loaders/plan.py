@@ -1,5 +1,6 @@
 """The built-in loader's plan: which objects to fetch, from where, after which parent."""
 
+from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 from pltlab.archive import synth
@@ -7,6 +8,7 @@ from pltlab.archive.calibration import KEY, check_delay
 from pltlab.archive.calibration import stored as calibration_of
 from pltlab.archive.kinds import kind
 from pltlab.archive.model import Obj, Page
+from pltlab.dataplane import ABSENT, document
 
 
 def effective_schemes(page: Page, https_hosts, st: synth.Structure | None = None) -> dict[int, str]:
@@ -59,6 +61,61 @@ def effective_schemes(page: Page, https_hosts, st: synth.Structure | None = None
         return memo[id(o)]
 
     return {id(o): scheme(o) for o in page.objects}
+
+
+# The plan's parts, as rust/src/loader/plan.rs reads them (`pltlab-dp schema plan`; docs/loaders.md);
+# ABSENT: not written, the loader's default (plans keep the keys they always had: their digests,
+# tests/test_scale.py, stay as they were).
+
+
+@dataclass(kw_only=True)
+class PlanObject:
+    """One object to fetch: where from, after which parent (an index) and compute delay."""
+
+    url: str
+    method: str
+    host: str
+    ip: str
+    port: int
+    tls: bool
+    parent: int | None
+    delay_ms: float
+    # the Chromium model's dependencies (chromium_deps) and tight phase (_tight_phases)
+    at_first_byte: bool = ABSENT
+    after: list[int] = ABSENT
+    delayable: bool = ABSENT
+    tight_phase: int = ABSENT
+    protocol: str = ABSENT  # "h2" (default "http/1.1")
+    priority: str = ABSENT  # the RFC 9218 header Chromium sends over h2
+
+
+@dataclass(kw_only=True)
+class TightPhase:
+    """A frame's tight mode: until the objects ``until`` arrived and ``delay_ms`` more; ``doc``:
+    the frame's document (read back by loaders.calibrate, not by the loader)."""
+
+    until: list[int]
+    delay_ms: float
+    doc: int
+
+
+@dataclass(kw_only=True)
+class Plan:
+    """`pltlab-dp load --plan`."""
+
+    objects: list[PlanObject]
+    max_conns_per_host: int
+    tfo: bool
+    dns_delay_ms: float
+    ca: str | None
+    timeout_s: float
+    tls_mode: str = ABSENT  # "resume", "0rtt" (default "full")
+    # the Chromium model's scheduling of low-priority requests
+    delayable_limit: int | None = ABSENT
+    tight_limit: int | None = ABSENT
+    tight_until: list[int] = ABSENT
+    tight_phases: list[TightPhase] = ABSENT
+    tight_delay_ms: float = ABSENT
 
 
 MODELS = ("archive", "chromium")
@@ -217,8 +274,8 @@ def frame_of(page: Page, o: Obj, st: synth.Structure | None = None) -> Obj:
 
 
 def _tight_phases(
-    page: Page, objs: list[Obj], out: list[dict], pos: dict, main: Obj, cal: dict | None, heads: _Heads
-) -> list[dict]:
+    page: Page, objs: list[Obj], out: list[PlanObject], pos: dict, main: Obj, cal: dict | None, heads: _Heads
+) -> list[TightPhase]:
     """Tight phases of the frames other than the main document's (whose phase is the plan's
     ``tight_until``): per synthesized document with delayable requests, until its head scripts
     and stylesheets arrived (+ its calibrated delay); sets each delayable object's
@@ -226,7 +283,7 @@ def _tight_phases(
     phases, index = [], {}
     delays = (cal or {}).get("frame_tight_delay_ms") or {}
     for o, d in zip(objs, out):
-        if not d.get("delayable"):
+        if not d.delayable:
             continue
         doc = frame_of(page, o, heads.st)
         if doc is main or doc.body is not None or kind(doc.mime, doc.url) != "html" or id(doc) not in pos:
@@ -234,8 +291,8 @@ def _tight_phases(
         if id(doc) not in index:
             until = sorted({pos[id(c)] for c in heads.blocking(doc, None) if id(c) in pos})
             index[id(doc)] = len(phases)
-            phases.append({"until": until, "delay_ms": float(delays.get(doc.url, 0.0)), "doc": pos[id(doc)]})
-        d["tight_phase"] = index[id(doc)]
+            phases.append(TightPhase(until=until, delay_ms=float(delays.get(doc.url, 0.0)), doc=pos[id(doc)]))
+        d.tight_phase = index[id(doc)]
     return phases
 
 
@@ -319,7 +376,9 @@ def build(
 
     ``calibrated``: with model "chromium" and a page calibrated by loaders.calibrate, each
     object's ``delay_ms`` is its measured compute delay (Obj.extras["compute_ms"]; the load-event
-    tail is not part of the plan: tail_ms())."""
+    tail is not part of the plan: tail_ms()).
+
+    Returns the plan as JSON data (a Plan, dataplane.document)."""
     if model not in MODELS:
         raise ValueError(f"unknown loader model {model!r}: one of {', '.join(MODELS)}")
     cal = calibration(page) if model == "chromium" and calibrated else None
@@ -360,9 +419,9 @@ def build(
             p = chromium_parent(d["parent"])
             parent = p if p is not None and p != i else 0
             after = sorted({pos[id(a)] for a in d["after"] if id(a) in pos} - {i, parent})
-            extra = {"at_first_byte": d["at_first_byte"] and p is not None, "after": after, "delayable": d["delayable"]}
+            extra = dict(at_first_byte=d["at_first_byte"] and p is not None, after=after, delayable=d["delayable"])
         elif model == "chromium":
-            extra = {"at_first_byte": False, "after": [], "delayable": False}
+            extra = dict(at_first_byte=False, after=[], delayable=False)
         elif i > 0:
             p = archive_parent(o.initiator)
             parent = p if p is not None and p != i else 0
@@ -378,48 +437,46 @@ def build(
         if sch != o.scheme:  # upgraded: https://host/... on 443 (or the recorded other port)
             url = "https" + url[len(o.scheme) :]
             port = 443 if o.port == 80 else o.port
-        out.append(
-            {
-                "url": url,
-                "method": o.method,
-                "host": o.host,
-                "ip": host_ips[o.host],
-                "port": port,
-                "tls": sch == "https",
-                "parent": parent,
-                "delay_ms": round(delay, 3),
-                **extra,
-            }
+        po = PlanObject(
+            url=url,
+            method=o.method,
+            host=o.host,
+            ip=host_ips[o.host],
+            port=port,
+            tls=sch == "https",
+            parent=parent,
+            delay_ms=round(delay, 3),
+            **extra,
         )
         if sch == "https" and host_ips[o.host] in h2_ips:  # absent: http/1.1 (plans without h2 unchanged)
-            out[-1]["protocol"] = "h2"
+            po.protocol = "h2"
             if model == "chromium":  # Chromium sends the header over h2 only (docs/loaders.md)
                 prio = chromium_priority(page, o, heads.st, extra.get("delayable", False), images)
                 if prio:
-                    out[-1]["priority"] = prio
-    _check_acyclic(out)
-    plan = {
-        "objects": out,
-        "max_conns_per_host": max_conns_per_host,
-        "tfo": tfo,
-        "dns_delay_ms": dns_delay_ms,
-        "ca": ca,
-        "timeout_s": timeout_s,
-    }
+                    po.priority = prio
+        out.append(po)
+    plan = Plan(
+        objects=out,
+        max_conns_per_host=max_conns_per_host,
+        tfo=tfo,
+        dns_delay_ms=dns_delay_ms,
+        ca=ca,
+        timeout_s=timeout_s,
+    )
     if tls_mode != "full":
-        plan["tls_mode"] = tls_mode
+        plan.tls_mode = tls_mode
     if model == "chromium":
         main = heads.st.main_document()
         tight = [pos[id(c)] for c in heads.blocking(main, None) if id(c) in pos] if main.body is None else []
-        plan.update(
-            delayable_limit=DELAYABLE_LIMIT,
-            tight_limit=TIGHT_LIMIT,
-            tight_until=tight or [0],
-            tight_phases=_tight_phases(page, objs, out, pos, main, cal, heads),
-        )
+        plan.delayable_limit = DELAYABLE_LIMIT
+        plan.tight_limit = TIGHT_LIMIT
+        plan.tight_until = tight or [0]
+        plan.tight_phases = _tight_phases(page, objs, out, pos, main, cal, heads)
         if cal:  # the renderer's time from the last head object to <body> (loaders.calibrate)
-            plan["tight_delay_ms"] = float(cal.get("tight_delay_ms") or 0.0)
-    return plan
+            plan.tight_delay_ms = float(cal.get("tight_delay_ms") or 0.0)
+    doc = document(plan)
+    _check_acyclic(doc["objects"])
+    return doc
 
 
 def _check_acyclic(objs: list[dict]) -> None:

@@ -5,13 +5,12 @@ one line, from its declared capabilities."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from pltlab.errors import PltError
 from pltlab.net import netem
-from pltlab.net.emulator import UserspaceLink, link_config
+from pltlab.net.emulator import UserspaceLink
 
 # What a run may ask of a link beyond delay, rate and random loss, as messages name it.
 CAPABILITIES = {
@@ -58,23 +57,7 @@ def _veth(ipr, name: str, peer_ns: str | None) -> None:
 
 
 def _userspace(topo) -> UserspaceLink:
-    s = topo.spec
-    cfg = link_config(
-        topo.client_ns,
-        topo.server_ns,
-        topo.tun,
-        s.link,
-        [(topo.origin_ips[o.origin], o) for o in s.overrides],
-        s.busy_wait_us,
-        s.sched_fifo,
-        s.pcap,
-        os.path.join(topo.workdir, "link-stats.json"),
-        s.linger_us,
-        s.late_event_us,
-        s.standby_us,
-        (s.stall_us, s.stall_every_ms),
-        s.idle_poll,
-    )
+    cfg = topo.link_config()
     return UserspaceLink(cfg, topo.workdir, topo.server_ns)
 
 

@@ -7,68 +7,122 @@ import os
 import select
 import subprocess
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pltlab import dataplane
+from pltlab.dataplane import ABSENT
 from pltlab.errors import PltError
 from pltlab.net import nsutil
 
 if TYPE_CHECKING:  # the spec module names the backends (pltlab.net.backends), which import this
-    from pltlab.net.spec import LinkSpec, OriginOverride
+    from pltlab.net.spec import TopologySpec
+
+
+@dataclass(kw_only=True)
+class LinkSide:
+    """One end of the link: a namespace file and the TUN device in it."""
+
+    netns: str
+    tun: str
+
+
+@dataclass(kw_only=True)
+class LinkDirection:
+    """One direction of the link (durations in us, rates in bit/s; None: unlimited)."""
+
+    delay_us: int
+    rate_bps: int | None
+    trace: str | None
+    queue_packets: int | None
+    queue_bytes: int | None
+    loss: float
+    seed: int
+
+
+@dataclass(kw_only=True)
+class LinkOverride:
+    """One origin address's own delays and loss (None: the direction's)."""
+
+    addr: str
+    delay_us_up: int | None
+    delay_us_down: int | None
+    loss_up: float | None
+    loss_down: float | None
+
+
+@dataclass(kw_only=True)
+class LinkConfig:
+    """`pltlab-dp link --config` (rust/src/link/config.rs `Config`; `pltlab-dp schema link-config`).
+    ABSENT: not written, the emulator's default."""
+
+    client: LinkSide
+    server: LinkSide
+    uplink: LinkDirection
+    downlink: LinkDirection
+    overrides: list[LinkOverride]
+    busy_wait_us: int
+    linger_us: int
+    standby_us: int
+    stall_us: int
+    stall_every_ms: int
+    sched_fifo: bool
+    idle_poll: bool
+    late_event_us: int
+    pcap: str | None
+    stats: str | None
+    cpu: int | None = ABSENT
+    mlock: bool = ABSENT
+    offload: bool = ABSENT
 
 
 def link_config(
-    client_ns: str,
-    server_ns: str,
-    tun: str,
-    link: LinkSpec,
-    overrides: list[tuple[str, OriginOverride]],
-    busy_wait_us: int,
-    sched_fifo: bool,
-    pcap: str | None,
-    stats: str | None,
-    linger_us: int = 0,
-    late_event_us: int = 0,
-    standby_us: int = 0,
-    stall: tuple[int, int] = (0, 0),
-    idle_poll: bool = False,
-) -> dict:
-    def direction(delay, rate, trace, loss, seed):
-        return {
-            "delay_us": delay,
-            "rate_bps": rate,
-            "trace": trace,
-            "queue_packets": link.queue_packets,
-            "queue_bytes": link.queue_bytes,
-            "loss": loss,
-            "seed": seed,
-        }
+    spec: TopologySpec, *, client_ns: str, server_ns: str, tun: str, origin_ips: list[str], stats: str | None
+) -> LinkConfig:
+    """The emulator's configuration for a topology: its link, per-origin overrides (origin i at
+    ``origin_ips[i]``) and emulator settings; ``stats``: the file receiving its statistics."""
+    link = spec.link
 
-    ovr = []
-    for addr, o in overrides:
-        up = o.rtt_us // 2
-        ovr.append(
-            {"addr": addr, "delay_us_up": up, "delay_us_down": o.rtt_us - up, "loss_up": o.loss, "loss_down": o.loss}
+    def direction(delay, rate, trace, loss, seed) -> LinkDirection:
+        return LinkDirection(
+            delay_us=delay,
+            rate_bps=rate,
+            trace=trace,
+            queue_packets=link.queue_packets,
+            queue_bytes=link.queue_bytes,
+            loss=loss,
+            seed=seed,
         )
-    return {
-        "client": {"netns": nsutil.ns_path(client_ns), "tun": tun},
-        "server": {"netns": nsutil.ns_path(server_ns), "tun": tun},
-        "uplink": direction(link.delay_up_us, link.rate_up_bps, link.trace_up, link.loss_up, link.seed * 2 + 1),
-        "downlink": direction(
-            link.delay_down_us, link.rate_down_bps, link.trace_down, link.loss_down, link.seed * 2 + 2
-        ),
-        "overrides": ovr,
-        "busy_wait_us": busy_wait_us,
-        "linger_us": linger_us,
-        "standby_us": standby_us,
-        "stall_us": stall[0],
-        "stall_every_ms": stall[1],
-        "sched_fifo": sched_fifo,
-        "idle_poll": idle_poll,
-        "late_event_us": late_event_us,
-        "pcap": pcap,
-        "stats": stats,
-    }
+
+    overrides = []
+    for o in spec.overrides:
+        up = o.rtt_us // 2
+        overrides.append(
+            LinkOverride(
+                addr=origin_ips[o.origin],
+                delay_us_up=up,
+                delay_us_down=o.rtt_us - up,
+                loss_up=o.loss,
+                loss_down=o.loss,
+            )
+        )
+    return LinkConfig(
+        client=LinkSide(netns=nsutil.ns_path(client_ns), tun=tun),
+        server=LinkSide(netns=nsutil.ns_path(server_ns), tun=tun),
+        uplink=direction(link.delay_up_us, link.rate_up_bps, link.trace_up, link.loss_up, link.seed * 2 + 1),
+        downlink=direction(link.delay_down_us, link.rate_down_bps, link.trace_down, link.loss_down, link.seed * 2 + 2),
+        overrides=overrides,
+        busy_wait_us=spec.busy_wait_us,
+        linger_us=spec.linger_us,
+        standby_us=spec.standby_us,
+        stall_us=spec.stall_us,
+        stall_every_ms=spec.stall_every_ms,
+        sched_fifo=spec.sched_fifo,
+        idle_poll=spec.idle_poll,
+        late_event_us=spec.late_event_us,
+        pcap=spec.pcap,
+        stats=stats,
+    )
 
 
 class UserspaceLink:
@@ -76,7 +130,7 @@ class UserspaceLink:
 
     name = "userspace"
 
-    def __init__(self, config: dict, workdir: str, server_ns: str):
+    def __init__(self, config: LinkConfig, workdir: str, server_ns: str):
         self.config = config
         self.workdir = workdir
         self.server_ns = server_ns
@@ -86,7 +140,7 @@ class UserspaceLink:
     def start(self, timeout: float = 10.0) -> None:
         cfg_path = os.path.join(self.workdir, "link.json")
         with open(cfg_path, "w") as f:
-            json.dump(self.config, f, indent=1)
+            json.dump(dataplane.document(self.config), f, indent=1)
         err_path = os.path.join(self.workdir, "link.stderr")
         self._err = open(err_path, "w+")
         self.proc = nsutil.popen(

@@ -121,18 +121,27 @@ class TcpKnobs:
                 raise PltError(f"invalid {name} {units.show(v)}: a net.ipv4.tcp_fastopen value (0..3, flags)")
         for name in ("initcwnd", "initrwnd", "client_initcwnd"):
             v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or not 1 <= v <= 1024):
-                raise PltError(f"invalid {name} {units.show(v)}: must be an integer from 1 to 1024 segments")
+            if v is not None and not units.is_window(v):
+                raise PltError(
+                    f"invalid {name} {units.show(v)}: must be an integer from {units.MIN_ICW} to {units.MAX_ICW} segments"
+                )
         if self.cc not in CC_CHOICES:
             raise PltError(f"unknown congestion control {units.show(self.cc)} (choose from {', '.join(CC_CHOICES)})")
         if self.client_rmem is not None and (
             isinstance(self.client_rmem, bool)
             or not isinstance(self.client_rmem, int)
-            or not 4096 <= self.client_rmem <= 64 << 20
+            or not units.MIN_CLIENT_RMEM <= self.client_rmem <= units.MAX_CLIENT_RMEM
         ):
-            raise PltError(f"invalid client receive buffer {units.show(self.client_rmem)}: 4096 bytes to 64 MB")
-        if not isinstance(self.mtu, int) or not 576 <= self.mtu <= 65535:
-            raise PltError(f"invalid mtu {units.show(self.mtu)}: must be between 576 and 65535")
+            raise PltError(
+                f"invalid client receive buffer {units.show(self.client_rmem)}: "
+                f"{units.MIN_CLIENT_RMEM} bytes to {units.MAX_CLIENT_RMEM >> 20} MB"
+            )
+        if (
+            isinstance(self.mtu, bool)
+            or not isinstance(self.mtu, int)
+            or not units.MIN_MTU <= self.mtu <= units.MAX_MTU
+        ):
+            raise PltError(f"invalid mtu {units.show(self.mtu)}: must be between {units.MIN_MTU} and {units.MAX_MTU}")
 
 
 @dataclass(frozen=True)
@@ -168,13 +177,15 @@ class TopologySpec:
         for o in self.overrides:
             if not 0 <= o.origin < self.origins:
                 raise PltError(f"override for origin {o.origin}: the topology has {self.origins} origins")
-        if not 0 <= self.busy_wait_us <= 100_000:
-            raise PltError(f"invalid busy-wait {self.busy_wait_us} us: must be 0..100000")
-        if not 0 <= self.linger_us <= 100_000:
-            raise PltError(f"invalid linger {self.linger_us} us: must be 0..100000")
-        if not 0 <= self.standby_us <= 100_000:
-            raise PltError(f"invalid standby tick {self.standby_us} us: must be 0..100000")
-        if not 0 <= self.stall_us <= 100_000 or (self.stall_us and self.stall_every_ms <= 0):
+        most = units.MAX_EMULATOR_WAIT_US
+        for what, v in (
+            ("busy-wait", self.busy_wait_us),
+            ("linger", self.linger_us),
+            ("standby tick", self.standby_us),
+        ):
+            if not 0 <= v <= most:
+                raise PltError(f"invalid {what} {v} us: must be 0..{most}")
+        if not 0 <= self.stall_us <= most or (self.stall_us and self.stall_every_ms <= 0):
             raise PltError(f"invalid injected stall {self.stall_us} us every {self.stall_every_ms} ms")
         if not 0 <= self.late_event_us <= 1_000_000:
             raise PltError(f"invalid late-event threshold {self.late_event_us} us: must be 0..1000000")

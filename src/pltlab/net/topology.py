@@ -19,6 +19,7 @@ from pyroute2 import IPRoute
 
 from pltlab.errors import PltError
 from pltlab.net import backends, names, nsutil
+from pltlab.net.emulator import LinkConfig, link_config
 from pltlab.net.spec import TopologySpec
 from pltlab.net.supervise import Supervisor
 
@@ -227,6 +228,17 @@ class Topology:
                     "add", dst="198.18.0.0/15", oif=idx, scope=253, metrics=_tcp_knob_metrics(k.cc, k.initcwnd, None)
                 )
                 self._server_sysctls()
+
+    def link_config(self) -> LinkConfig:
+        """The user-space link emulator's configuration for this topology."""
+        return link_config(
+            self.spec,
+            client_ns=self.client_ns,
+            server_ns=self.server_ns,
+            tun=self.tun,
+            origin_ips=self.origin_ips,
+            stats=os.path.join(self.workdir, "link-stats.json"),
+        )
 
     def _start_link(self) -> None:
         self.link = self._backend.link(self)

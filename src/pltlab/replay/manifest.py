@@ -2,10 +2,12 @@
 
 import hashlib
 import os
+from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 from pltlab.archive import synth, wire
 from pltlab.archive.model import Obj, Page
+from pltlab.dataplane import ABSENT, document
 
 # Framing headers are the server's business (it sends Content-Length for the encoded body);
 # Content-Encoding is kept when the body is sent encoded (archive.wire), dropped otherwise.
@@ -23,11 +25,71 @@ _DROP = {
 }
 
 
+# The manifest's parts, as rust/src/replay/manifest.rs reads them (`pltlab-dp schema manifest`);
+# ABSENT: not written, the server's default.
+
+
+@dataclass(kw_only=True)
+class Listen:
+    ip: str
+    port: int
+    tls: bool
+    alpn: list[str] = ABSENT  # TLS addresses: the ALPN protocols offered, in preference order
+
+
+@dataclass(kw_only=True)
+class TlsFiles:
+    cert: str
+    key: str
+    max_early_data: int = ABSENT
+
+
+@dataclass(kw_only=True)
+class FileBody:
+    """``length`` bytes of ``file`` from ``offset``."""
+
+    file: str
+    offset: int
+    length: int
+
+
+@dataclass(kw_only=True)
+class Response:
+    """One recorded response and the request it answers."""
+
+    method: str
+    scheme: str
+    host: str
+    path: str
+    query: str
+    status: int
+    headers: list[list[str]]
+    body: FileBody | None
+    chunked: bool
+    wait_ms: float
+    cross_scheme: bool
+    body_sha256: str = ABSENT  # the recorded request body's SHA-256 (hex), if it had one
+
+
+@dataclass(kw_only=True)
+class Manifest:
+    """`pltlab-dp replay --manifest`."""
+
+    listen: list[Listen]
+    tls: TlsFiles | None
+    tfo_queue: int
+    think_time: bool
+    h2_priority: str
+    request_timeout_ms: int
+    responses: list[Response]
+    stats: str
+
+
 def build(
     pages: list[Page],
     host_ips: dict[str, str],
     workdir: str,
-    tls: dict | None,
+    tls: TlsFiles | dict | None,
     tfo_queue: int = 4096,
     think_time: bool = False,
     protocol: str = "recorded",
@@ -42,7 +104,10 @@ def build(
     ``protocol`` (the knob): which https addresses offer h2 (``alpn``, see h2_addresses);
     ``h2_priority`` (knob server_priority): how h2 connections order their responses;
     ``request_timeout_s`` (knob server_timeout_s): a connection's TLS handshake and first request
-    head must be in this long after it connected (docs/robustness.md)."""
+    head must be in this long after it connected (docs/robustness.md). ``tls``: the certificate and
+    key (a TlsFiles or a table of its fields). Returns the manifest as JSON data."""
+    if isinstance(tls, dict):
+        tls = TlsFiles(**tls)
     blob_path = os.path.join(workdir, "bodies.bin")
     responses, listen = [], set()
     with open(blob_path, "wb") as blob:
@@ -65,38 +130,38 @@ def build(
                 if o.mime and not any(k.lower() == "content-type" for k, _ in headers):
                     headers.append(["Content-Type", o.mime])
                 chunked = (o.header("transfer-encoding") or "").lower() == "chunked"
-                r = {
-                    "method": o.method,
-                    "scheme": o.scheme,
-                    "host": o.host,
-                    "path": parts.path or "/",
-                    "query": parts.query,
-                    "status": o.status,
-                    "headers": headers,
-                    "body": {"file": blob_path, "offset": offset, "length": len(fit.wire)},
-                    "chunked": chunked,
-                    "wait_ms": _wait_ms(o),
-                    "cross_scheme": not _self_upgrade(o),
-                    "decoded_length": fit.decoded,
-                }
+                r = Response(
+                    method=o.method,
+                    scheme=o.scheme,
+                    host=o.host,
+                    path=parts.path or "/",
+                    query=parts.query,
+                    status=o.status,
+                    headers=headers,
+                    body=FileBody(file=blob_path, offset=offset, length=len(fit.wire)),
+                    chunked=chunked,
+                    wait_ms=_wait_ms(o),
+                    cross_scheme=not _self_upgrade(o),
+                )
                 if o.request_body is not None:
-                    r["body_sha256"] = hashlib.sha256(o.request_body).hexdigest()
+                    r.body_sha256 = hashlib.sha256(o.request_body).hexdigest()
                 responses.append(r)
     if tls:
         listen |= {(ip, 443, True) for ip in host_ips.values()}
     elif any(t for _, _, t in listen):
         raise ValueError("https origins need TLS material")
     h2 = h2_addresses(pages, host_ips, protocol)
-    return {
-        "listen": [_listen(ip, port, t, ip in h2) for ip, port, t in sorted(listen)],
-        "tls": tls,
-        "tfo_queue": tfo_queue,
-        "think_time": think_time,
-        "h2_priority": h2_priority,
-        "request_timeout_ms": request_timeout_s * 1000,
-        "responses": responses,
-        "stats": os.path.join(workdir, "replay-stats.json"),
-    }
+    m = Manifest(
+        listen=[_listen(ip, port, t, ip in h2) for ip, port, t in sorted(listen)],
+        tls=tls,
+        tfo_queue=tfo_queue,
+        think_time=think_time,
+        h2_priority=h2_priority,
+        request_timeout_ms=request_timeout_s * 1000,
+        responses=responses,
+        stats=os.path.join(workdir, "replay-stats.json"),
+    )
+    return document(m)
 
 
 MULTIPLEXED = ("h2", "h3", "spdy")  # recorded protocols replayed as h2 (h3: until HTTP/3 exists)
@@ -112,11 +177,10 @@ def h2_addresses(pages: list[Page], host_ips: dict[str, str], protocol: str) -> 
     return {host_ips[o.host] for p in pages for o in p.objects if o.protocol in MULTIPLEXED and o.host in host_ips}
 
 
-def _listen(ip: str, port: int, tls: bool, h2: bool) -> dict:
-    entry = {"ip": ip, "port": port, "tls": tls}
-    if tls:
-        entry["alpn"] = ["h2", "http/1.1"] if h2 else ["http/1.1"]
-    return entry
+def _listen(ip: str, port: int, tls: bool, h2: bool) -> Listen:
+    if not tls:
+        return Listen(ip=ip, port=port, tls=False)
+    return Listen(ip=ip, port=port, tls=True, alpn=["h2", "http/1.1"] if h2 else ["http/1.1"])
 
 
 def _self_upgrade(o: Obj) -> bool:

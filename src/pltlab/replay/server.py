@@ -41,7 +41,7 @@ class ReplayServer:
         self.topo, self.workdir = topo, workdir
         # Every host gets a certificate: a browser may upgrade any host to https (HSTS preload).
         self.tls = make_ca(workdir, sorted(host_ips))
-        tls_cfg = {"cert": self.tls["cert"], "key": self.tls["key"]} if self.tls else None
+        tls_cfg = manifest.TlsFiles(cert=self.tls["cert"], key=self.tls["key"]) if self.tls else None
         self.manifest = manifest.build(
             pages,
             host_ips,

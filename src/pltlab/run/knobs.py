@@ -47,7 +47,6 @@ TLS_MODES = ("full", "resume", "0rtt")
 SERVER_PRIORITIES = ("rfc9218", "round-robin")  # replay/priority.rs
 UNPRELOADED = "unpreloaded"  # knob hosts: names on the HSTS preload list renamed (archive.rename)
 HOSTS = ("recorded", UNPRELOADED)
-MAX_CLIENT_RMEM = 64 << 20
 _HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
 
 
@@ -127,10 +126,11 @@ def _tfo(v, what) -> tuple[bool, ...]:
 def _icw(v, what):
     if v is None or v == "default":
         return None
-    if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024:
+    if units.is_window(v):
         return v
     raise PltError(
-        f'invalid {what} {units.show(v)}: must be an integer from 1 to 1024 segments, or "default" (the kernel\'s 10)'
+        f"invalid {what} {units.show(v)}: must be an integer from {units.MIN_ICW} to {units.MAX_ICW} segments, "
+        'or "default" (the kernel\'s 10)'
     )
 
 
@@ -205,10 +205,10 @@ def _client_rmem(v, what):
     if isinstance(v, str) and v.strip().lower() in ("default", "kernel"):
         return DEFAULT_CLIENT_RMEM if v.strip().lower() == "default" else None
     n = units.size_bytes(v, what)
-    if not 4096 <= n <= MAX_CLIENT_RMEM:
+    if not units.MIN_CLIENT_RMEM <= n <= units.MAX_CLIENT_RMEM:
         raise PltError(
-            f"invalid {what} {units.show(v)} ({n} bytes): a client receive buffer of 4096 "
-            f'bytes to 64 MiB, "default" (1 MiB) or "kernel"'
+            f"invalid {what} {units.show(v)} ({n} bytes): a client receive buffer of {units.MIN_CLIENT_RMEM} "
+            f'bytes to {units.MAX_CLIENT_RMEM >> 20} MiB, "default" (1 MiB) or "kernel"'
         )
     return n
 
@@ -660,7 +660,7 @@ _ALL = (
     ),
     Knob(
         "server_timeout_s",
-        _int(1, 86_400, " seconds"),
+        _int(1, units.MAX_SERVER_TIMEOUT_S, " seconds"),
         120,
         "The replay closes a connection whose TLS handshake and first request head are not in "
         "this long after it connected, or a later HTTP/1.1 head this long after its first byte "
@@ -715,7 +715,16 @@ _ALL = (
         type=str,
         scopes=("shell",),
     ),
-    Knob("mtu", _int(576, 65535), 1500, "Link MTU.", type=int, unit="bytes", scopes=("shell",), cli_type=int),
+    Knob(
+        "mtu",
+        _int(units.MIN_MTU, units.MAX_MTU),
+        1500,
+        "Link MTU.",
+        type=int,
+        unit="bytes",
+        scopes=("shell",),
+        cli_type=int,
+    ),
     Knob(
         "trace_up",
         _trace,
@@ -734,7 +743,7 @@ _ALL = (
     ),
     Knob(
         "busy_wait_us",
-        _int(0, 100_000),
+        _int(0, units.MAX_EMULATOR_WAIT_US),
         300,
         "Emulator busy-wait before each deadline (us).",
         type=int,

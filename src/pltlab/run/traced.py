@@ -14,6 +14,7 @@ import os
 import shutil
 from types import SimpleNamespace
 
+from pltlab import units
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.net import lateness, names
@@ -22,15 +23,12 @@ from pltlab.run.config import RunConfig
 from pltlab.run.pcaptrace import plt_from_pcap
 from pltlab.run.runner import PageRunner
 
-ICW_MIN, ICW_MAX = 1, 256
-
 
 def check_icw(v) -> int:
-    """An initial congestion window in segments, or a one-line PltError. 256 segments (370 KB)
-    is far beyond any window a client advertises at the start (64 KB), so larger values measure
-    nothing; the study used 1..32."""
-    if isinstance(v, bool) or not isinstance(v, int) or not ICW_MIN <= v <= ICW_MAX:
-        raise PltError(f"invalid ICW {v!r}: must be an integer from {ICW_MIN} to {ICW_MAX} segments")
+    """An initial congestion window in segments (units.MIN_ICW .. MAX_ICW, as the icw knob; the
+    study used 1..32), or a one-line PltError."""
+    if not units.is_window(v):
+        raise PltError(f"invalid ICW {v!r}: must be an integer from {units.MIN_ICW} to {units.MAX_ICW} segments")
     return v
 
 
