@@ -51,12 +51,6 @@ pub struct Args {
     pub plan: PathBuf,
 }
 
-/// Runs a load on a fresh single-threaded runtime.
-#[cfg(test)]
-pub fn load(plan: Plan) -> Result<Output> {
-    load_phased(plan, |_| Ok(()))
-}
-
 type Connectors = (Option<tokio_rustls::TlsConnector>, Option<tokio_rustls::TlsConnector>);
 
 /// Client sessions kept for the visits of one load (rustls keeps 8 tickets per server name).
