@@ -268,13 +268,14 @@ fn tfo_loads_in_namespace() {
         pt.tfo = true;
         load(pt.clone()).unwrap();
         let o3 = load(pt).unwrap();
-        assert!(o3.connections.iter().all(|c| c.tfo), "{:?}", o3.connections);
+        assert!(o3.connections.iter().all(|c| c.transport.first_request_in_handshake()), "{:?}", o3.connections);
         (o1, o2, srv.shared.stats.json())
     });
     assert!(o1.tfo_available && o1.errors.is_empty());
     // first visit: no cookie for the first connection
-    assert!(!o1.connections[0].tfo && o1.connections[0].tfo_client_fail == 1, "{:?}", o1.connections[0]);
-    assert!(o2.connections.iter().all(|c| c.tfo), "{:?}", o2.connections);
+    let tcp = o1.connections[0].transport.tcp().copied().unwrap();
+    assert!(!tcp.tfo && tcp.tfo_client_fail == 1, "{:?}", o1.connections[0]);
+    assert!(o2.connections.iter().all(|c| c.transport.first_request_in_handshake()), "{:?}", o2.connections);
     assert!(o2.requests.iter().all(|r| r.tfo == r.new_conn), "{:?}", o2.requests);
     assert_eq!(o2.requests.iter().filter(|r| r.tfo).count(), o2.connections.len());
     let after = ns.counter("TcpExtTCPFastOpenActive");
@@ -294,7 +295,7 @@ fn tfo_refused_by_sysctl_is_reported() {
     });
     assert!(!out.tfo_available && out.tfo_requested);
     assert!(out.errors.iter().any(|e| e.contains("EOPNOTSUPP") || e.contains("not supported")), "{:?}", out.errors);
-    assert!(out.connections.iter().all(|c| !c.tfo));
+    assert!(out.connections.iter().all(|c| !c.transport.first_request_in_handshake()));
     assert_eq!(out.requests.len(), 32);
 }
 

@@ -209,7 +209,7 @@ fn tfo_carries_the_hello_and_early_data_in_the_syn() {
     for (out, n) in outs.iter().zip(syn_early) {
         check_complete(out);
         for c in used(out) {
-            assert!(c.tfo && c.early_data.as_deref() == Some("accepted"), "{c:?}");
+            assert!(c.transport.first_request_in_handshake() && c.early_data.as_deref() == Some("accepted"), "{c:?}");
         }
         assert_eq!(n, used(out).len() as u64, "early data in the SYN");
     }
