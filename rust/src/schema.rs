@@ -162,7 +162,7 @@ mod tests {
             assert!(r.contains_key(k), "{k}");
         }
         // what the server prints has exactly the schema's keys
-        let printed = replay::Stats::default().json();
+        let printed = replay::stats::Stats::default().json();
         let mut keys: Vec<_> = printed.as_object().unwrap().keys().cloned().collect();
         let mut want: Vec<_> = r.keys().cloned().collect();
         keys.sort();

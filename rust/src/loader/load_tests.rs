@@ -1,10 +1,9 @@
-//! Loads against real origins on 127.0.0.1: the replay server (replay::tests::start_server)
+//! Loads against real origins on 127.0.0.1: the replay server (testutil::replay::start_server)
 //! or one-connection fake origins; TFO ones in a throwaway network namespace (root).
 use crate::loader::output::{Output, Rec};
-use crate::loader::plan::testing::{obj, plan};
-use crate::loader::plan::TightPhase;
-use crate::loader::{self, Plan};
-use crate::replay::tests::start_server;
+use crate::loader::plan::{Plan, TightPhase};
+use crate::testutil::loader::{load, obj, plan};
+use crate::testutil::replay::{start_server, start_server_on};
 use crate::testutil::{tmpdir, Netns};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -74,7 +73,7 @@ fn check_page(out: &Output) {
 #[test]
 fn http_page_load() {
     let srv = start_server(page(), false);
-    let out = loader::load(page_plan(srv.http, false, None)).unwrap();
+    let out = load(page_plan(srv.http, false, None)).unwrap();
     check_page(&out);
     // the main document was recorded with Connection: close, but that is hop-by-hop:
     // the server keeps the connection open
@@ -90,7 +89,7 @@ fn http_page_load() {
 #[test]
 fn https_page_load() {
     let srv = start_server(page(), false);
-    let out = loader::load(page_plan(srv.https, true, Some(srv.dir.join("ca.pem")))).unwrap();
+    let out = load(page_plan(srv.https, true, Some(srv.dir.join("ca.pem")))).unwrap();
     check_page(&out);
     for r in out.requests.iter().filter(|r| r.new_conn) {
         let te = r.tls_end_ms.unwrap();
@@ -107,7 +106,7 @@ fn https_untrusted_ca_fails() {
     let other = tmpdir("ca");
     let g = crate::certs::generate(&["a.test".into()]).unwrap();
     std::fs::write(other.join("ca.pem"), &g.ca_pem).unwrap();
-    let e = loader::load(page_plan(srv.https, true, Some(other.join("ca.pem")))).unwrap_err();
+    let e = load(page_plan(srv.https, true, Some(other.join("ca.pem")))).unwrap_err();
     assert!(format!("{e:#}").contains("TLS handshake"), "{e:#}");
     std::fs::remove_dir_all(other).ok();
 }
@@ -129,7 +128,7 @@ fn connection_limit_and_fifo() {
         p
     };
     for max in [1, 2, 6] {
-        let out = loader::load(mk(max)).unwrap();
+        let out = load(mk(max)).unwrap();
         assert_eq!(out.connections.len(), max, "max {max}");
         // never more than `max` requests in flight at once
         let mut ev: Vec<(f64, i32)> = Vec::new();
@@ -166,7 +165,7 @@ fn delays_and_think_time() {
     objs.push(c);
     let mut p = plan(objs, None);
     p.dns_delay_ms = 20.0;
-    let out = loader::load(p).unwrap();
+    let out = load(p).unwrap();
     let (a, b) = (&out.requests[0], &out.requests[1]);
     assert!(a.connect_start_ms.unwrap() >= 20.0, "{a:?}");
     assert!(a.first_byte_ms - a.request_ms >= 40.0, "{a:?}");
@@ -201,7 +200,7 @@ fn fake_origin(resp: &'static [u8], close: bool) -> (SocketAddr, std::thread::Jo
 #[test]
 fn loader_close_delimited_body() {
     let (a, th) = fake_origin(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello world, no length", true);
-    let out = loader::load(plan(vec![obj("http://a.test/", "a.test", a, false, None)], None)).unwrap();
+    let out = load(plan(vec![obj("http://a.test/", "a.test", a, false, None)], None)).unwrap();
     assert_eq!(out.requests[0].bytes, 22);
     th.join().unwrap();
 }
@@ -209,7 +208,7 @@ fn loader_close_delimited_body() {
 #[test]
 fn loader_fails_on_truncated_response() {
     let (a, th) = fake_origin(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nabc", true);
-    let e = loader::load(plan(vec![obj("http://a.test/x", "a.test", a, false, None)], None)).unwrap_err();
+    let e = load(plan(vec![obj("http://a.test/x", "a.test", a, false, None)], None)).unwrap_err();
     let msg = format!("{e:#}");
     assert!(msg.contains("http://a.test/x") && msg.contains("closed before the end of the response body"), "{msg}");
     th.join().unwrap();
@@ -220,13 +219,13 @@ fn loader_fails_on_refused_and_timeout() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     drop(l);
-    let e = loader::load(plan(vec![obj("http://a.test/", "a.test", a, false, None)], None)).unwrap_err();
+    let e = load(plan(vec![obj("http://a.test/", "a.test", a, false, None)], None)).unwrap_err();
     assert!(format!("{e:#}").contains("connect to 127.0.0.1"), "{e:#}");
     // silent server -> timeout
     let (a, th) = fake_origin(b"", false);
     let mut p = plan(vec![obj("http://a.test/", "a.test", a, false, None)], None);
     p.timeout_s = 0.2;
-    let e = loader::load(p).unwrap_err();
+    let e = load(p).unwrap_err();
     assert!(format!("{e:#}").contains("timed out"), "{e:#}");
     th.join().unwrap();
 }
@@ -248,7 +247,7 @@ fn server_stopped_mid_load_fails_clearly() {
         std::thread::sleep(std::time::Duration::from_millis(250));
         let _ = stop.send(());
     });
-    let e = loader::load(plan(objs, None)).unwrap_err();
+    let e = load(plan(objs, None)).unwrap_err();
     let msg = format!("{e:#}");
     assert!(msg.contains("closed by the server") || msg.contains("connect to") || msg.contains("reset"), "{msg}");
     killer.join().unwrap();
@@ -262,20 +261,21 @@ fn tfo_loads_in_namespace() {
         let srv = start_server(page(), false);
         let mut p = page_plan(srv.http, false, None);
         p.tfo = true;
-        let o1 = loader::load(p.clone()).unwrap();
-        let o2 = loader::load(p).unwrap();
+        let o1 = load(p.clone()).unwrap();
+        let o2 = load(p).unwrap();
         // https too (the ClientHello rides in the SYN)
         let mut pt = page_plan(srv.https, true, Some(srv.dir.join("ca.pem")));
         pt.tfo = true;
-        loader::load(pt.clone()).unwrap();
-        let o3 = loader::load(pt).unwrap();
-        assert!(o3.connections.iter().all(|c| c.tfo), "{:?}", o3.connections);
+        load(pt.clone()).unwrap();
+        let o3 = load(pt).unwrap();
+        assert!(o3.connections.iter().all(|c| c.transport.first_request_in_handshake()), "{:?}", o3.connections);
         (o1, o2, srv.shared.stats.json())
     });
     assert!(o1.tfo_available && o1.errors.is_empty());
     // first visit: no cookie for the first connection
-    assert!(!o1.connections[0].tfo && o1.connections[0].tfo_client_fail == 1, "{:?}", o1.connections[0]);
-    assert!(o2.connections.iter().all(|c| c.tfo), "{:?}", o2.connections);
+    let tcp = o1.connections[0].transport.tcp().copied().unwrap();
+    assert!(!tcp.tfo && tcp.tfo_client_fail == 1, "{:?}", o1.connections[0]);
+    assert!(o2.connections.iter().all(|c| c.transport.first_request_in_handshake()), "{:?}", o2.connections);
     assert!(o2.requests.iter().all(|r| r.tfo == r.new_conn), "{:?}", o2.requests);
     assert_eq!(o2.requests.iter().filter(|r| r.tfo).count(), o2.connections.len());
     let after = ns.counter("TcpExtTCPFastOpenActive");
@@ -291,11 +291,11 @@ fn tfo_refused_by_sysctl_is_reported() {
         let srv = start_server(page(), false);
         let mut p = page_plan(srv.http, false, None);
         p.tfo = true;
-        loader::load(p).unwrap()
+        load(p).unwrap()
     });
     assert!(!out.tfo_available && out.tfo_requested);
     assert!(out.errors.iter().any(|e| e.contains("EOPNOTSUPP") || e.contains("not supported")), "{:?}", out.errors);
-    assert!(out.connections.iter().all(|c| !c.tfo));
+    assert!(out.connections.iter().all(|c| !c.transport.first_request_in_handshake()));
     assert_eq!(out.requests.len(), 32);
 }
 
@@ -354,7 +354,7 @@ fn delayable_limits_tight_phase_and_priority() {
     p.delayable_limit = Some(4);
     p.tight_limit = Some(1);
     p.tight_until = vec![1, 2];
-    let out = loader::load(p.clone()).unwrap();
+    let out = load(p.clone()).unwrap();
     let rq = &out.requests;
     let tight_end = rq[1].last_byte_ms.max(rq[2].last_byte_ms);
     let imgs: Vec<&Rec> = rq[3..15].iter().collect();
@@ -375,7 +375,7 @@ fn delayable_limits_tight_phase_and_priority() {
     // tight_delay_ms: the tight phase lasts that much longer after its last object arrived
     let mut p3 = p.clone();
     p3.tight_delay_ms = 250.0;
-    let out3 = loader::load(p3).unwrap();
+    let out3 = load(p3).unwrap();
     let rq3 = &out3.requests;
     let end3 = rq3[1].last_byte_ms.max(rq3[2].last_byte_ms) + 250.0;
     let imgs3: Vec<&Rec> = rq3[3..15].iter().collect();
@@ -391,7 +391,7 @@ fn delayable_limits_tight_phase_and_priority() {
         o.delayable = true;
         p2.objects.push(o);
     }
-    let out2 = loader::load(p2).unwrap();
+    let out2 = load(p2).unwrap();
     assert!(out2.requests.iter().all(|r| r.released_ms == r.ready_ms));
 }
 
@@ -425,7 +425,7 @@ fn tight_phases_are_per_frame() {
         TightPhase { until: vec![1], delay_ms: 0.0, doc: None },
         TightPhase { until: vec![0], delay_ms: 0.0, doc: None },
     ];
-    let out = loader::load(p.clone()).unwrap();
+    let out = load(p.clone()).unwrap();
     let rq = &out.requests;
     let css_end = rq[1].last_byte_ms;
     let f0: Vec<&Rec> = rq[2..7].iter().collect();
@@ -467,7 +467,7 @@ fn first_byte_discovery_and_after() {
         obj("http://b.test/late", "b.test", srv.http, false, Some(0)),
         after,
     ];
-    let out = loader::load(plan(objs, None)).unwrap();
+    let out = load(plan(objs, None)).unwrap();
     th.join().unwrap();
     let rq = &out.requests;
     assert!(rq[0].last_byte_ms - rq[0].first_byte_ms >= 140.0, "{:?}", rq[0]);
@@ -480,7 +480,7 @@ fn first_byte_discovery_and_after() {
 
 #[test]
 fn loader_decodes_content_encodings() {
-    use crate::loader::decode::tests::{br, gzip, raw_deflate, zlib, zstd};
+    use crate::testutil::encode::{br, gzip, raw_deflate, zlib, zstd};
     let d: Vec<u8> = (0..60_000u32).map(|i| b"<p>replay me, byte for byte</p>\n"[(i % 32) as usize]).collect();
     let cases: Vec<(&str, &str, Vec<u8>, bool)> = vec![
         ("/gz", "gzip", gzip(&d), false),
@@ -511,7 +511,7 @@ fn loader_decodes_content_encodings() {
         .enumerate()
         .map(|(i, c)| obj(&format!("http://a.test{}", c.0), "a.test", srv.http, false, (i > 0).then_some(0)))
         .collect();
-    let out = loader::load(plan(objs, None)).unwrap();
+    let out = load(plan(objs, None)).unwrap();
     for (rec, (path, enc, body, chunked)) in out.requests.iter().zip(&cases) {
         assert_eq!((rec.status, rec.bytes, rec.encoding.as_str()), (200, body.len() as u64, *enc), "{path}");
         let wire = if *chunked { crate::http::encode_chunked(body, 16 * 1024).len() } else { body.len() };
@@ -532,7 +532,7 @@ fn loader_decodes_content_encodings() {
 
 #[test]
 fn loader_transfer_bytes_count_interim_heads_and_framing() {
-    let body = crate::loader::decode::tests::gzip(b"hello hello hello hello");
+    let body = crate::testutil::encode::gzip(b"hello hello hello hello");
     let mut resp = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n".to_vec();
     let head =
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Encoding: x-gzip\r\nConnection: close\r\n\r\n";
@@ -540,7 +540,7 @@ fn loader_transfer_bytes_count_interim_heads_and_framing() {
     resp.extend_from_slice(&crate::http::encode_chunked(&body, 7));
     let total = resp.len() as u64;
     let (a, th) = one_shot_origin(move |s| s.write_all(&resp).unwrap());
-    let out = loader::load(plan(vec![obj("http://a.test/", "a.test", a, false, None)], None)).unwrap();
+    let out = load(plan(vec![obj("http://a.test/", "a.test", a, false, None)], None)).unwrap();
     th.join().unwrap();
     let r = &out.requests[0];
     assert_eq!(
@@ -565,7 +565,7 @@ fn loads_over_h2_with_coalescing_and_falls_back_to_http11() {
         .as_array_mut()
         .unwrap()
         .push(serde_json::json!({"host": "a.test", "path": "/big", "body": {"synth": 1_000_000}}));
-    let srv = crate::replay::tests::start_server_on(listen, responses, false);
+    let srv = start_server_on(listen, responses, false);
     let ca = Some(srv.dir.join("ca.pem"));
     let h2plan = |addr: SocketAddr| {
         let mut p = page_plan(addr, true, ca.clone());
@@ -581,7 +581,7 @@ fn loads_over_h2_with_coalescing_and_falls_back_to_http11() {
         out.plt_ms = out.requests.iter().map(|r| r.last_byte_ms).fold(0.0, f64::max);
         big
     };
-    let mut out = loader::load(h2plan(srv.addrs[1])).unwrap();
+    let mut out = load(h2plan(srv.addrs[1])).unwrap();
     let big = without_big(&mut out);
     assert_eq!((big.status, big.bytes, big.protocol.as_str()), (200, 1_000_000, "h2"));
     check_page(&out);
@@ -596,7 +596,7 @@ fn loads_over_h2_with_coalescing_and_falls_back_to_http11() {
     assert!(kids.iter().all(|r| r.request_ms <= first_done), "requests were not multiplexed");
     assert_eq!(srv.shared.stats.h2_connections.load(std::sync::atomic::Ordering::Relaxed), 1);
     // the address without h2: HTTP/1.1, pools of connections per host as before
-    let mut out = loader::load(h2plan(srv.addrs[2])).unwrap();
+    let mut out = load(h2plan(srv.addrs[2])).unwrap();
     without_big(&mut out);
     check_page(&out);
     assert!(out.requests.iter().all(|r| r.protocol == "http/1.1"));

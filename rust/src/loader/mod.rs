@@ -5,13 +5,16 @@
 //!   each object is requested and on which connection: prerequisites and delays, pools of at
 //!   most `max_conns_per_host` persistent connections per (scheme, host, port), late
 //!   binding, the DNS delay once per pool; with policy.rs, the archive or Chromium model
-//!   (delayable limits, tight phases, priorities);
-//! * connections.rs: the driver, carrying out those actions with tokio tasks (TFO via
-//!   TCP_FASTOPEN_CONNECT, TLS, TCP_INFO) and feeding back what happened; exchange.rs: one
-//!   request/response with the shared HTTP/1.1 codec (crate::http), decode.rs:
-//!   Content-Encoding; output.rs: the records printed; h2conn.rs: an h2 connection (streams).
+//!   (delayable limits, tight phases, priorities); events.rs: their vocabulary (events,
+//!   actions, timers);
+//! * driver.rs: the driver, carrying out those actions with tokio tasks and feeding back what
+//!   happened (msg.rs: what the tasks tell it), keeping the records (output.rs);
+//! * transport/: the connection abstraction: a byte stream and the transport's own facts
+//!   (tcp.rs: TCP, TFO via TCP_FASTOPEN_CONNECT, TCP_INFO; tls.rs: TLS over it);
+//! * h1.rs: an HTTP/1.1 connection (one request/response at a time, the shared codec
+//!   crate::http), h2.rs: an h2 connection (streams); decode.rs: Content-Encoding.
 //!
-//! Single-threaded tokio runtime; all times in ms since the load started (object 0
+//! Single-threaded tokio runtime; all times in ms since the load started (clock.rs: object 0
 //! requested, before its DNS delay).
 //!
 //! TLS sessions (plan `tls_mode`): "full" keeps none; "resume"/"0rtt" first visit the whole
@@ -20,18 +23,20 @@
 //! `{"event":"warmed",...}` and waits for a line on stdin (the runner starts its counts and
 //! the replay server's new session then, so that neither includes the visit).
 use anyhow::{bail, Context, Result};
-use std::cell::Cell;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-pub mod connections;
+pub mod clock;
 pub mod decode;
-pub mod exchange;
-pub mod h2conn;
+pub mod driver;
+pub mod events;
+pub mod h1;
+pub mod h2;
 #[cfg(test)]
 mod load_tests;
+pub mod msg;
 pub mod output;
 pub mod plan;
 pub mod policy;
@@ -40,21 +45,20 @@ pub mod scheduler;
 mod tests;
 #[cfg(test)]
 mod tls_tests;
+pub mod transport;
 
+use clock::Clock;
+use driver::Ctx;
 pub use output::Output;
 pub use plan::Plan;
+use transport::tcp::Tcp;
+use transport::Dialer;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Plan (JSON, see docs/dataplane-interfaces.md).
     #[arg(long)]
     pub plan: PathBuf,
-}
-
-/// Runs a load on a fresh single-threaded runtime.
-#[cfg(test)]
-pub fn load(plan: Plan) -> Result<Output> {
-    load_phased(plan, |_| Ok(()))
 }
 
 type Connectors = (Option<tokio_rustls::TlsConnector>, Option<tokio_rustls::TlsConnector>);
@@ -105,15 +109,9 @@ pub fn load_phased(plan: Plan, between: impl FnOnce(f64) -> Result<()>) -> Resul
     let res = local.block_on(&rt, async {
         let mut warmup_ms = None;
         if let Some((warm_tls, warm_tls_h2)) = warm {
-            let t0 = Instant::now();
-            let ctx = Rc::new(connections::Ctx {
-                t0,
-                tfo: false,
-                tfo_refused: Cell::new(None),
-                tls: warm_tls,
-                tls_h2: warm_tls_h2,
-            });
-            match tokio::time::timeout(timeout, connections::drive(plan.clone(), ctx)).await {
+            let clock = Clock::start();
+            let ctx = Rc::new(Ctx { clock, dial: Dialer::new(Tcp::new(false), warm_tls, warm_tls_h2) });
+            match tokio::time::timeout(timeout, driver::drive(plan.clone(), ctx)).await {
                 Ok(r) => r.context("the visit before the load (for its TLS session tickets) failed")?,
                 Err(_) => bail!("the visit before the load timed out after {:.1} s", timeout.as_secs_f64()),
             };
@@ -121,13 +119,12 @@ pub fn load_phased(plan: Plan, between: impl FnOnce(f64) -> Result<()>) -> Resul
             for _ in 0..16 {
                 tokio::task::yield_now().await;
             }
-            let ms = t0.elapsed().as_secs_f64() * 1000.0;
+            let ms = clock.ms();
             warmup_ms = Some(ms);
             between(ms)?;
         }
-        let ctx =
-            Rc::new(connections::Ctx { t0: Instant::now(), tfo: plan.tfo, tfo_refused: Cell::new(None), tls, tls_h2 });
-        let mut out = match tokio::time::timeout(timeout, connections::drive(plan.clone(), ctx)).await {
+        let ctx = Rc::new(Ctx { clock: Clock::start(), dial: Dialer::new(Tcp::new(plan.tfo), tls, tls_h2) });
+        let mut out = match tokio::time::timeout(timeout, driver::drive(plan.clone(), ctx)).await {
             Ok(r) => r?,
             Err(_) => bail!("load timed out after {:.1} s ({n} objects planned)", timeout.as_secs_f64()),
         };

@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::plan::Plan;
+use super::transport;
 
 /// One request, in plan order.
 #[derive(Serialize, JsonSchema, Debug, Clone, Default)]
@@ -68,10 +69,9 @@ pub struct ConnRec {
     pub connect_start_ms: f64,
     pub connect_end_ms: f64,
     pub tls_end_ms: Option<f64>,
-    /// SYN data sent and acked (tcpi_options & 32).
-    pub tfo: bool,
-    /// tcpi_fastopen_client_fail (0 none, 1 no cookie, 2/3 SYN data not acked).
-    pub tfo_client_fail: u8,
+    /// The transport's own facts, under its own keys (TCP: `tfo`, `tfo_client_fail`).
+    #[serde(flatten)]
+    pub transport: transport::Stats,
     pub requests: Vec<usize>,
     /// "http/1.1" or "h2" (ALPN); "" if it never finished setting up.
     pub protocol: String,
@@ -109,7 +109,7 @@ impl Output {
         for r in &mut requests {
             let c = &connections[r.conn_id];
             // SYN data is a connection's: only the request that opened it rode in that SYN
-            r.tfo = c.tfo && r.new_conn;
+            r.tfo = c.transport.first_request_in_handshake() && r.new_conn;
             r.protocol = c.protocol.clone();
             if r.new_conn {
                 r.connect_start_ms = Some(c.connect_start_ms);

@@ -236,53 +236,10 @@ impl Plan {
     }
 }
 
-/// Builders for tests: an object with every option at its default, a plan around objects.
-#[cfg(test)]
-pub(crate) mod testing {
-    use super::*;
-    use std::net::SocketAddr;
-
-    pub fn obj(url: &str, host: &str, addr: SocketAddr, tls: bool, parent: Option<usize>) -> Object {
-        Object {
-            url: url.into(),
-            method: "GET".into(),
-            host: host.into(),
-            ip: addr.ip(),
-            port: addr.port(),
-            tls,
-            parent,
-            delay_ms: 0.0,
-            at_first_byte: false,
-            after: Vec::new(),
-            delayable: false,
-            tight_phase: None,
-            protocol: "http/1.1".into(),
-            priority: None,
-        }
-    }
-
-    pub fn plan(objects: Vec<Object>, ca: Option<PathBuf>) -> Plan {
-        Plan {
-            objects,
-            max_conns_per_host: 6,
-            tfo: false,
-            dns_delay_ms: 0.0,
-            ca,
-            timeout_s: 20.0,
-            delayable_limit: None,
-            tight_limit: None,
-            tight_until: Vec::new(),
-            tight_delay_ms: 0.0,
-            tight_phases: Vec::new(),
-            tls_mode: "full".into(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::testing::{obj, plan};
     use super::*;
+    use crate::testutil::loader::{obj, plan};
     use std::net::{Ipv4Addr, SocketAddr};
 
     fn err(p: &Plan) -> String {

@@ -11,8 +11,8 @@
 //! A plan without delayable objects gets `Archive`: `Chromium` would do the same for it.
 use std::collections::VecDeque;
 
+use super::events::{Action, Timer};
 use super::plan::{Plan, TightPhase};
-use super::scheduler::{Action, Timer};
 
 pub enum Policy {
     Archive,

@@ -2,9 +2,10 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use super::plan::testing::{obj, plan};
+use super::events::{Action, Event, Timer};
 use super::plan::{Object, Plan, TightPhase};
-use super::scheduler::{Action, Event, Scheduler, Timer};
+use super::scheduler::Scheduler;
+use crate::testutil::loader::{obj, plan};
 
 const A: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 80);
 

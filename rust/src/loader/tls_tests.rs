@@ -3,9 +3,9 @@
 //! data refused after a ticket key rotation is sent again at 1-RTT; with TFO, the ClientHello
 //! and the early data ride in the SYN.
 use crate::loader::output::Output;
-use crate::loader::plan::testing::{obj, plan};
 use crate::loader::{self, Plan};
-use crate::replay::tests::{start_server_on, TestServer};
+use crate::testutil::loader::{load, obj, plan};
+use crate::testutil::replay::{start_server_on, TestServer};
 use crate::testutil::Netns;
 use std::net::SocketAddr;
 
@@ -176,12 +176,12 @@ fn early_data_refused_after_a_ticket_key_rotation_is_sent_again() {
 fn bad_tls_modes_are_refused() {
     let srv = server();
     let mut p = page_plan(&srv, srv.addrs[0], false, "2rtt");
-    assert!(format!("{:#}", loader::load(p.clone()).unwrap_err()).contains("tls_mode \"2rtt\""));
+    assert!(format!("{:#}", load(p.clone()).unwrap_err()).contains("tls_mode \"2rtt\""));
     p.tls_mode = "resume".into();
     for o in &mut p.objects {
         o.tls = false;
     }
-    assert!(format!("{:#}", loader::load(p).unwrap_err()).contains("needs an https object"));
+    assert!(format!("{:#}", load(p).unwrap_err()).contains("needs an https object"));
 }
 
 /// With TFO (a cookie from an earlier load), the ClientHello and the early data of every
@@ -196,10 +196,10 @@ fn tfo_carries_the_hello_and_early_data_in_the_syn() {
         for (addr, h2) in [(srv.addrs[0], false), (srv.addrs[1], true)] {
             let mut p = page_plan(&srv, addr, h2, "full");
             p.tfo = true;
-            loader::load(p.clone()).unwrap(); // TFO cookies
+            load(p.clone()).unwrap(); // TFO cookies
             p.tls_mode = "0rtt".into();
             let before = srv.shared.stats.tfo_tls_early_in_syn.load(std::sync::atomic::Ordering::Relaxed);
-            let out = loader::load(p).unwrap();
+            let out = load(p).unwrap();
             let after = srv.shared.stats.tfo_tls_early_in_syn.load(std::sync::atomic::Ordering::Relaxed);
             syn_early.push(after - before);
             outs.push(out);
@@ -209,7 +209,7 @@ fn tfo_carries_the_hello_and_early_data_in_the_syn() {
     for (out, n) in outs.iter().zip(syn_early) {
         check_complete(out);
         for c in used(out) {
-            assert!(c.tfo && c.early_data.as_deref() == Some("accepted"), "{c:?}");
+            assert!(c.transport.first_request_in_handshake() && c.early_data.as_deref() == Some("accepted"), "{c:?}");
         }
         assert_eq!(n, used(out).len() as u64, "early data in the SYN");
     }

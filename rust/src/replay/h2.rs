@@ -1,10 +1,10 @@
 //! HTTP/2 on the replay server's https addresses that offer ALPN "h2" (hyperium's `h2` crate
 //! over the same tokio-rustls stream; TFO on the listen socket is unchanged).
 //!
-//! Each request is answered exactly as over HTTP/1.1 (`super::choose`: the same matching, the
-//! same recorded status, headers and body bytes, the same think time), the headers without the
-//! connection-specific ones and with `content-length`; a recording that was chunked is sent
-//! as DATA frames like any other body (h2 has no chunked coding).
+//! Each request is answered exactly as over HTTP/1.1 (the answers service, answers.rs: the
+//! same matching, the same recorded status, headers and body bytes, the same think time), the
+//! headers without the connection-specific ones and with `content-length`; a recording that was
+//! chunked is sent as DATA frames like any other body (h2 has no chunked coding).
 //!
 //! Settings, like a CDN front end (nginx's and Cloudflare's defaults are of this order):
 //! MAX_CONCURRENT_STREAMS 100 (Chromium opens at most that many; more are refused with
@@ -38,8 +38,11 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 
+use super::answers::{Answer, Asked};
 use super::matcher::Scheme;
-use super::{answers, choose, priority, Choice, Shared, TlsUse};
+use super::priority;
+use super::shared::Shared;
+use super::stats::TlsUse;
 use crate::http::request::MAX_HEAD_BYTES;
 
 pub const MAX_CONCURRENT_STREAMS: u32 = 100;
@@ -244,9 +247,9 @@ async fn stream(
     let authority = parts.uri.authority().map(|a| a.as_str());
     let host = authority.or_else(|| parts.headers.get(::http::header::HOST).and_then(|v| v.to_str().ok()));
     let is_head = parts.method == ::http::Method::HEAD;
-    let (resp, body, wait) = match choose(&sh, method, Scheme::Https, target, host, sni.as_deref(), body_sha256) {
-        Choice::Recorded(i) => {
-            let p = &sh.responses[i];
+    let asked = Asked { method, scheme: Scheme::Https, target, host, sni: sni.as_deref(), body_sha256 };
+    let (resp, body, wait) = match sh.answer(&asked) {
+        Answer::Recorded(p) => {
             let mut r = ::http::Response::new(());
             *r.status_mut() = ::http::StatusCode::from_u16(p.status).unwrap_or(::http::StatusCode::OK);
             *r.headers_mut() = p.h2_headers.clone();
@@ -260,8 +263,7 @@ async fn stream(
             }
             (r, body, p.wait)
         }
-        Choice::NotFound(url) => {
-            let text = answers::not_found_body(method, &url);
+        Answer::NotFound(text) => {
             let mut r = ::http::Response::new(());
             *r.status_mut() = ::http::StatusCode::NOT_FOUND;
             let h = r.headers_mut();

@@ -1,7 +1,8 @@
 //! The replay server over HTTP/2: ALPN per listen address, answers identical to HTTP/1.1,
 //! multiplexing, flow control, request-body matching, and hostile clients (malformed frames,
 //! reset floods, oversized header blocks) ending only their own connection.
-use super::tests::{sha256, start_server_on, start_server_with, TestServer};
+use crate::testutil::replay::{start_server_on, start_server_with, TestServer};
+use crate::testutil::sha256;
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;

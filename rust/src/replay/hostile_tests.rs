@@ -1,8 +1,8 @@
 //! The replay server under hostile clients (loopback, bounded in connections and time):
 //! malformed framing gets its status code (never a reset), error bodies stay short,
 //! a low open-file limit delays connections without losing them.
-use super::tests::{start_server, TestServer};
 use crate::http::{parse_response_head, BodyDecoder};
+use crate::testutil::replay::{start_server, start_server_with, TestServer};
 use rand::{RngCore, SeedableRng};
 use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -488,7 +488,7 @@ fn silent_and_slow_request_heads_are_closed_at_the_bound() {
         serde_json::json!([{"ip": "127.0.0.1", "port": 0, "tls": false}, {"ip": "127.0.0.1", "port": 0, "tls": true}]);
     let r =
         serde_json::json!([{"host": "a.test", "path": "/", "headers": [["X-Tag", "root"]], "body": {"synth": 100}}]);
-    let srv = super::tests::start_server_with(listen, r, serde_json::json!({"request_timeout_ms": 400}));
+    let srv = start_server_with(listen, r, serde_json::json!({"request_timeout_ms": 400}));
     let get = b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n";
     let closed = |s: &TcpStream, t0: Instant, what: &str| {
         let d = closed_after(s, t0);

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::Stats;
+use super::stats::Stats;
 
 /// Why the object was printed.
 #[derive(Serialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,17 @@
-//! Helpers for tests of several roles: scratch directories, throwaway network namespaces.
+//! What tests of several files and roles share, so that no test module takes helpers from
+//! another: scratch directories, throwaway network namespaces, hex digests (here); a replay
+//! server to load from (`replay`); plans and loads (`loader`); encoded bodies (`encode`).
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+pub mod encode;
+pub mod loader;
+pub mod replay;
+
+/// SHA-256 of `b`, lower-case hex (as manifests' `body_sha256`).
+pub fn sha256(b: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, b).as_ref().iter().map(|x| format!("{x:02x}")).collect()
+}
 
 /// A fresh directory under the system's temp dir (the caller removes it).
 pub fn tmpdir(tag: &str) -> PathBuf {

@@ -1,4 +1,4 @@
-//! An h2 connection of the loader (hyperium's h2 client over the TLS stream the driver opened):
+//! An h2 connection of the loader (hyperium's h2 client over the TLS stream the transport set up):
 //! every request the driver hands it becomes a stream of its own, answered concurrently.
 //!
 //! Client settings as Chromium sends them: stream window 6 MiB, connection window 15 MiB
@@ -15,11 +15,12 @@ use bytes::Bytes;
 use std::rc::Rc;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use super::connections::{Ctx, Io, Msg, SocketRef};
+use super::clock::Clock;
 use super::decode;
+use super::msg::Msg;
 use super::output::Rec;
 use super::plan::Plan;
-use crate::os::tcpinfo;
+use super::transport::{Io, Probe};
 
 pub const STREAM_WINDOW: u32 = 6 << 20;
 pub const CONNECTION_WINDOW: u32 = 15 << 20;
@@ -42,30 +43,29 @@ pub async fn handshake(io: Box<dyn Io>) -> Result<(::h2::client::SendRequest<Byt
 /// Takes requests from the driver until it drops the connection; each one a stream task. The
 /// connection runs on a local task, started once the first request is queued (so that with
 /// early data its HEADERS leave with the preface: in the SYN too, under TFO), and reports its
-/// end (`Msg::Closed`: the streams still open on it are requeued by the scheduler). `early_tcp`:
-/// the socket of an early-data connection, whose TFO use is read after its first response.
+/// end (`Msg::Closed`: the streams still open on it are requeued by the scheduler). `early`:
+/// the probe of an early-data connection, whose transport facts are read after its first
+/// response.
 #[allow(clippy::too_many_arguments)]
 pub async fn serve(
-    ctx: Rc<Ctx>,
+    clock: Clock,
     plan: Rc<Plan>,
     send: ::h2::client::SendRequest<Bytes>,
     conn: H2Conn,
     cid: usize,
     tx: UnboundedSender<Msg>,
     mut rx: UnboundedReceiver<usize>,
-    mut early_tcp: Option<SocketRef>,
+    mut early: Option<Probe>,
 ) -> Result<()> {
     let mut conn = Some(conn);
     while let Some(idx) = rx.recv().await {
-        let (ctx, plan, send, tx2) = (ctx.clone(), plan.clone(), send.clone(), tx.clone());
-        let tcp = early_tcp.take();
+        let (plan, send, tx2) = (plan.clone(), send.clone(), tx.clone());
+        let probe = early.take();
         tokio::task::spawn_local(async move {
-            match stream(&ctx, &plan, send, idx, &tx2).await {
+            match stream(&clock, &plan, send, idx, &tx2).await {
                 Ok(rec) => {
-                    if let Some(tcp) = tcp {
-                        if let Ok(ti) = tcpinfo::get(&tcp) {
-                            let _ = tx2.send(Msg::Tfo { cid, tfo: (ti.syn_data_acked(), ti.fastopen_client_fail()) });
-                        }
+                    if let Some(stats) = probe.and_then(|p| p.stats()) {
+                        let _ = tx2.send(Msg::Transport { cid, stats });
                     }
                     let _ = tx2.send(Msg::StreamDone { cid, rec: Box::new(rec) });
                 }
@@ -105,7 +105,7 @@ fn head_size(fields: &[(String, String)]) -> u64 {
 
 /// One request and its response.
 async fn stream(
-    ctx: &Ctx,
+    clock: &Clock,
     plan: &Plan,
     send: ::h2::client::SendRequest<Bytes>,
     idx: usize,
@@ -127,14 +127,14 @@ async fn stream(
     let mut send = send.ready().await.map_err(|e| anyhow!("{url}: h2 connection: {e}"))?;
     let mut rec = Rec {
         index: idx,
-        request_ms: ctx.ms(),
+        request_ms: clock.ms(),
         request_header_bytes: head_size(&request_headers),
         request_headers,
         ..Default::default()
     };
     let (resp, _) = send.send_request(req, true).map_err(|e| anyhow!("{url}: h2 request: {e}"))?;
     let resp = resp.await.map_err(|e| anyhow!("{url}: h2 response: {e}"))?;
-    rec.first_byte_ms = ctx.ms();
+    rec.first_byte_ms = clock.ms();
     let _ = tx.send(Msg::FirstByte(idx));
     let (parts, mut body) = resp.into_parts();
     rec.status = parts.status.as_u16();
@@ -161,7 +161,7 @@ async fn stream(
             kept.extend_from_slice(&chunk);
         }
     }
-    rec.last_byte_ms = ctx.ms();
+    rec.last_byte_ms = clock.ms();
     rec.transfer_bytes = rec.header_bytes + rec.bytes;
     rec.body_bytes = rec.bytes;
     if encoded {

@@ -1,13 +1,17 @@
-//! One request/response exchange on a connection: the request written, 1xx heads skipped,
-//! the final head parsed and the body framed by the shared codec (crate::http), an encoded
-//! body decoded at its end (decode.rs) to count its bytes.
+//! An HTTP/1.1 connection of the loader: one request at a time (no pipelining), each an
+//! exchange: the request written, 1xx heads skipped, the final head parsed and the body framed
+//! by the shared codec (crate::http), an encoded body decoded at its end (decode.rs) to count
+//! its bytes. The connection's transport facts (TFO) are read after its first response.
 use anyhow::{anyhow, bail, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use super::connections::{Ctx, Io};
+use super::clock::Clock;
 use super::decode;
+use super::msg::Msg;
 use super::output::Rec;
-use super::plan::Object;
+use super::plan::{Object, Plan};
+use super::transport::{Conn, Io};
 use crate::http;
 
 /// The request for `o`: GET (or its method) with the loader's header lines, no body.
@@ -35,7 +39,7 @@ fn request_fields(req: &[u8]) -> Vec<(String, String)> {
 
 /// One request/response exchange; returns (record, keep_alive).
 pub async fn exchange(
-    ctx: &Ctx,
+    clock: &Clock,
     s: &mut dyn Io,
     buf: &mut Vec<u8>,
     req: &[u8],
@@ -44,7 +48,7 @@ pub async fn exchange(
     first_byte: impl FnOnce(),
 ) -> Result<(Rec, bool)> {
     let mut first_byte = Some(first_byte);
-    let mut rec = Rec { request_ms: ctx.ms(), request_header_bytes: req.len() as u64, ..Default::default() };
+    let mut rec = Rec { request_ms: clock.ms(), request_header_bytes: req.len() as u64, ..Default::default() };
     s.write_all(req).await.map_err(|e| anyhow!("sending request for {url}: {e}"))?;
     s.flush().await.map_err(|e| anyhow!("sending request for {url}: {e}"))?;
     let mut len = 0usize;
@@ -57,7 +61,7 @@ pub async fn exchange(
             bail!("connection closed by the server before the response to {url} ({len} bytes received)");
         }
         if len == 0 {
-            rec.first_byte_ms = ctx.ms();
+            rec.first_byte_ms = clock.ms();
             if let Some(f) = first_byte.take() {
                 f();
             }
@@ -103,7 +107,7 @@ pub async fn exchange(
         used = dec.feed_with(&buf[..n], &mut keep).map_err(|e| anyhow!("{url}: {e:#}"))?;
         wire += used as u64;
     }
-    rec.last_byte_ms = ctx.ms();
+    rec.last_byte_ms = clock.ms();
     rec.request_headers = request_fields(req); // (after the timed part)
     if used < len {
         bail!("{url}: {} unexpected bytes after the response", len - used);
@@ -119,4 +123,52 @@ pub async fn exchange(
     }
     rec.encoding = head.content_encoding;
     Ok((rec, head.keep_alive))
+}
+
+/// Serves the requests the driver hands the connection (`rx`: object indices, `reqs` their
+/// requests), one at a time, until the driver drops it, the server closes it (an idle
+/// connection closed, or one that spoke out of turn: `Msg::Closed`) or a response says it is
+/// the last.
+pub async fn serve(
+    clock: &Clock,
+    plan: &Plan,
+    reqs: &[Vec<u8>],
+    mut conn: Conn,
+    cid: usize,
+    tx: &UnboundedSender<Msg>,
+    mut rx: UnboundedReceiver<usize>,
+) -> Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut first = true;
+    loop {
+        let idx = tokio::select! {
+            biased;
+            m = rx.recv() => match m { Some(i) => i, None => return Ok(()) },
+            r = conn.io.read(&mut buf[..]) => {
+                // idle connection: closed (or spoke out of turn) -> drop it
+                let _ = r;
+                let _ = tx.send(Msg::Closed { cid });
+                return Ok(());
+            }
+        };
+        let o = &plan.objects[idx];
+        let head_req = o.method.eq_ignore_ascii_case("HEAD");
+        let fb_tx = tx.clone();
+        let (mut rec, keep) = exchange(clock, conn.io.as_mut(), &mut buf, &reqs[idx], head_req, &o.url, move || {
+            let _ = fb_tx.send(Msg::FirstByte(idx));
+        })
+        .await?;
+        rec.index = idx;
+        let transport = if first {
+            first = false;
+            conn.probe.stats()
+        } else {
+            None
+        };
+        let _ = tx.send(Msg::Done { cid, rec: Box::new(rec), keep, transport });
+        if !keep {
+            let _ = conn.io.shutdown().await;
+            return Ok(());
+        }
+    }
 }
