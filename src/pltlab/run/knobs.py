@@ -795,6 +795,21 @@ def point() -> list[Knob]:
     return [k for k in _ALL if k.sweep and not k.many]
 
 
+# A compared knob's baseline by results column (tfo: the runs' TFO mode): its "without the
+# feature" value; a knob not here compares against its default (else its first value).
+BASELINES = {"tfo": 0, "protocol": "h1", "tls": "full", "warm": 0}
+
+
+def axis(name: str) -> Knob:
+    """The knob an experiment or a report compares (``compare`` key, ``--by``): TFO or a knob
+    whose list multiplies the configurations, by any of its names; one PltError line otherwise."""
+    k = ALIASES.get(name) if isinstance(name, str) else None
+    if k is None or not k.sweep:
+        known = ", ".join(x.name for x in _ALL if x.sweep)
+        raise PltError(f"{name!r}: not a knob to compare by (choose from {known})")
+    return k
+
+
 def columns() -> dict[str, str]:
     """Results column -> SQL type, in the table's order."""
     return {k.column: k.sql for k in _ALL if k.column}

@@ -39,6 +39,7 @@ from pltlab.replay import hosts as hostmap
 from pltlab.replay.server import ReplayServer
 from pltlab.run import graph, knobs, loadpcaps, schemes
 from pltlab.run.config import RunConfig
+from pltlab.run.point import Point
 
 COUNTERS_CLIENT = ("TCPFastOpenActive", "TCPFastOpenActiveFail", "TCPFastOpenCookieReqd")
 COUNTERS_SERVER = ("TCPFastOpenPassive", "TCPFastOpenPassiveFail", "TCPFastOpenListenOverflow", "TCPFastOpenCookieReqd")
@@ -394,10 +395,12 @@ class PageRunner:
         builtin.load(self.topo, plan, self.topo.workdir, name="warm.json")
         self.warmed = True
 
-    def load(self, tfo: bool, rep: int) -> dict:
-        """One measured load (after the warm-up policy); returns the run record. A data-plane
+    def load(self, point: Point, rep: int) -> dict:
+        """One measured load at ``point`` (its TFO mode; after the warm-up policy); returns the
+        run record. A data-plane
         process that dies meanwhile ends it at once: ProcessDied names the process. A load the
         emulator was late for is re-run (``late_reruns`` in the record)."""
+        tfo = point.tfo
         late = []
         while True:
             try:
@@ -556,7 +559,7 @@ def run_page(page: Page, cfg: RunConfig, on_run=None) -> list[dict]:
         for rep in range(1, cfg.reps + 1):
             modes = cfg.tfo_modes if rep % 2 else tuple(reversed(cfg.tfo_modes))
             for tfo in modes:
-                r = pr.load(tfo, rep)
+                r = pr.load(Point(tfo=tfo), rep)
                 runs.append(r)
                 if on_run:
                     on_run(r)

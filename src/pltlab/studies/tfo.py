@@ -180,11 +180,11 @@ def rows(analysis: dict) -> list[dict]:
             {
                 "page": g["page"],
                 "rtt_ms": g["rtt_ms"],
-                "plt_notfo_ms": _r(g["notfo"]["mean"]),
-                "plt_tfo_ms": _r(g["tfo"]["mean"]),
+                "plt_notfo_ms": _r(g["base"]["mean"]),
+                "plt_tfo_ms": _r(g["alt"]["mean"]),
                 "improvement": _r(g["improvement"], 4),
                 "improvement_ci": [_r(x, 4) for x in g["improvement_ci"]],
-                "n": min(g["notfo"]["n"], g["tfo"]["n"]),
+                "n": min(g["base"]["n"], g["alt"]["n"]),
             }
         )
     return out
