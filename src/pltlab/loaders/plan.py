@@ -2,6 +2,7 @@
 
 from urllib.parse import urljoin, urlsplit
 
+from pltlab import protocols
 from pltlab.archive import synth
 from pltlab.archive.calibration import KEY, check_delay
 from pltlab.archive.calibration import stored as calibration_of
@@ -392,7 +393,7 @@ def build(
             }
         )
         if sch == "https" and host_ips[o.host] in h2_ips:  # absent: http/1.1 (plans without h2 unchanged)
-            out[-1]["protocol"] = "h2"
+            out[-1]["protocol"] = protocols.get("h2").alpn
             if model == "chromium":  # Chromium sends the header over h2 only (docs/loaders.md)
                 prio = chromium_priority(page, o, heads.st, extra.get("delayable", False), images)
                 if prio:

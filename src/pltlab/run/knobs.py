@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any
 
-from pltlab import units
+from pltlab import protocols, units
 from pltlab.errors import PltError
 from pltlab.loaders.plan import MODELS
 from pltlab.net.spec import BACKENDS, CC_CHOICES, DEFAULT_CLIENT_RMEM
 
 SCOPES = ("run", "shell", "sweep")
-PROTOCOLS = ("recorded", "h1", "h2")
+PROTOCOLS = protocols.CHOICES
 TLS_MODES = ("full", "resume", "0rtt")
 SERVER_PRIORITIES = ("rfc9218", "round-robin")  # replay/priority.rs
 UNPRELOADED = "unpreloaded"  # knob hosts: names on the HSTS preload list renamed (archive.rename)

@@ -26,6 +26,7 @@ import statistics
 import time
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from pltlab import protocols
 from pltlab.archive import rename
 from pltlab.archive.model import Obj, Page, strip_fragment
 from pltlab.errors import PltError
@@ -156,10 +157,12 @@ def judge(tfo: bool, counters: dict, requests: list[dict], document: str | None 
 
 
 def expected_protocol(url: str, host_ips: dict, h2_ips: set) -> str:
-    """The protocol a request should go over: h2 to an https origin whose address offers it (ALPN;
-    Chromium and the built-in loader both offer h2 and http/1.1), else HTTP/1.1."""
+    """The protocol a request should go over (pltlab.protocols.expected): h2 to an https origin
+    whose address offers it (ALPN; Chromium and the built-in loader both offer h2 and http/1.1),
+    else HTTP/1.1."""
     parts = urlsplit(url)
-    return "h2" if parts.scheme == "https" and host_ips.get(parts.hostname or "") in h2_ips else "http/1.1"
+    offered = protocols.get("h2") if host_ips.get(parts.hostname or "") in h2_ips else None
+    return protocols.expected(parts.scheme, offered)
 
 
 def protocol_problem(requests: list[dict], host_ips: dict, h2_ips: set) -> str | None:
@@ -524,7 +527,7 @@ def _request_record(r: dict, client: str) -> dict:
     for k in REQUEST_BYTES:
         out.setdefault(k, None)
     if client == "builtin" and not out["protocol"]:
-        out["protocol"] = "http/1.1"
+        out["protocol"] = protocols.FALLBACK_ALPN
     return out
 
 

@@ -26,6 +26,7 @@ one connection per origin is opened, is the question.
 
 import os
 
+from pltlab import protocols
 from pltlab.archive import bundled
 from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
@@ -76,7 +77,7 @@ def experiment(
 ) -> Experiment:
     if client not in ("builtin", "chromium"):
         raise PltError(f"invalid --client {client!r}: builtin or chromium")
-    if protocol not in ("recorded", "h1", "h2"):
+    if protocol not in protocols.CHOICES:
         raise PltError(f"invalid --protocol {protocol!r}: recorded (http, as in 2013), h1 or h2 (https)")
     if tls not in ("full", "resume", "0rtt"):
         raise PltError(f"invalid --tls {tls!r}: full, resume or 0rtt")
