@@ -39,6 +39,8 @@ from typing import Any
 from pltlab import protocols, units
 from pltlab.errors import PltError
 from pltlab.loaders.plan import MODELS
+from pltlab.loaders.registry import DEFAULT as DEFAULT_LOADER
+from pltlab.loaders.registry import LOADERS
 from pltlab.net.spec import BACKENDS, CC_CHOICES, DEFAULT_CLIENT_RMEM
 
 SCOPES = ("run", "shell", "sweep")
@@ -473,8 +475,8 @@ _ALL = (
     ),
     Knob(
         "client",
-        _choice(("builtin", "chromium"), "client"),
-        "builtin",
+        _choice(tuple(LOADERS), "client"),
+        DEFAULT_LOADER,
         "Page loader: builtin (pltlab's HTTP/1.1 and h2 loader) or chromium (headless Chromium).",
         type=str,
         label="client",

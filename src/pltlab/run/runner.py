@@ -33,6 +33,7 @@ from pltlab.errors import PltError
 from pltlab.loaders import builtin, chromium
 from pltlab.loaders import plan as plans
 from pltlab.loaders.browser import hsts
+from pltlab.loaders.registry import get as loader_of
 from pltlab.net import lateness
 from pltlab.net.supervise import ProcessDied
 from pltlab.net.topology import Topology
@@ -217,7 +218,7 @@ def tls_problem(mode: str, server: dict | None, requests: list[dict], client: st
     used = full + resumed
     if used == 0:
         return f"TLS {mode} asked but no request went over TLS (no https origin loaded)"
-    if client == "chromium":
+    if loader_of(client).resumes_itself:
         if resumed == 0:
             return f"TLS {mode} asked but Chromium resumed none of the {used} TLS connections that carried requests"
         if mode == "0rtt" and server.get("tls_early_used", 0) == 0:
@@ -245,7 +246,7 @@ def tls_note(mode: str, server: dict | None, client: str) -> str | None:
     """Chromium on a warm visit: how many of its connections resumed (and sent early data) when
     not all did. It keeps the last 2 session tickets per host (net's SSLClientSessionCache), so
     over HTTP/1.1 a host's third parallel connection is a full handshake, as after a real visit."""
-    if client != "chromium" or mode == "full" or not server:
+    if not loader_of(client).resumes_itself or mode == "full" or not server:
         return None
     full, resumed, early = (server.get(f"tls_{k}_used", 0) for k in ("full", "resumed", "early"))
     if not full and (mode != "0rtt" or early == resumed):
@@ -327,7 +328,7 @@ class PageRunner:
                 self.https_hosts = set(self.hosts)
             if self.https_hosts is not None:  # hops the upgrade makes internal are not fetched
                 self.chain = document_chain(self.loaded, self.hosts, self.https_hosts)
-            if self.cfg.client != "chromium" or self.renaming:  # (else Chromium upgrades what it likes)
+            if not loader_of(self.cfg.client).upgrades_itself or self.renaming:  # (else it upgrades what it likes)
                 self.http = schemes.http_urls(self.loaded, self.https_hosts or ())
         except BaseException:
             self.topo.__exit__(None, None, None)
@@ -352,7 +353,7 @@ class PageRunner:
         return False
 
     def _load_once(self, tfo: bool, warmed=None) -> dict:
-        if self.cfg.client == "chromium":
+        if not loader_of(self.cfg.client).planned:
             with self.topo.guard("client"):  # a dead emulator/replay kills the browser at once
                 return chromium.load(
                     self.topo,
@@ -461,14 +462,12 @@ class PageRunner:
             "server": _delta(c1["server"], c0["server"], COUNTERS_SERVER),
         }
         requests = [_request_record(r, self.cfg.client) for r in res.get("requests", [])]
-        if self.cfg.client == "chromium":  # the load's graph on its records (pltlab.explain)
-            graph.from_initiators(requests)
-        else:
+        if loader_of(self.cfg.client).planned:  # the load's graph on its records (pltlab.explain)
             graph.from_plan(requests, self._plans.get(tfo))
-        if self.cfg.client == "chromium":
-            doc = res.get("document_problem")
-        else:
             doc = document_problem(self.chain, requests, self._plans.get(tfo))
+        else:
+            graph.from_initiators(requests)
+            doc = res.get("document_problem")
         reason = (
             judge(tfo, counters, requests, doc)
             or (schemes.problem(requests, self.http, res.get("hsts_upgraded") or ()) if self.http is not None else None)
@@ -526,8 +525,8 @@ def _request_record(r: dict, client: str) -> dict:
     out = dict(r)
     for k in REQUEST_BYTES:
         out.setdefault(k, None)
-    if client == "builtin" and not out["protocol"]:
-        out["protocol"] = protocols.FALLBACK_ALPN
+    if not out["protocol"]:
+        out["protocol"] = loader_of(client).default_protocol
     return out
 
 

@@ -31,6 +31,7 @@ from pltlab.archive import bundled
 from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
 from pltlab.experiments.spec import Config, Experiment, PageEntry, page_label
+from pltlab.loaders.registry import get as loader_of
 from pltlab.run.knobs import UNPRELOADED
 from pltlab.studies.engine import config, lines, table
 
@@ -87,7 +88,7 @@ def experiment(
         raise PltError(f"invalid --schemes {schemes!r}: recorded (http, as in 2013) or https (today's HSTS upgrades)")
     if schemes != "recorded" and protocol != "recorded":
         raise PltError(f"--schemes {schemes} and --protocol {protocol} both choose https: give one of them")
-    if protocol != "recorded" and client == "chromium":
+    if protocol != "recorded" and not loader_of(client).planned:
         raise PltError(
             f"--protocol {protocol} is for the built-in loader (Chromium loads the 2013 http pages on their "
             "recorded schemes)"
@@ -107,14 +108,20 @@ def experiment(
     today = protocol != "recorded"
     if today:  # TLS and the protocol are knobs of each configuration; every origin over https
         configs = [Config(**{**c.values(), "protocol": protocol, "tls": tls}) for c in configs]
-    renamed = client == "chromium" and schemes == "recorded"  # the paper's http in Chromium
+    renamed = loader_of(client).upgrades_itself and schemes == "recorded"  # the paper's http in Chromium
     if renamed:
         configs = [Config(**{**c.values(), "hosts": UNPRELOADED}) for c in configs]
     hsts = schemes == "https"  # today's: the HSTS preload list's upgrades (Chromium's own)
     name = "reproduce-tfo-today" if hsts else "reproduce-tfo"
     flags = f"{' --protocol ' + protocol if today else ''}{' --tls ' + tls if tls != 'full' else ''}"
     flags += " --schemes https" if hsts else ""
-    settings = {"schemes": "https"} if today else {"schemes": "chromium"} if hsts and client == "builtin" else {}
+    settings = (
+        {"schemes": "https"}
+        if today
+        else {"schemes": "chromium"}
+        if hsts and not loader_of(client).upgrades_itself
+        else {}
+    )
     src = (
         f"# pltlab reproduce tfo{' --quick' if quick else ''}{' --client ' + client if client != 'builtin' else ''}"
         f"{' --corpus ' + corpus if corpus else ''}{flags}\n" + f'name = "{name}"\n'
