@@ -312,3 +312,22 @@ def test_a_sweep_comparing_h1_with_h2_end_to_end(tmp_path):
     assert ex.returncode == 0, ex.stderr
     got = json.loads(ex.stdout)
     assert "(protocol h2) vs " in got["sentences"][0] and "(protocol h1)" in got["sentences"][0]
+
+
+def test_rtt_is_no_axis_every_row_is_per_rtt(tmp_path):
+    with pytest.raises(PltError, match="key 'compare': 'rtt': every row is per RTT already"):
+        _exp(tmp_path, 'rtt = ["10ms", "20ms"]\ncompare = "rtt"\n')
+
+
+def test_explain_by_protocol_names_the_loads_by_their_protocol(tmp_path):
+    from pltlab.explain import loads
+
+    _protocol_folder(tmp_path)
+    alt, base = loads.median_pair(str(tmp_path), "p", "20ms", "protocol")
+    db = sqlite3.connect(tmp_path / "results.sqlite")
+    got = dict(db.execute("SELECT id, protocol FROM runs WHERE id IN (?, ?)", (alt, base)))
+    db.close()
+    assert got == {alt: "h2", base: "h1"}
+    assert loads.default_by(str(tmp_path)) == "protocol"
+    with pytest.raises(PltError, match="several configurations besides tls"):
+        loads.median_pair(str(tmp_path), "p", "20ms", "tls")

@@ -42,7 +42,7 @@ def sentence_hook(out_dir: str) -> Callable[[str, list[dict]], str | None]:
         if not (loads.has_graph(out_dir, on["id"]) and loads.has_graph(out_dir, off["id"])):
             return None
         try:
-            res = explain(out_dir, on["id"], vs=off["id"])
+            res = explain(out_dir, on["id"], vs=off["id"], by=g.get("by", "tfo"))
         except PltError:
             return None
         cfg = f" ({g['config']})" if g["config"] else ""
@@ -71,7 +71,8 @@ def checks(out_dir: str, analysis: dict) -> list[str]:
         if not (on and off and loads.has_graph(out_dir, on["id"]) and loads.has_graph(out_dir, off["id"])):
             continue
         try:
-            a, b = loads.load(out_dir, on["id"]), loads.load(out_dir, off["id"])
+            by = g.get("by", "tfo")
+            a, b = loads.load(out_dir, on["id"], by), loads.load(out_dir, off["id"], by)
         except PltError:
             continue
         c = explain_compare.compare(a, b)

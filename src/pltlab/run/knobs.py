@@ -806,8 +806,12 @@ def axis(name: str) -> Knob:
     """The knob an experiment or a report compares (``compare`` key, ``--by``): TFO or a knob
     whose list multiplies the configurations, by any of its names; one PltError line otherwise."""
     k = ALIASES.get(name) if isinstance(name, str) else None
+    if k is None and isinstance(name, str):  # (a results column: the report's rows name them)
+        k = next((x for x in _ALL if x.column == name), None)
+    if k is not None and k.name == "rtt":
+        raise PltError("'rtt': every row is per RTT already (the report's figures show PLT vs RTT)")
     if k is None or not k.sweep:
-        known = ", ".join(x.name for x in _ALL if x.sweep)
+        known = ", ".join(x.name for x in _ALL if x.sweep and x.name != "rtt")
         raise PltError(f"{name!r}: not a knob to compare by (choose from {known})")
     return k
 
