@@ -1,5 +1,5 @@
 """Stand-ins for a measurement kind's runner (pltlab.run.kinds) that build no namespaces: tests of
-the engine and the studies give them a ``load(tfo, rep)`` returning a plausible record."""
+the engine and the studies give them a ``load(point, rep)`` returning a plausible record."""
 
 from types import SimpleNamespace
 

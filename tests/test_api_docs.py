@@ -37,16 +37,16 @@ def _imports_resolve(code: str) -> None:
 class FakeLoads(FakeRunner):
     """A page-load runner without namespaces: plausible records, TFO one RTT faster."""
 
-    def load(self, tfo, rep):
+    def load(self, point, rep):
         rtt = self.cfg.rtt_us / 1000
-        plt = 5 * rtt + 50 - (rtt if tfo else 0) + rep
+        plt = 5 * rtt + 50 - (rtt if point.tfo else 0) + rep
         req = {
             "index": 0,
             "url": self.page.url,
             "host": "a.test",
             "conn_id": 1,
             "new_conn": True,
-            "tfo": tfo,
+            "tfo": point.tfo,
             "connect_start_ms": 0.0,
             "connect_end_ms": rtt,
             "request_ms": rtt,
@@ -62,7 +62,7 @@ class FakeLoads(FakeRunner):
             "invalid_reason": None,
             "not_found": 0,
             "requests": [req],
-            "tfo_counters": {"client": {"TCPFastOpenActive": int(tfo)}, "server": {}},
+            "tfo_counters": {"client": {"TCPFastOpenActive": int(point.tfo)}, "server": {}},
             "emulator_lateness_us": {"p50": 5, "p99": 20, "max": 40},
         }
 

@@ -10,6 +10,7 @@ import pytest
 from pltlab.archive import bundled
 from pltlab.archive.generate import generate
 from pltlab.loaders import plan as plans
+from pltlab.run.point import Point
 from pltlab.run.runner import PageRunner, RunConfig, run_page
 
 pytestmark = [
@@ -51,7 +52,7 @@ def test_built_in_plan_models_chromium_schemes():
     page = bundled.load("amazon")
     with PageRunner(page, RunConfig(rtt="5ms", client="chromium")) as pr:
         up = hsts.upgraded_hosts(pr.hosts, netns=pr.topo.client_ns)
-        r = pr.load(False, 1)
+        r = pr.load(Point(), 1)
     assert "www.amazon.com" in up
     chromium = {_key(q["url"]): q["url"].split(":", 1)[0] for q in r["requests"] if q["status"]}
     plan = plans.build(page, {h: "198.19.0.1" for h in page.hosts}, tfo=False, https_hosts=up)

@@ -55,10 +55,10 @@ def test_a_page_failing_while_it_runs_is_one_line_and_the_next_still_runs(tmp_pa
     _good(d / "b.har", "second")
     real = runner.PageRunner.load
 
-    def load(self, tfo, rep):
+    def load(self, point, rep):
         if "first" in self.page.url:
             raise RuntimeError("the loader crashed")
-        return real(self, tfo, rep)
+        return real(self, point, rep)
 
     monkeypatch.setattr(runner.PageRunner, "load", load)
     res = CliRunner().invoke(app, ["run", str(d), *ARGS])

@@ -30,6 +30,7 @@ from pltlab.run.pcaptrace import (
     trace_plt,
     write_pcap,
 )
+from pltlab.run.point import Point
 from pltlab.studies.icw import check_icw, config, yahoo_page
 from pltlab.studies.icw.analysis import checks
 from tests.fakes import FakeRunner
@@ -178,7 +179,7 @@ class FakeTraced(FakeRunner):
 
     calls: list = []
 
-    def load(self, tfo, rep):
+    def load(self, point, rep):
         cols = self.cfg.columns()
         FakeTraced.calls.append((cols["icw"], rep))
         if cols["icw"] == 3 and rep == 2:
@@ -407,7 +408,7 @@ def test_fairness_10s():
         rtt="100ms", rate="4mbit", loss="25%", icw=32, client_rmem=None, extra={"seconds": 10.0, "loss_up": 0.0}
     )
     with FlowsRunner(None, cfg) as fr:
-        rec = fr.load(False, 1)
+        rec = fr.load(Point(), 1)
     m = rec["metrics"]
     assert rec["plt_ms"] is None and rec["valid"] and m["seconds"] == 10
     assert m["long_bytes"] > 0 and len(m["downloads"]) >= 1 and m["long_intervals_kbyte_s"]

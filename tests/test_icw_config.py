@@ -226,7 +226,7 @@ class Recorder(FakeRunner):
     loads: list = []
     kind = "?"
 
-    def load(self, tfo, rep):
+    def load(self, point, rep):
         Recorder.loads.append((self.kind, self.page.url, self.cfg, rep))
         rec = {
             "plt_ms": 100.0 + rep,

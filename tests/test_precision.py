@@ -13,6 +13,7 @@ from pltlab.experiments import results
 from pltlab.net import check, lateness, probes
 from pltlab.net.topology import Topology
 from pltlab.report import late_rerun_notes
+from pltlab.run.point import Point
 from pltlab.run.runner import PageRunner, RunConfig
 
 STOP_S = 0.03  # how long a test freezes the emulator: far beyond lateness.LATE_MAX_US
@@ -66,7 +67,7 @@ def test_summary_takes_the_worst_direction_and_part():
 def test_a_load_the_emulator_was_late_for_is_rerun_and_counted():
     with PageRunner(_chain(10), RunConfig(rtt="50ms", tfo_modes=(False,))) as pr:
         t = _freeze(pr.topo.link.proc.pid, after=0.25)
-        r = pr.load(False, 1)
+        r = pr.load(Point(), 1)
         t.join()
         assert r["late_reruns"] == 1, r["emulator_lateness_us"]
         assert r["late_rerun_reasons"][0].startswith("link emulator late: ")
@@ -77,7 +78,7 @@ def test_a_load_the_emulator_was_late_for_is_rerun_and_counted():
         # without re-runs left, a late load is invalid (never averaged in)
         pr.cfg.late_reruns = 0
         t = _freeze(pr.topo.link.proc.pid, after=0.25)
-        r = pr.load(False, 2)
+        r = pr.load(Point(), 2)
         t.join()
     assert r["late_reruns"] == 0 and not r["valid"]
     assert r["invalid_reason"].startswith("link emulator late: ") and "after 0 re-run(s)" in r["invalid_reason"]

@@ -240,7 +240,7 @@ def test_analyse_ignores_failed_and_invalid():
     runs = [dict(_run("a", 20, t, i, 100 - 20 * t), id=i) for i in range(3) for t in (False, True)]
     runs.append(dict(_run("a", 20, True, 7, 1, valid=False), id=9))
     a = analyse(runs)
-    assert a["rows"][0]["tfo"]["n"] == 3 and a["rows"][0]["improvement"] == pytest.approx(0.2)
+    assert a["rows"][0]["alt"]["n"] == 3 and a["rows"][0]["improvement"] == pytest.approx(0.2)
 
 
 def test_study_sections_in_the_sweep_report(tmp_path):
@@ -309,8 +309,11 @@ def _group(page, rtt, off, on, config=""):
         "page": page,
         "config": config,
         "rtt_ms": rtt,
-        "notfo": side(off),
-        "tfo": side(on),
+        "by": "tfo",
+        "labels": ("no TFO", "TFO"),
+        "values": (0, 1),
+        "base": side(off),
+        "alt": side(on),
         "improvement": imp["improvement"],
         "improvement_ci": imp["ci"],
     }
@@ -319,7 +322,7 @@ def _group(page, rtt, off, on, config=""):
 def test_no_interval_and_a_warning_where_a_side_has_fewer_than_5_loads():
     five = _group("a", 100, [300, 310, 290, 305, 295], [200, 210, 190, 205, 195])
     three = _group("b", 20, [100, 110, 90], [80, 85, 75])
-    a = {"rows": [five, three]}
+    a = {"rows": [five, three], "by": "tfo"}
     rows = headline.rows(a)
     assert rows[0][2] == "5 / 5" and rows[0][-1].startswith("[") and rows[0][5] == "100"
     lo, hi = (float(x) for x in rows[0][-1].strip("[]").split(","))

@@ -9,6 +9,7 @@ from pltlab.archive.generate import generate
 from pltlab.archive.har import write_page
 from pltlab.archive.model import Obj
 from pltlab.errors import PltError
+from pltlab.run.point import Point
 from pltlab.run.runner import PageRunner, RunConfig, run_page
 from tests.conftest import leaked, pltlab_cmd, project_state
 
@@ -72,7 +73,7 @@ def test_unknown_url_is_a_counted_404():
             initiator=page.objects[0].url,
         )
         pr.page.objects.append(extra)  # requested by the loader, absent from the replay
-        r = pr.load(False, 1)
+        r = pr.load(Point(), 1)
         stats = pr.replay.stop()
     assert r["not_found"] == 1
     assert stats["not_found"]["count"] == 1 if isinstance(stats.get("not_found"), dict) else stats
@@ -85,7 +86,7 @@ def test_server_killed_mid_load_fails_clearly_and_tears_down():
     with pytest.raises(PltError, match="page load failed"):
         with PageRunner(page, RunConfig(rtt="200ms")) as pr:
             threading.Timer(0.5, pr.replay.proc.kill).start()
-            pr.load(False, 1)
+            pr.load(Point(), 1)
     assert not leaked(before)
 
 

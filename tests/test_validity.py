@@ -11,6 +11,7 @@ from pltlab.archive.har import har_to_pages
 from pltlab.errors import PltError
 from pltlab.replay import server as replay_server
 from pltlab.run import runner
+from pltlab.run.point import Point
 from pltlab.run.runner import PageRunner, RunConfig, document_chain, document_problem, judge
 from tests.conftest import pltlab_cmd
 
@@ -179,7 +180,7 @@ def _load_serving(monkeypatch, tmp_path, recorded, served, client="builtin"):
     monkeypatch.setattr(_Serving, "pages", [other])
     monkeypatch.setattr(runner, "ReplayServer", _Serving)
     with PageRunner(page, RunConfig(rtt="20ms", reps=1, tfo_modes=(False,), client=client)) as pr:
-        return pr.load(False, 1)
+        return pr.load(Point(), 1)
 
 
 @pytest.mark.root

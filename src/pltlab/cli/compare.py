@@ -13,11 +13,22 @@ from pltlab import files
 
 def compare(
     dir_a: Annotated[str, typer.Argument(help="Results folder A (the baseline).")],
-    dir_b: Annotated[str, typer.Argument(help="Results folder B.")],
+    dir_b: Annotated[
+        str | None, typer.Argument(help="Results folder B (none: one folder's two values of --by).")
+    ] = None,
     html: Annotated[
         str | None, typer.Option("--html", help="Also write this self-contained HTML page (e.g. compare.html).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            metavar="KNOB",
+            help="The knob compared (tfo, protocol, tls, ...): the one the two folders differ in; with one folder, "
+            "its baseline value (A) against its other value (B).",
+        ),
+    ] = None,
 ):
     """Compare the same pages and configurations in two results folders that differ in any knob
     (initcwnd, cc, protocol, loader, ...): each side's mean PLT, B − A with its 95 % bootstrap
@@ -25,7 +36,7 @@ def compare(
     from pltlab.report import compare as cmp
     from pltlab.report import headline
 
-    res = cmp.compare(dir_a, dir_b)
+    res = cmp.compare(dir_a, dir_b, by)
     if html:
         files.write_text(html, cmp.to_html(res))
     if as_json:

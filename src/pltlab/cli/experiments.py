@@ -229,9 +229,18 @@ def report(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object: the tables as data, the notes, the files written.")
     ] = False,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            metavar="KNOB",
+            help="The knob compared (tfo, protocol, tls, initcwnd, ...): its baseline against each other value it "
+            "took, paired by page and configuration; default: the experiment's own (compare key, else TFO).",
+        ),
+    ] = None,
 ):
     """Statistics, the PLT table (Markdown/CSV), figures (output-figures/) and report.html."""
-    rep = _report(out_dir, None if as_json else Console())
+    rep = _report(out_dir, None if as_json else Console(), by)
     if as_json:
         print(json.dumps(rep))
 
@@ -264,18 +273,16 @@ def salvage(
     )
 
 
-def _print_seeds_table(out: Console, rows: list[list[str]], title: str) -> None:
-    from pltlab.report.tables import SEED_HEADERS
-
+def _print_seeds_table(out: Console, rows: list[list[str]], title: str, headers: list[str]) -> None:
     t = Table(title=title)
-    for i, col in enumerate(SEED_HEADERS):
+    for i, col in enumerate(headers):
         t.add_column(col, justify="left" if i == 0 else "right")
     for r in rows:
         t.add_row(*r)
     out.print(t)
 
 
-def _report(out_dir: str, out: Console | None) -> dict:
+def _report(out_dir: str, out: Console | None, by: str | None = None) -> dict:
     """Build the report; print its table and paths on ``out`` (None: print nothing); returns it
     as data (pltlab.report.summary)."""
     from pltlab.report import build, study_report, summary
@@ -284,16 +291,20 @@ def _report(out_dir: str, out: Console | None) -> dict:
     if not os.path.exists(os.path.join(out_dir, "results.sqlite")) and os.path.exists(
         os.path.join(out_dir, STUDY_FILE)
     ):
+        if by is not None:
+            raise PltError(f"{out_dir}: a study's folder: its report compares what the study compares (no --by)")
         with working(f"report: {out_dir}: the study's tables, figures and report.html"):
             res = study_report(out_dir)  # a study's folder (pltlab reproduce icw): its experiments' databases
         if out is not None:
             out.print(f"report: {os.path.join(out_dir, 'report.html')}", highlight=False)
         return summary.study(out_dir, res)
     with working(f"report: {out_dir}: statistics, tables, figures and report.html"):
-        built = build(out_dir)
+        built = build(out_dir, by=by)
     if out is None:
         return summary.report(out_dir, built)
-    _print_seeds_table(out, built["seeds"], f"PLT table ({out_dir})")
+    from pltlab.report.tables import seed_headers
+
+    _print_seeds_table(out, built["seeds"], f"PLT table ({out_dir})", seed_headers(built["analysis"]))
     for note, bad in built["notes"]:
         if bad:
             out.print(f"[yellow]{note}[/]", highlight=False)

@@ -32,6 +32,15 @@ def explain(
     ] = None,
     page: Annotated[str | None, typer.Option("--page", help="With a folder: the page (its label, id or URL).")] = None,
     rtt: Annotated[str | None, typer.Option("--rtt", help="With a folder: the RTT of the loads (e.g. 200ms).")] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            metavar="KNOB",
+            help="With a folder: the knob whose two values are compared (tfo, protocol, tls, ...; default: the "
+            "folder's own, else TFO).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (saved_ms, saved_rtts, ...).")] = False,
 ):
     """Where a load's time went: its critical path and PLT split (DNS, TCP and TLS handshakes,
@@ -47,8 +56,10 @@ def explain(
             raise PltError("--vs names a second load: not with --page/--rtt (they pick TFO on and off)")
         if not os.path.isdir(target):
             raise PltError(f"{target}: no such results folder (with --page/--rtt, give a folder)")
-        res = ex.explain_page(target, page, rtt)
+        res = ex.explain_page(target, page, rtt, by)
     else:
+        if by is not None:
+            raise PltError("--by picks two loads of a folder: with --page and --rtt")
         if os.path.isdir(target) and "#" not in target:
             raise PltError(f"{target} is a folder: give --page and --rtt, or name a load (DIR#ID)")
         folder, rid = runref.resolve(target, results_dir)

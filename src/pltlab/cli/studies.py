@@ -62,6 +62,7 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
         from pltlab.cli.cluster import executor
         from pltlab.experiments import sweep as sweeper
         from pltlab.report import build
+        from pltlab.report.tables import seed_headers
         from pltlab.studies import engine
         from pltlab.studies import tfo as study
 
@@ -101,7 +102,9 @@ def tfo_command(app: typer.Typer, name: str = "tfo") -> None:
                 print(json.dumps({"rows": rows, "invalid_runs": invalid, "output_dir": os.path.abspath(out_dir)}))
                 return
             out = Console()
-            _print_seeds_table(out, built["seeds"], "pltlab: PLT with and without TFO (means)")
+            _print_seeds_table(
+                out, built["seeds"], "pltlab: PLT with and without TFO (means)", seed_headers(built["analysis"])
+            )
             lo, hi = study.PAPER["improvement_range"]
             out.print(
                 f"Published ({study.PAPER['source']}): improvements from {lo:.0%} to {hi:.0%}, {study.PAPER['trend']}.",

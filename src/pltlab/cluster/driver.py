@@ -230,7 +230,7 @@ class ClusterExecutor:
                     pages[it.page] = [ray.put(sweep.exp.pages[it.page].page)]
                 if it.config not in cfgs:
                     cfgs[it.config] = sweep.exp.run_config(it.config)
-                ref = self.actors[i].load.remote(pages[it.page], it.page, cfgs[it.config], it.config, it.tfo, it.rep)
+                ref = self.actors[i].load.remote(pages[it.page], it.page, cfgs[it.config], it.config, it.point, it.rep)
                 inflight[ref] = (i, it, attempt)
             if not inflight:
                 raise PltError(

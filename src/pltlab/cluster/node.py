@@ -122,7 +122,7 @@ class FakeRunner:
     def __exit__(self, *exc):
         return None
 
-    def load(self, tfo: bool, rep: int) -> dict:
+    def load(self, point, rep: int) -> dict:
         t0 = time.monotonic()
         if self.seconds:
             time.sleep(self.seconds)
@@ -191,7 +191,7 @@ class NodeWorker:
             finally:
                 self.stats[pr.topo.run_id] = pr.topo.link_stats
 
-    def load(self, page_ref: list, page: int, cfg, config: int, tfo: bool, rep: int) -> dict:
+    def load(self, page_ref: list, page: int, cfg, config: int, point, rep: int) -> dict:
         """One load: {"result": the runner's, ...} or {"error": why}; with its runner and wall time.
         ``page_ref``: [the page's object reference] (in a list: fetched only to build a runner)."""
         t0 = time.time()
@@ -199,7 +199,7 @@ class NodeWorker:
         try:
             pr = self._runner((page, config), page_ref, cfg)
             out["runner_id"] = pr.topo.run_id
-            out["result"] = pr.load(tfo, rep)
+            out["result"] = pr.load(point, rep)
         except (PltError, OSError, subprocess.SubprocessError, ValueError) as e:
             self._close((page, config))  # a fresh runner for the retry
             out["error"] = str(e) or type(e).__name__

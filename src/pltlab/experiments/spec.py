@@ -20,11 +20,17 @@
     origin_rtt = [{}, {"cdn.example.com" = "10ms"}]   # per-origin RTT[/LOSS] by host or index
     repetitions = 5
     seed = 1
+    compare = "tfo"                  # the knob compared (default: tfo when it lists two modes)
 
 The keys besides name, pages and corpus are the knobs of scope "sweep" (pltlab.run.knobs; `pltlab
 knobs` lists them), parsed by the knob's parser: every value is checked against the limits of
 pltlab.units when the file is read, before anything is built or written. A configuration (Config)
 holds one parsed value per list knob; Experiment.run_config(c) is the RunConfig of its runs.
+
+`compare` names the experiment's comparison axis: tfo, or a list knob (protocol, tls, initcwnd,
+...) that lists at least two values. The engine runs that knob's values back to back within each
+block (sweep.schedule) and the report pairs them (pltlab report --by). Default: tfo when it lists
+two modes, else none.
 """
 
 import hashlib
@@ -50,7 +56,7 @@ from pltlab.run.config import RunConfig
 SWEEP_KNOBS = knobs.for_scope("sweep")
 POINT_KNOBS = knobs.point()  # the lists that multiply configurations (TFO modes apart)
 LIST_KEYS = tuple(k.toml for k in SWEEP_KNOBS if k.sweep)
-SCALAR_KEYS = ("name", "pages", "corpus") + tuple(k.toml for k in SWEEP_KNOBS if not k.sweep)
+SCALAR_KEYS = ("name", "pages", "corpus", "compare") + tuple(k.toml for k in SWEEP_KNOBS if not k.sweep)
 # A run key's configuration part lists these in this order (every experiment so far: never change
 # it, or resumes and digests break); a point knob added later joins as {name: value}, where set.
 KEY_ORDER = ("rtt", "rate", "rate_up", "loss", "queue", "icw", "cc", "client", "warm", "origin_rtt")
@@ -120,6 +126,27 @@ class Experiment:
     extras: dict = field(default_factory=dict)
     # the measurement kind of its runs (pltlab.run.kinds): "page_load" unless a study says otherwise
     kind: str = "page_load"
+    # the knob compared (a knob name: "tfo", "protocol", ...); None: the default (axis())
+    compare: str | None = None
+
+    def axis(self) -> str | None:
+        """The comparison axis: the knob whose values run back to back within a block (and the
+        report's default --by): ``compare`` if set, else tfo when it lists two modes, else none."""
+        if self.compare is not None:
+            return self.compare
+        return "tfo" if len(self.tfo_modes) == 2 else None
+
+    def blocks(self) -> list[list[int]]:
+        """The configurations grouped into blocks: configurations equal in every knob but the
+        axis, in the axis's listed order (an axis of tfo or none: one configuration each)."""
+        axis = self.axis()
+        if axis in (None, "tfo"):
+            return [[c] for c in range(len(self.configs))]
+        groups: dict[tuple, list[int]] = {}
+        for c, conf in enumerate(self.configs):
+            key = tuple(json.dumps(k.key(getattr(conf, k.field))) for k in POINT_KNOBS if k.name != axis)
+            groups.setdefault(key, []).append(c)
+        return list(groups.values())
 
     def digest(self) -> str:
         """Identity of what is swept (resume refuses a different experiment)."""
@@ -139,6 +166,8 @@ class Experiment:
             h.update(json.dumps(settings, sort_keys=True).encode())
         if self.kind != "page_load":
             h.update(json.dumps({"kind": self.kind}).encode())
+        if self.compare is not None and self.compare != ("tfo" if len(self.tfo_modes) == 2 else None):
+            h.update(json.dumps({"compare": self.compare}).encode())  # (the default: as before)
         return h.hexdigest()[:16]
 
     def run_config(self, c: int) -> RunConfig:
@@ -251,6 +280,16 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
         for point in itertools.product(*(lists[n] for n in names))
     ]
     settings = {n: v for n, v in scalars.items() if n not in _OWN + ("tfo",) and v != knobs.KNOBS[n].value}
+    compare = doc.get("compare")
+    if compare is not None:
+        try:
+            compare = knobs.axis(compare).name
+        except PltError as e:
+            raise bad("compare", str(e)) from None
+        listed = scalars["tfo"] if compare == "tfo" else lists[compare]
+        if len(listed) < 2:
+            k = knobs.KNOBS[compare]
+            raise bad("compare", f"{k.toml} lists one value: nothing to compare (list two or more)")
     exp = Experiment(
         name=name,
         pages=pages,
@@ -261,6 +300,7 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
         max_conns_per_host=scalars["max_conns_per_host"],
         client_rmem=scalars["client_rmem"],
         settings=settings,
+        compare=compare,
     )
     for c in range(len(configs)):  # settings that do not go together (a trace and a rate): now, not mid-sweep
         try:

@@ -5,9 +5,12 @@ same order, retries, progress display, results database and resume. A run is com
 requests in one transaction, so a SIGKILL loses only the run in progress, which a resume repeats;
 nothing committed is run again.
 
-Order: per repetition, the (page, configuration) blocks are shuffled with the seed; within a block
-the TFO modes run back to back, their order flipping from one repetition to the next (the first
-order drawn per block), so slow drift of the machine biases neither side. Runners (topology +
+Order: per repetition, the (page, block) pairs are shuffled with the seed; a block is the
+configurations that differ only in the experiment's comparison axis (Experiment.axis(): TFO by
+default, or any list knob, `compare = "protocol"`). Within a block the axis's values run back to
+back (with TFO: the modes of one configuration; with another knob: its configurations, each with
+every TFO mode), their order flipping from one repetition to the next (the first order drawn per
+block), so slow drift of the machine biases neither side. Runners (topology +
 replay) stay up across repetitions (at most `max_live` at a time, least recently used closed
 first), so a load costs one loader process and nothing else.
 """
@@ -32,8 +35,9 @@ from pltlab.experiments.progress import bar_columns
 from pltlab.experiments.results import DiskFull, Results, export
 from pltlab.experiments.spec import NAME_RE, Experiment
 from pltlab.net import clean
-from pltlab.run import kinds, loadhar, loadpcaps
+from pltlab.run import kinds, knobs, loadhar, loadpcaps
 from pltlab.run.config import RunConfig
+from pltlab.run.point import Point
 
 MAX_ATTEMPTS = 2  # a failed run is retried once
 
@@ -43,31 +47,39 @@ class Item:
     seq: int
     page: int  # index into exp.pages
     config: int  # index into exp.configs
-    tfo: bool
+    point: Point  # the load's per-load knobs (its TFO mode)
     rep: int
     key: str
+
+    @property
+    def tfo(self) -> bool:
+        return self.point.tfo
 
 
 def schedule(exp: Experiment) -> list[Item]:
     rng = random.Random(exp.seed)
-    blocks = [(p, c) for p in range(len(exp.pages)) for c in range(len(exp.configs))]
+    groups = exp.blocks()
+    blocks = [(p, g) for p in range(len(exp.pages)) for g in range(len(groups))]
     flip = {b: rng.random() < 0.5 for b in blocks}
     out: list[Item] = []
     for rep in range(1, exp.repetitions + 1):
         order = blocks[:]
         random.Random(f"{exp.seed}/{rep}").shuffle(order)
         for b in order:
-            modes = list(exp.tfo_modes)
+            runs = [(c, Point(tfo=tfo)) for c in groups[b[1]] for tfo in exp.tfo_modes]
             if flip[b] ^ (rep % 2 == 0):
-                modes.reverse()
-            for tfo in modes:
-                out.append(Item(len(out), b[0], b[1], tfo, rep, run_key(exp, b[0], b[1], tfo, rep)))
+                runs.reverse()
+            for c, point in runs:
+                out.append(Item(len(out), b[0], c, point, rep, run_key(exp, b[0], c, point, rep)))
     return out
 
 
-def run_key(exp: Experiment, p: int, c: int, tfo: bool, rep: int) -> str:
+def run_key(exp: Experiment, p: int, c: int, point: Point, rep: int) -> str:
+    """``label|url|configuration|tfo=0|rep=N``: every results folder's form. The compared knob's
+    value is in the configuration part (a runner's knob) or the point's (TFO), so two runs of an
+    experiment never share a key, whatever its axis."""
     e = exp.pages[p]
-    return f"{e.label}|{e.page.url}|{exp.configs[c].key()}|tfo={int(tfo)}|rep={rep}"
+    return f"{e.label}|{e.page.url}|{exp.configs[c].key()}|{point.key()}|rep={rep}"
 
 
 def environment() -> dict:
@@ -236,6 +248,17 @@ class Sweep:
             out += f", loss {cols['loss'] * 100:g}%"
         return out
 
+    def _variant(self, it: Item) -> str:
+        """A run's side as the progress lines name it: its TFO mode, and its value of the
+        compared knob when that is not TFO."""
+        axis, tfo = self.exp.axis(), "TFO" if it.tfo else "no TFO"
+        if axis in (None, "tfo"):
+            return tfo
+        k = knobs.KNOBS[axis]
+        v = getattr(self.exp.configs[it.config], k.field)
+        side = k.describe(v) if k.describe else f"{k.name} {v}"
+        return side + (f", {tfo}" if len(self.exp.tfo_modes) > 1 else "")
+
     # ---- one run ----------------------------------------------------------------------
     def _row(self, it: Item, attempt: int) -> dict:
         e, k = self.exp.pages[it.page], self.exp.configs[it.config]
@@ -268,7 +291,7 @@ class Sweep:
         try:
             pr = self._runner(it.page, it.config)
             row["runner_id"] = pr.topo.run_id
-            r = pr.load(it.tfo, it.rep)
+            r = pr.load(it.point, it.rep)
         except (PltError, OSError, subprocess.SubprocessError, ValueError) as e:
             self._close((it.page, it.config))  # a fresh runner for the retry
             return self.record_failed(row, str(e) or type(e).__name__)
@@ -346,6 +369,7 @@ class Sweep:
                 experiment=self.exp.source,
                 environment=self.env,
                 n_runs=self.exp.n_runs,
+                compare=self.exp.axis(),  # the report's default --by
                 pages=[
                     {
                         "label": e.label,
@@ -423,7 +447,7 @@ class Sweep:
                 e = self.exp.pages[it.page]
                 _say(
                     prog.console,
-                    f"Experiment {it.rep} {e.label} @ {self._where(it.config)} ({'TFO' if it.tfo else 'no TFO'})",
+                    f"Experiment {it.rep} {e.label} @ {self._where(it.config)} ({self._variant(it)})",
                 )
                 attempt = len(seen.get(it.key, [])) + 1
                 while True:

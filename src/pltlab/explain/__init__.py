@@ -16,10 +16,11 @@ def _notes(folder: str, run_ids: list[int]) -> list[str]:
     return [f"run {i}: {NO_GRAPH}" for i in run_ids if not loads.has_graph(folder, i)]
 
 
-def explain(folder: str, run_id: int, vs: int | None = None, vs_folder: str | None = None) -> dict:
+def explain(folder: str, run_id: int, vs: int | None = None, vs_folder: str | None = None, by: str = "tfo") -> dict:
     """Run ``run_id`` of ``folder`` explained, and compared with run ``vs`` (of ``vs_folder``,
-    default the same folder) if given: a JSON-able dict with ``sentences``."""
-    a = loads.load(folder, run_id)
+    default the same folder) if given: a JSON-able dict with ``sentences``. ``by``: the knob whose
+    value names each load (``run 12 (TFO on)``, ``run 12 (protocol h2)``)."""
+    a = loads.load(folder, run_id, by)
     notes = _notes(folder, [run_id])
     if vs is None:
         q = cmp.queue_sentence(a)
@@ -30,7 +31,7 @@ def explain(folder: str, run_id: int, vs: int | None = None, vs_folder: str | No
             "notes": notes,
         }
     vf = vs_folder or folder
-    b = loads.load(vf, vs)
+    b = loads.load(vf, vs, by)
     notes += _notes(vf, [vs])
     out = cmp.compare(a, b)
     k1 = cmp.handshake_bound(out)
@@ -58,7 +59,10 @@ def explain(folder: str, run_id: int, vs: int | None = None, vs_folder: str | No
     return out
 
 
-def explain_page(folder: str, page: str, rtt: str) -> dict:
-    """The median loads of TFO on and off of ``page`` at ``rtt`` in ``folder``, compared."""
-    on, off = loads.median_pair(folder, page, rtt)
-    return explain(folder, on, vs=off)
+def explain_page(folder: str, page: str, rtt: str, by: str | None = None) -> dict:
+    """The median loads of two values of knob ``by`` (default: the folder's own comparison, else
+    TFO; TFO on vs off, h2 vs h1, ...) of ``page`` at ``rtt`` in ``folder``, compared: the other
+    value's load explained against the baseline's."""
+    by = by or loads.default_by(folder)
+    alt, base = loads.median_pair(folder, page, rtt, by)
+    return explain(folder, alt, vs=base, by=by)

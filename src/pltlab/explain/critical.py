@@ -29,6 +29,8 @@ import json
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from pltlab import protocols
+
 KINDS = ("dns", "tcp", "tls", "request", "transfer", "wait", "compute", "other")
 LABELS = {
     "dns": "DNS",
@@ -174,7 +176,7 @@ def normalize(records: list[dict]) -> list[Req]:
                 parent=None if r.get("parent") is None else int(r["parent"]),
                 after=_after(r.get("after")),
                 at_first_byte=None if afb is None else bool(afb),
-                h2=(r.get("protocol") or "").lower() == "h2",
+                h2=getattr(protocols.by_alpn(r.get("protocol")), "multiplexed", False),
             )
         )
     return out

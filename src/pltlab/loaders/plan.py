@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
+from pltlab import protocols
 from pltlab.archive import synth
 from pltlab.archive.calibration import KEY, check_delay
 from pltlab.archive.calibration import stored as calibration_of
@@ -449,7 +450,7 @@ def build(
             **extra,
         )
         if sch == "https" and host_ips[o.host] in h2_ips:  # absent: http/1.1 (plans without h2 unchanged)
-            po.protocol = "h2"
+            po.protocol = protocols.get("h2").alpn
             if model == "chromium":  # Chromium sends the header over h2 only (docs/loaders.md)
                 prio = chromium_priority(page, o, heads.st, extra.get("delayable", False), images)
                 if prio:

@@ -4,6 +4,7 @@ one RunConfig for each of its TFO modes."""
 from __future__ import annotations
 
 from pltlab.errors import PltError
+from pltlab.loaders.registry import get as loader_of
 from pltlab.predict.simulate import predict
 from pltlab.run.config import RunConfig
 from pltlab.run.pages import named_pages
@@ -11,7 +12,7 @@ from pltlab.run.pages import named_pages
 
 def unsupported(cfg: RunConfig) -> str | None:
     """Why the predictor cannot model ``cfg`` (a knob it leaves out), or None."""
-    if cfg.client != "builtin":
+    if not loader_of(cfg.client).planned:
         return f"--client {cfg.client}: predict models the built-in loader only"
     if cfg.loss:
         return f"--loss {cfg.loss * 100:g}%: predict models no loss (no retransmissions)"

@@ -17,6 +17,7 @@ import itertools
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import plan as plans
+from pltlab.loaders.registry import get as loader_of
 from pltlab.net import names
 from pltlab.predict import tcpmodel
 from pltlab.predict.schedule import Scheduler
@@ -55,7 +56,7 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
     """The plan the built-in loader would load under ``cfg`` (as run.runner.PageRunner builds it,
     origin addresses numbered as the topology numbers them), the page object of each plan object,
     and the per-origin RTT overrides as {address: (up, down) one-way delays in ms}."""
-    if cfg.client != "builtin":
+    if not loader_of(cfg.client).planned:
         raise PltError(f"predict models the built-in loader only, not --client {cfg.client}")
     if cfg.schemes == "chromium":
         raise PltError(

@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
+from pltlab import protocols
 from pltlab.archive import synth, wire
 from pltlab.archive.model import Obj, Page
 from pltlab.dataplane import ABSENT, document
@@ -164,23 +165,27 @@ def build(
     return document(m)
 
 
-MULTIPLEXED = ("h2", "h3", "spdy")  # recorded protocols replayed as h2 (h3: until HTTP/3 exists)
+H2 = protocols.get("h2")
 
 
 def h2_addresses(pages: list[Page], host_ips: dict[str, str], protocol: str) -> set[str]:
     """The replay addresses whose https listen offers h2: every one for protocol "h2", none for
-    "h1", for "recorded" those serving a host some page recorded over h2, h3 or spdy."""
-    if protocol == "h1":
-        return set()
-    if protocol == "h2":
-        return set(host_ips.values())
-    return {host_ips[o.host] for p in pages for o in p.objects if o.protocol in MULTIPLEXED and o.host in host_ips}
+    "h1", for "recorded" those serving a host some page recorded over a protocol replayed as h2
+    (pltlab.protocols: h2, h3, spdy)."""
+    if protocol != protocols.RECORDED:
+        return set(host_ips.values()) if protocols.get(protocol) is H2 else set()
+    return {
+        host_ips[o.host]
+        for p in pages
+        for o in p.objects
+        if protocols.of_recorded(o.protocol) is H2 and o.host in host_ips
+    }
 
 
 def _listen(ip: str, port: int, tls: bool, h2: bool) -> Listen:
     if not tls:
         return Listen(ip=ip, port=port, tls=False)
-    return Listen(ip=ip, port=port, tls=True, alpn=["h2", "http/1.1"] if h2 else ["http/1.1"])
+    return Listen(ip=ip, port=port, tls=True, alpn=list((H2 if h2 else protocols.FALLBACK).offers()))
 
 
 def _self_upgrade(o: Obj) -> bool:

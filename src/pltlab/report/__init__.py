@@ -12,6 +12,7 @@ from pltlab.experiments.results import DB_NAME
 from pltlab.net import lateness
 from pltlab.report import analysis as an
 from pltlab.report import effects, figures, headline, html, nodes, tables, waterfalls, why
+from pltlab.run import knobs
 from pltlab.studies import STUDIES, engine
 
 FIG_DIR = "output-figures"
@@ -92,20 +93,39 @@ def late_rerun_notes(runs: list[dict]) -> list[tuple[str, bool]]:
     ]
 
 
-def build(out_dir: str, study_sections=None) -> dict:
+def build(out_dir: str, study_sections=None, by: str | None = None) -> dict:
     """Write every report artefact into out_dir; returns the analysis and the paths.
     ``study_sections(analysis)``: a study's sections (pltlab.studies.engine.table/lines, e.g. its
-    comparison with the published results), shown after the tables. Holds the folder's lock."""
+    comparison with the published results), shown after the tables. ``by``: the knob compared
+    (any of its names: "protocol", "tls", ...; default: the folder's own, its sweep's ``compare``,
+    else TFO); a knob of more than two values pairs each other value with its baseline
+    (analysis.baseline). Holds the folder's lock."""
     if not os.path.isfile(os.path.join(out_dir, DB_NAME)):
         an.load_runs(out_dir)  # (its one line: no database here)
+    col = None if by is None else an.by_column(by)  # (a bad name: one line, before anything is read)
     with lock.held(out_dir, "report", create=False):
-        return _build(out_dir, study_sections)
+        return _build(out_dir, study_sections, col)
 
 
-def _build(out_dir: str, study_sections=None) -> dict:
+def by_of(out_dir: str, runs: list[dict], meta: dict, col: str | None) -> str:
+    """The results column to compare by: ``col`` (checked: the folder's valid loads take two
+    values of it or more), else the folder's own axis."""
+    if col is None:
+        return an.by_column(an.default_by(meta))
+    got = {json.dumps(an.value(r, col)) for r in runs if r["status"] == "ok" and r["valid"] and r["plt_ms"] is not None}
+    if len(got) < 2:
+        k = knobs.by_column(col)
+        name = "tfo" if col == "tfo" else (k.name if k else col)
+        seen = ", ".join(an.show(col, json.loads(v)) for v in sorted(got)) or "no valid load"
+        raise PltError(f"{out_dir}: --by {name}: its valid loads have one value of it ({seen}): nothing to compare")
+    return col
+
+
+def _build(out_dir: str, study_sections=None, col: str | None = None) -> dict:
     runs, meta = an.load_runs(out_dir)
     if not runs:
         raise PltError(f"{out_dir}: the results database holds no run yet")
+    by = by_of(out_dir, runs, meta, col)
     study = engine.read_study(out_dir)
     if (
         study_sections is None
@@ -114,12 +134,12 @@ def _build(out_dir: str, study_sections=None) -> dict:
         and set((study.get("experiments") or {"": ""}).values()) == {""}
     ):
         study_sections = STUDIES[study["study"]].sections  # a study run into this very folder (tfo)
-    a = an.analyse(runs)
+    a = an.analyse(runs, by)
     seeds, st = tables.seeds_rows(a), tables.stats_rows(a)
     eff = effects.effects(runs)
     eff_rows = effects.table_rows(eff)
     written = {}
-    outputs = [("table", tables.SEED_HEADERS, seeds), ("stats", tables.STATS_HEADERS, st)]
+    outputs = [("table", tables.seed_headers(a), seeds), ("stats", tables.stats_headers(a), st)]
     if eff:  # what each feature saves (knobs varied besides the RTT), paired
         outputs.append(("effects", effects.HEADERS, eff_rows))
     if nodes.on_cluster(runs):  # statistics split by node (pltlab.cluster)
@@ -157,7 +177,7 @@ def _build(out_dir: str, study_sections=None) -> dict:
         html.sections(
             a,
             meta,
-            (headline.sentences(a, why.sentence_hook(out_dir)), headline.HEADERS, headline.rows(a)),
+            (headline.sentences(a, why.sentence_hook(out_dir)), headline.headers(a), headline.rows(a)),
             tables.compact_stats(a),
             figs,
             notes,

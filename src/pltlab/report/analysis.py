@@ -50,41 +50,126 @@ def _fmt_dim(column: str, v) -> str:
     return k.describe(v) if k and k.describe else f"{column} {v}"
 
 
-def analyse(runs: list[dict]) -> dict:
-    """Per (page, configuration): both TFO sides' summaries and the improvement."""
+BASELINES = knobs.BASELINES
+
+
+def show(col: str, v) -> str:
+    """A knob's value in a results column as the report names it (``TFO on``, ``protocol h2``)."""
+    if col == "tfo":
+        return "TFO on" if v else "TFO off"
+    return _fmt_dim(col, v)
+
+
+def baseline(col: str, values: list):
+    """The side a knob's other values are compared with: its BASELINES value, else its default,
+    else the first value (sorted)."""
+    want = BASELINES.get(col)
+    if want in values:
+        return want
+    k = knobs.by_column(col)
+    default = k.value if k else None
+    return default if default in values else sorted(values, key=json.dumps)[0]
+
+
+def by_column(by: str | None) -> str:
+    """The results column of the knob to compare by (``--by``: any of its names; None: TFO)."""
+    if by is None:
+        return "tfo"
+    k = knobs.axis(by)
+    if k.name == "tfo":
+        return "tfo"
+    return k.column
+
+
+def default_by(meta: dict) -> str:
+    """A folder's comparison axis as its sweep recorded it (``compare``), else TFO (folders of
+    before the axis was a knob: every one compared TFO off and on)."""
+    return meta.get("compare") or "tfo"
+
+
+def side_labels(col: str, base, alt) -> tuple[str, str]:
+    """The two sides' short names: ``no TFO``/``TFO`` (the seeds' words), else each value's, the
+    words both share said once (``protocol h1``, ``h2``)."""
+    if col == "tfo":
+        return "no TFO", "TFO"
+    a, b = show(col, base), show(col, alt)
+    wa, wb = a.split(" "), b.split(" ")
+    if len(wa) > 1 and len(wb) > 1 and wa[:-1] == wb[:-1]:
+        return wa[-1], wb[-1]
+    return a, b
+
+
+def value(run: dict, col: str):
+    """A run's value in column ``col`` (TFO: 0 or 1)."""
+    return int(bool(run.get("tfo"))) if col == "tfo" else run.get(col)
+
+
+def analyse(runs: list[dict], by: str = "tfo") -> dict:
+    """Per (page, configuration but ``by``): the baseline side's and the other side's summaries
+    and the improvement (1 - mean(other) / mean(baseline)). ``by``: a results column, "tfo" or a
+    knob's (analysis.by_column). A knob with more than two values gives one row per other value,
+    each against the baseline (analysis.baseline). Sides: ``runs``/``plt`` [False] the baseline,
+    [True] the other; ``base``/``alt`` their summaries; ``labels`` their names."""
     # runs of a kind that measures no PLT (flows) have none
     ok = [r for r in runs if r["status"] == "ok" and r["valid"] and r["plt_ms"] is not None]
     # (.get: a database older than a knob has no column for it)
-    varying = [k for k in DIMS if len({json.dumps(r.get(k)) for r in runs if r["status"] == "ok"}) > 1]
+    dims = [k for k in DIMS if k != by]
+    varying = [k for k in dims if len({json.dumps(r.get(k)) for r in runs if r["status"] == "ok"}) > 1]
+    values = sorted({json.dumps(value(r, by)) for r in ok})
+    if by == "tfo":  # (TFO off is the baseline even where a folder has TFO on only)
+        values = sorted(set(values) | {"0"})
+    base = json.dumps(baseline(by, [json.loads(v) for v in values])) if values else "0"
+    # (TFO alone: TFO on is the other side, unmeasured, as every report of TFO off alone showed)
+    others = [v for v in values if v != base] or (["1"] if by == "tfo" else [])
+    many = len(others) > 1
     groups: dict[tuple, dict] = {}
     for r in ok:
-        g = groups.setdefault(
-            (r["page"], r["config_key"]),
-            {
-                "page": r["page"],
-                "config_key": r["config_key"],
-                "rtt_ms": r[RTT],
-                "config": ", ".join(_fmt_dim(k, r.get(k)) for k in varying),
-                "dims": {k: r.get(k) for k in DIMS},
-                "plt": {False: [], True: []},
-                "runs": {False: [], True: []},
-            },
-        )
-        g["plt"][bool(r["tfo"])].append(r["plt_ms"])
-        g["runs"][bool(r["tfo"])].append(r)
+        v = json.dumps(value(r, by))
+        rest = r["config_key"] if by == "tfo" else (r[RTT], tuple(json.dumps(r.get(k)) for k in dims))
+        for alt in [v] if v != base else others:
+            alt_v = json.loads(alt)
+            config = [_fmt_dim(k, r.get(k)) for k in varying]
+            labels = side_labels(by, json.loads(base), alt_v)
+            if many:
+                config.append(f"{labels[1]} vs {labels[0]}")
+            g = groups.setdefault(
+                (r["page"], rest, alt),
+                {
+                    "page": r["page"],
+                    "config_key": r["config_key"],
+                    "rtt_ms": r[RTT],
+                    "config": ", ".join(config),
+                    "dims": {k: r.get(k) for k in dims},
+                    "by": by,
+                    "values": (json.loads(base), alt_v),
+                    "labels": labels,
+                    "plt": {False: [], True: []},
+                    "runs": {False: [], True: []},
+                },
+            )
+            if v == base:
+                g["config_key"] = r["config_key"]  # (the baseline side's configuration)
+            g["plt"][v != base].append(r["plt_ms"])
+            g["runs"][v != base].append(r)
     rows = []
     for i, g in enumerate(sorted(groups.values(), key=lambda g: (g["page"], g["config"], g["rtt_ms"]))):
         seed = i * 7919
-        g["notfo"] = stats.summary(g["plt"][False], seed)
-        g["tfo"] = stats.summary(g["plt"][True], seed + 2)
+        g["base"] = stats.summary(g["plt"][False], seed)
+        g["alt"] = stats.summary(g["plt"][True], seed + 2)
         imp = stats.improvement(g["plt"][True], g["plt"][False], seed + 4)
         g["improvement"], g["improvement_ci"] = imp["improvement"], imp["ci"]
         rows.append(g)
     failed = [r for r in runs if r["status"] == "failed"]
     invalid = [r for r in runs if r["status"] == "ok" and not r["valid"]]
     keys_ok = {r["run_key"] for r in runs if r["status"] == "ok"}
+    b = json.loads(base)
     return {
         "rows": rows,
+        "by": by,
+        "baseline": b,
+        "values": [b] + [json.loads(v) for v in others],
+        # the two sides' names in headers (more than two values: "other" for the compared one)
+        "labels": (side_labels(by, b, json.loads(others[0])) if len(others) == 1 else (show(by, b), "other")),
         "varying": varying,
         "n_runs": len(runs),
         "n_ok": len(ok),

@@ -2,7 +2,12 @@
 that differ in any dimension (initcwnd, cc, protocol, loader, ...), side by side: each side's mean
 PLT, the difference B − A with a 95 % bootstrap interval and the relative change. Rows are matched
 on page, RTT, TFO and every other knob whose values the folders share; the knobs whose values
-differ between the folders are the ones compared (each must have one value per folder)."""
+differ between the folders are the ones compared (each must have one value per folder).
+
+``by`` names the knob compared: with two folders, the one knob they must differ in (TFO too: a
+folder of TFO off against one of TFO on); with one folder, its two values of that knob are the
+sides (A: the baseline, pltlab.report.analysis.baseline; B: the other value).
+"""
 
 import html as _html
 import json
@@ -36,23 +41,51 @@ def _values(runs: list[dict], col: str) -> set[str]:
 
 
 def _describe(col: str, raw: str) -> str:
-    return an._fmt_dim(col, json.loads(raw))
+    return an.show(col, json.loads(raw))
 
 
-def compare(dir_a: str, dir_b: str) -> dict:
+def _split(d: str, col: str, by: str) -> list[tuple]:
+    """One folder's sides by knob ``col``: its baseline's valid loads and its other value's."""
+    runs, meta = an.load_runs(d)
+    ok = _ok(runs)
+    vals = [json.loads(v) for v in sorted({json.dumps(an.value(r, col)) for r in ok})]
+    if len(vals) != 2:
+        shown = ", ".join(an.show(col, v) for v in vals) or "no valid load"
+        raise PltError(
+            f"{d}: --by {by}: {len(vals)} value(s) of it ({shown}), not two; "
+            f"pltlab report {d} --by {by} pairs each value with its baseline"
+        )
+    base = an.baseline(col, vals)
+    alt = next(v for v in vals if v != base)
+    return [(d, meta, [r for r in ok if an.value(r, col) == v]) for v in (base, alt)]
+
+
+def compare(dir_a: str, dir_b: str | None = None, by: str | None = None) -> dict:
     """{a, b (folder, name, label), compared (columns), context (columns), rows, only_a, only_b
     (what one folder measured and the other not: "page @ RTT, TFO, context"), few (rows with a
     side of n < MIN_N)}; every row: page, rtt_ms, tfo, context, n_a, n_b, mean_a, mean_b,
     diff_ms, ci ([lo, hi] or None where n < MIN_N), change (B / A - 1)."""
+    col = None if by is None else an.by_column(by)
+    if dir_b is None and col is None:
+        raise PltError(f"{dir_a}: one folder: give --by KNOB (its two values are compared), or a second folder")
     sides = []
-    for d in (dir_a, dir_b):
+    for d in (dir_a, dir_b) if dir_b is not None else ():
         runs, meta = an.load_runs(d)
         ok = _ok(runs)
         if not ok:
             raise PltError(f"{d}: no valid page load in its results database")
         sides.append((d, meta, ok))
+    if dir_b is None:
+        sides = _split(dir_a, col, by)
     (_, meta_a, a), (_, meta_b, b) = sides
-    compared = [c for c in an.DIMS if _values(a, c) != _values(b, c)]
+    dims = list(an.DIMS) + (["tfo"] if col == "tfo" else [])
+    compared = [c for c in dims if _values(a, c) != _values(b, c)]
+    if col is not None:
+        if col not in compared:
+            raise PltError(f"{dir_a} and {dir_b or dir_a}: --by {by}: the sides do not differ in it")
+        if len(compared) > 1:
+            others = ", ".join(c for c in compared if c != col)
+            raise PltError(f"{dir_a} and {dir_b}: --by {by}: the folders differ in {others} too")
     for c in compared:
         for d, _, runs in sides:
             if len(_values(runs, c)) > 1:
@@ -63,19 +96,22 @@ def compare(dir_a: str, dir_b: str) -> dict:
                 )
     context = [c for c in an.DIMS if c not in compared and len(_values(a, c) | _values(b, c)) > 1]
 
-    def key(r):
-        return (r["page"], r[an.RTT], bool(r["tfo"]), tuple(json.dumps(r.get(c)) for c in context))
+    def key(r):  # (compared by TFO: no TFO in the key, "-" in the rows)
+        tfo = None if col == "tfo" else bool(r["tfo"])
+        return (r["page"], r[an.RTT], tfo, tuple(json.dumps(r.get(c)) for c in context))
 
     groups: dict[tuple, tuple[list, list]] = {}
     for side, runs in ((0, a), (1, b)):
         for r in runs:
             groups.setdefault(key(r), ([], []))[side].append(r["plt_ms"])
     rows, only_a, only_b = [], [], []
-    for i, (k, (va, vb)) in enumerate(sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][1], kv[0][2]))):
+    order = lambda kv: (kv[0][0], kv[0][3], kv[0][1], bool(kv[0][2]))  # noqa: E731
+    for i, (k, (va, vb)) in enumerate(sorted(groups.items(), key=order)):
         page, rtt, tfo, ctx = k
         if not va or not vb:
             what = ", ".join(
-                [f"{page} @ {rtt:g} ms", f"TFO {'on' if tfo else 'off'}"]
+                [f"{page} @ {rtt:g} ms"]
+                + ([] if tfo is None else [f"TFO {'on' if tfo else 'off'}"])
                 + [_describe(c, v) for c, v in zip(context, ctx)]
             )
             (only_b if not va else only_a).append(what)
@@ -139,7 +175,7 @@ def table_rows(res: dict) -> list[list[str]]:
             [
                 page,
                 f"{r['rtt_ms']:g}",
-                "on" if r["tfo"] else "off",
+                "-" if r["tfo"] is None else "on" if r["tfo"] else "off",
                 f"{r['n_a']} / {r['n_b']}",
                 f"{r['mean_a']:.1f}",
                 f"{r['mean_b']:.1f}",

@@ -13,33 +13,18 @@ import json
 import statistics
 
 from pltlab.experiments import stats
+from pltlab.report import analysis as an
 from pltlab.report import headline
 from pltlab.run import knobs
 
 RTT = knobs.KNOBS["rtt"].column
-# the baseline of a knob: its "without the feature" value where it has one, else its default
-BASELINES = {"tfo": 0, "protocol": "h1", "tls": "full", "warm": 0}
+BASELINES = an.BASELINES
+_show, _baseline = an.show, an.baseline
 
 
 def _dims(runs: list[dict]) -> list[str]:
     cols = [k.column for k in knobs.point() if k.column and k.column != RTT] + ["tfo"]
     return [c for c in cols if len({json.dumps(r.get(c)) for r in runs}) > 1]
-
-
-def _show(col: str, v) -> str:
-    if col == "tfo":
-        return "TFO on" if v else "TFO off"
-    k = knobs.by_column(col)
-    return k.describe(v) if k and k.describe else f"{col} {v}"
-
-
-def _baseline(col: str, values: list):
-    want = BASELINES.get(col)
-    if want in values:
-        return want
-    k = knobs.by_column(col)
-    default = k.value if k else None
-    return default if default in values else sorted(values, key=json.dumps)[0]
 
 
 def effects(runs: list[dict]) -> list[dict]:

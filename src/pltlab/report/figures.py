@@ -52,7 +52,7 @@ def _bars(ax, reqs: list[dict], title: str) -> None:
 
 
 def waterfall(group: dict, requests: dict, folder: str, suffix: str = "") -> list[str]:
-    sides = [(False, "no TFO"), (True, "TFO")]
+    sides = [(False, group["labels"][0]), (True, group["labels"][1])]
     picks = {tfo: median_run(group["runs"][tfo]) for tfo, _ in sides}
     n = max((len(requests.get(p["id"], [])) for p in picks.values() if p), default=1)
     fig, axes = plt.subplots(1, 2, sharex=True, sharey=True, figsize=(12, max(3.5, 1.5 + n * 0.07)))
@@ -103,7 +103,8 @@ def plt_vs_rtt(rows: list[dict], folder: str) -> list[str]:
                 by_cfg.setdefault(g["config"], []).append(g)
         for cfg, gs in sorted(by_cfg.items()):
             gs = sorted(gs, key=lambda g: g["rtt_ms"])
-            for side, name, mk in (("notfo", "no TFO", "o"), ("tfo", "TFO", "s")):
+            names = gs[0]["labels"]
+            for side, name, mk in (("base", names[0], "o"), ("alt", names[1], "s")):
                 pts = [g for g in gs if g[side]["n"]]
                 if not pts:
                     continue
@@ -118,7 +119,7 @@ def plt_vs_rtt(rows: list[dict], folder: str) -> list[str]:
                     label=label,
                 )
         _few_note(
-            ax, min((g[s]["n"] for g in rows if g["page"] == page for s in ("notfo", "tfo") if g[s]["n"]), default=0)
+            ax, min((g[s]["n"] for g in rows if g["page"] == page for s in ("base", "alt") if g[s]["n"]), default=0)
         )
         ax.set_title(page)
         ax.set_xlabel("RTT (ms)")
@@ -130,6 +131,7 @@ def plt_vs_rtt(rows: list[dict], folder: str) -> list[str]:
 
 
 def improvement_vs_rtt(rows: list[dict], folder: str) -> list[str]:
+    tfo = not rows or rows[0]["by"] == "tfo"
     fig, ax = plt.subplots(figsize=(7, 4.2))
     lines: dict[str, list[dict]] = {}
     for g in rows:
@@ -138,15 +140,21 @@ def improvement_vs_rtt(rows: list[dict], folder: str) -> list[str]:
     for name, gs in sorted(lines.items()):
         gs = sorted(gs, key=lambda g: g["rtt_ms"])
         y = [g["improvement"] * 100 for g in gs]
-        ok = [min(g["notfo"]["n"], g["tfo"]["n"]) >= MIN_N for g in gs]  # else no whiskers
-        lo = [y_ - g["improvement_ci"][0] * 100 if k else 0 for y_, g, k in zip(y, gs, ok)]
-        hi = [g["improvement_ci"][1] * 100 - y_ if k else 0 for y_, g, k in zip(y, gs, ok)]
+        ok = [min(g["base"]["n"], g["alt"]["n"]) >= MIN_N for g in gs]  # else no whiskers
+        # (max: a percentile interval may miss the point estimate by a rounding's width)
+        lo = [max(y_ - g["improvement_ci"][0] * 100, 0) if k else 0 for y_, g, k in zip(y, gs, ok)]
+        hi = [max(g["improvement_ci"][1] * 100 - y_, 0) if k else 0 for y_, g, k in zip(y, gs, ok)]
         ax.errorbar([g["rtt_ms"] for g in gs], y, yerr=[lo, hi], marker="o", capsize=4, label=name)
-    _few_note(ax, min((min(g["notfo"]["n"], g["tfo"]["n"]) for gs in lines.values() for g in gs), default=MIN_N))
+    _few_note(ax, min((min(g["base"]["n"], g["alt"]["n"]) for gs in lines.values() for g in gs), default=MIN_N))
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xlabel("RTT (ms)")
-    ax.set_ylabel("improvement 1 − PLT_TFO / PLT_noTFO (%)")
-    ax.set_title("TFO improvement vs RTT (95 % bootstrap CI; negative = slower with TFO)")
+    if tfo:
+        ax.set_ylabel("improvement 1 − PLT_TFO / PLT_noTFO (%)")
+        ax.set_title("TFO improvement vs RTT (95 % bootstrap CI; negative = slower with TFO)")
+    else:
+        base, alt = rows[0]["labels"] if rows else ("baseline", "other")
+        ax.set_ylabel(f"improvement 1 − PLT({alt}) / PLT({base}) (%)")
+        ax.set_title(f"{alt} vs {base}: improvement vs RTT (95 % bootstrap CI; negative = slower)")
     ax.grid(alpha=0.3)
     if lines:
         ax.legend(fontsize=8)

@@ -19,6 +19,31 @@ HEADERS = [
 NO_CI = f"n < {MIN_N}: no CI"
 
 
+def headers(analysis: dict) -> list[str]:
+    """HEADERS with the compared sides' names (TFO: HEADERS as they are)."""
+    if analysis["by"] == "tfo":
+        return list(HEADERS)
+    base, alt = analysis["labels"]
+    return [
+        "Page",
+        "RTT(ms)",
+        f"n ({base} / {alt})",
+        f"PLT: {base} (ms)",
+        f"PLT: {alt} (ms)",
+        "saved (ms)",
+        "Improv. (%)",
+        "95 % CI (%)",
+    ]
+
+
+def subject(g: dict) -> str:
+    """What a row's sentence says saved: ``TFO``, or ``h2 vs h1``."""
+    if g["by"] == "tfo":
+        return "TFO"
+    base, alt = g["labels"]
+    return f"{alt} vs {base}"
+
+
 def enough(*ns: int) -> bool:
     return min(ns) >= MIN_N
 
@@ -32,7 +57,7 @@ def _f(v, digits: int) -> str:
 
 
 def saved_ms(g: dict) -> float | None:
-    off, on = g["notfo"]["mean"], g["tfo"]["mean"]
+    off, on = g["base"]["mean"], g["alt"]["mean"]  # (the baseline's, the other side's)
     return None if off is None or on is None else off - on
 
 
@@ -41,7 +66,7 @@ def ci_text(g: dict) -> str:
     lo, hi = g["improvement_ci"]
     if g["improvement"] is None or lo is None:
         return "-"
-    if not enough(g["notfo"]["n"], g["tfo"]["n"]):
+    if not enough(g["base"]["n"], g["alt"]["n"]):
         return NO_CI
     return f"[{lo * 100:.1f}, {hi * 100:.1f}]"
 
@@ -51,9 +76,9 @@ def rows(analysis: dict) -> list[list[str]]:
         [
             _name(g),
             f"{g['rtt_ms']:g}",
-            f"{g['notfo']['n']} / {g['tfo']['n']}",
-            _f(g["notfo"]["mean"], 0),
-            _f(g["tfo"]["mean"], 0),
+            f"{g['base']['n']} / {g['alt']['n']}",
+            _f(g["base"]["mean"], 0),
+            _f(g["alt"]["mean"], 0),
             _f(saved_ms(g), 0),
             _f(None if g["improvement"] is None else g["improvement"] * 100, 1),
             ci_text(g),
@@ -65,9 +90,9 @@ def rows(analysis: dict) -> list[list[str]]:
 def small_n(analysis: dict) -> list[str]:
     """The rows (page @ RTT, configuration) with a side of fewer than MIN_N valid loads."""
     return [
-        f"{_name(g)} @ {g['rtt_ms']:g} ms (n = {g['notfo']['n']} / {g['tfo']['n']})"
+        f"{_name(g)} @ {g['rtt_ms']:g} ms (n = {g['base']['n']} / {g['alt']['n']})"
         for g in analysis["rows"]
-        if (g["notfo"]["n"] or g["tfo"]["n"]) and not enough(g["notfo"]["n"], g["tfo"]["n"])
+        if (g["base"]["n"] or g["alt"]["n"]) and not enough(g["base"]["n"], g["alt"]["n"])
     ]
 
 
@@ -91,9 +116,9 @@ def _point(g: dict) -> str:
     verb = "saves" if saved >= 0 else "costs"
     rtts = f" = {abs(saved) / rtt:.1f} RTT" if rtt else ""
     ci = ci_text(g)
-    ci = f", 95 % CI {ci} %" if ci.startswith("[") else f", n = {g['notfo']['n']} / {g['tfo']['n']}: no CI"
+    ci = f", 95 % CI {ci} %" if ci.startswith("[") else f", n = {g['base']['n']} / {g['alt']['n']}: no CI"
     lo, hi = g["improvement_ci"]
-    unclear = enough(g["notfo"]["n"], g["tfo"]["n"]) and lo is not None and lo < 0 < hi
+    unclear = enough(g["base"]["n"], g["alt"]["n"]) and lo is not None and lo < 0 < hi
     return (
         f"{verb} {abs(saved):.0f} ms{rtts} at {rtt:g} ms RTT ({g['improvement'] * 100:.1f} %{ci}"
         + ("; not significant" if unclear else "")
@@ -116,7 +141,7 @@ def sentences(analysis: dict, explain: Callable[[str, list[dict]], str | None] |
             by_cfg.setdefault(g["config"], []).append(g)
         parts = [
             (f"with {cfg}, " if cfg else "")
-            + "TFO "
+            + f"{subject(cg[0])} "
             + "; ".join(_point(g) for g in sorted(cg, key=lambda g: g["rtt_ms"]))
             for cfg, cg in by_cfg.items()
         ]

@@ -14,22 +14,26 @@ def _side(s: dict) -> dict:
 
 
 def plt_rows(analysis: dict) -> list[dict]:
-    """One row per page and configuration: both TFO sides and the improvement (a fraction)."""
+    """One row per page and configuration: both sides of the compared knob (``by``: its results
+    column; ``base``: the baseline's, ``alt``: the other's, each with its ``value``; compared by
+    TFO also as ``tfo_off``/``tfo_on``) and the improvement (a fraction)."""
     out = []
     for g in analysis["rows"]:
-        out.append(
-            {
-                "page": g["page"],
-                "configuration": g["config"],
-                "config_key": g["config_key"],
-                "rtt_ms": g["rtt_ms"],
-                "knobs": dict(g["dims"]),
-                "tfo_off": _side(g["notfo"]),
-                "tfo_on": _side(g["tfo"]),
-                "improvement": g["improvement"],
-                "improvement_ci95": list(g["improvement_ci"]),
-            }
-        )
+        row = {
+            "page": g["page"],
+            "configuration": g["config"],
+            "config_key": g["config_key"],
+            "rtt_ms": g["rtt_ms"],
+            "knobs": dict(g["dims"]),
+            "by": g["by"],
+            "base": _side(g["base"]) | {"value": g["values"][0]},
+            "alt": _side(g["alt"]) | {"value": g["values"][1]},
+            "improvement": g["improvement"],
+            "improvement_ci95": list(g["improvement_ci"]),
+        }
+        if g["by"] == "tfo":
+            row.update(tfo_off=_side(g["base"]), tfo_on=_side(g["alt"]))
+        out.append(row)
     return out
 
 
@@ -39,6 +43,7 @@ def report(out_dir: str, built: dict) -> dict:
     return {
         "out_dir": os.path.abspath(out_dir),
         "name": built.get("meta", {}).get("name"),
+        "by": a["by"],
         "runs": {
             "total": a["n_runs"],
             "valid": a["n_ok"],
@@ -49,8 +54,8 @@ def report(out_dir: str, built: dict) -> dict:
         "plt": plt_rows(a),
         "effects": [{k: v for k, v in e.items() if _plain(v)} for e in built.get("effects") or []],
         "tables": {  # as table.md, stats.md and effects.md print them
-            "plt": {"headers": list(tables.SEED_HEADERS), "rows": built["seeds"]},
-            "stats": {"headers": list(tables.STATS_HEADERS), "rows": built["stats"]},
+            "plt": {"headers": tables.seed_headers(a), "rows": built["seeds"]},
+            "stats": {"headers": tables.stats_headers(a), "rows": built["stats"]},
             "effects": {"headers": list(effects.HEADERS), "rows": effects.table_rows(built.get("effects") or [])},
         },
         "notes": [{"text": text, "warning": bool(bad)} for text, bad in built.get("notes", [])],

@@ -7,7 +7,8 @@ import io
 from pltlab.report import headline
 from pltlab.run import knobs
 
-# The seeds' table, headers as the 2013 scripts printed them (its RTT is the rtt knob's column).
+# The seeds' table, headers as the 2013 scripts printed them (its RTT is the rtt knob's column);
+# compared by another knob, its sides are named by its values (seed_headers).
 SEED_HEADERS = ["Page", "RTT(ms)", "PLT: no TFO (ms)", "PLT: TFO (ms)", "Improv. (%)"]
 STATS_HEADERS = [
     "page",
@@ -26,6 +27,23 @@ STATS_HEADERS = [
 ]
 
 
+def seed_headers(analysis: dict) -> list[str]:
+    base, alt = analysis["labels"]
+    return ["Page", "RTT(ms)", f"PLT: {base} (ms)", f"PLT: {alt} (ms)", "Improv. (%)"]
+
+
+def _by_name(analysis: dict) -> str:
+    by = analysis["by"]
+    if by == "tfo":
+        return knobs.KNOBS["tfo"].name
+    k = knobs.by_column(by)
+    return k.name if k else by
+
+
+def stats_headers(analysis: dict) -> list[str]:
+    return [_by_name(analysis) if h == knobs.KNOBS["tfo"].name else h for h in STATS_HEADERS]
+
+
 def _f(v, digits: int) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
@@ -34,12 +52,20 @@ def _name(g: dict) -> str:
     return f"{g['page']} ({g['config']})" if g["config"] else g["page"]
 
 
+def _value(g: dict, alt: bool) -> str:
+    """A side's value of the compared knob: on/off for TFO, else the knob's value."""
+    if g["by"] == "tfo":
+        return "on" if alt else "off"
+    return str(g["values"][alt])
+
+
 def _side(g: dict, tfo: bool) -> list[str]:
-    """RTT, TFO, n, mean, median, geomean of one side (TFO on or off) of a row."""
-    s = g["tfo" if tfo else "notfo"]
+    """RTT, the compared knob's value, n, mean, median, geomean of one side of a row (``tfo``:
+    the other side, not the baseline)."""
+    s = g["alt" if tfo else "base"]
     return [
         f"{g['rtt_ms']:g}",
-        "on" if tfo else "off",
+        _value(g, tfo),
         str(s["n"]),
         _f(s["mean"], 1),
         _f(s["median"], 1),
@@ -52,8 +78,8 @@ def seeds_rows(analysis: dict) -> list[list[str]]:
         [
             _name(g),
             f"{g['rtt_ms']:g}",
-            _f(g["notfo"]["mean"], 0),
-            _f(g["tfo"]["mean"], 0),
+            _f(g["base"]["mean"], 0),
+            _f(g["alt"]["mean"], 0),
             _f(None if g["improvement"] is None else g["improvement"] * 100, 1),
         ]
         for g in analysis["rows"]
@@ -66,7 +92,7 @@ def stats_rows(analysis: dict) -> list[list[str]]:
         imp = g["improvement"]
         lo, hi = g["improvement_ci"]
         for tfo in (False, True):
-            s = g["tfo" if tfo else "notfo"]
+            s = g["alt" if tfo else "base"]
             out.append(
                 [
                     g["page"],
@@ -85,7 +111,7 @@ def stats_rows(analysis: dict) -> list[list[str]]:
 COMPACT_STATS_HEADERS = [
     "page",
     "RTT(ms)",
-    "TFO",
+    "TFO",  # (the compared knob: compact_stats names it)
     "n",
     "mean (ms)",
     "median (ms)",
@@ -100,13 +126,14 @@ def compact_stats(analysis: dict) -> tuple[list[str], list[list[str]]]:
     out = []
     for g in analysis["rows"]:
         for tfo in (False, True):
-            s = g["tfo" if tfo else "notfo"]
+            s = g["alt" if tfo else "base"]
             if not s["n"]:
                 continue
             lo, hi = s["ci"]
             ci = headline.NO_CI if s["n"] < headline.MIN_N else f"[{_f(lo, 1)}, {_f(hi, 1)}]"
             out.append([_name(g), *_side(g, tfo), ci])
-    return COMPACT_STATS_HEADERS, out
+    by = "TFO" if analysis["by"] == "tfo" else _by_name(analysis)
+    return [by if h == "TFO" else h for h in COMPACT_STATS_HEADERS], out
 
 
 def markdown(headers: list[str], rows: list[list[str]]) -> str:

@@ -11,6 +11,7 @@ import importlib.resources
 import json
 import math
 
+from pltlab.report import analysis as an
 from pltlab.report import figures, hars, why
 
 SIDES = ((False, "TFO off"), (True, "TFO on"))
@@ -93,9 +94,17 @@ def _keep(har: dict) -> dict:
     return har
 
 
+def _side_name(g: dict, side: bool) -> str:
+    """A side's name: TFO off/on, or the compared knob's value (``protocol h2``)."""
+    if g.get("by", "tfo") == "tfo":
+        return dict(SIDES)[side]
+    return an.show(g["by"], g["values"][side])
+
+
 def section(out_dir: str, rows: list[dict]) -> tuple[str, int]:
     """The waterfalls' HTML (data and script included) and the number of loads drawn."""
     picks = {(i, tfo): figures.median_run(g["runs"][tfo]) for i, g in enumerate(rows) for tfo, _ in SIDES}
+    names = {(i, side): _side_name(g, side) for i, g in enumerate(rows) for side, _ in SIDES}
     runs = [r for r in picks.values() if r]
     if not runs:
         return "<p>No valid load to draw.</p>", 0
@@ -110,7 +119,7 @@ def section(out_dir: str, rows: list[dict]) -> tuple[str, int]:
         '<div id="pc-legend"></div>',
     ]
     for i, g in enumerate(rows):
-        sides = [(tfo, name, picks[(i, tfo)]) for tfo, name in SIDES if picks[(i, tfo)]]
+        sides = [(tfo, names[(i, tfo)], picks[(i, tfo)]) for tfo, _ in SIDES if picks[(i, tfo)]]
         ends = [t[1] for _, _, r in sides for t in _times(loaded[r["id"]])] + [r["plt_ms"] for _, _, r in sides]
         axis = max(ends, default=0)
         cfg = f" ({g['config']})" if g["config"] else ""

@@ -24,6 +24,11 @@ def path_requests(out_dir: str, run_id: int) -> set[int] | None:
         return None
 
 
+def _what(g: dict) -> str:
+    """The compared side as sentences name it: ``TFO``, or ``h2`` (against ``h1``)."""
+    return "TFO" if g.get("by", "tfo") == "tfo" else g["labels"][1]
+
+
 def sentence_hook(out_dir: str) -> Callable[[str, list[dict]], str | None]:
     """headline.sentences' explain hook: for a page, what the median TFO load saved against the
     median load without, at the page's largest RTT measured on both sides."""
@@ -37,12 +42,12 @@ def sentence_hook(out_dir: str) -> Callable[[str, list[dict]], str | None]:
         if not (loads.has_graph(out_dir, on["id"]) and loads.has_graph(out_dir, off["id"])):
             return None
         try:
-            res = explain(out_dir, on["id"], vs=off["id"])
+            res = explain(out_dir, on["id"], vs=off["id"], by=g.get("by", "tfo"))
         except PltError:
             return None
         cfg = f" ({g['config']})" if g["config"] else ""
         return (
-            f"At {g['rtt_ms']:g} ms{cfg} the median TFO load (run #{on['id']} vs #{off['id']}) "
+            f"At {g['rtt_ms']:g} ms{cfg} the median {_what(g)} load (run #{on['id']} vs #{off['id']}) "
             + explain_compare.saved_sentence(res)
             + "."
         )
@@ -66,7 +71,8 @@ def checks(out_dir: str, analysis: dict) -> list[str]:
         if not (on and off and loads.has_graph(out_dir, on["id"]) and loads.has_graph(out_dir, off["id"])):
             continue
         try:
-            a, b = loads.load(out_dir, on["id"]), loads.load(out_dir, off["id"])
+            by = g.get("by", "tfo")
+            a, b = loads.load(out_dir, on["id"], by), loads.load(out_dir, off["id"], by)
         except PltError:
             continue
         c = explain_compare.compare(a, b)
@@ -77,13 +83,13 @@ def checks(out_dir: str, analysis: dict) -> list[str]:
         hs = f"the {k} handshake{'s' if k != 1 else ''} it saved on the critical path account for"
         if k1 is not None and saved is not None and rtt and saved > k1 * rtt:
             out.append(
-                f"{where}: TFO saved {saved:.0f} ms = {saved / rtt:.1f} RTT, more than {hs} (k + 1 = {k1} RTT); "
+                f"{where}: {_what(g)} saved {saved:.0f} ms = {saved / rtt:.1f} RTT, more than {hs} (k + 1 = {k1} RTT); "
                 + runs
                 + explain_compare.cause_sentence(c, a, b)
             )
         elif k1 is not None and saved is not None and rtt and k and saved < min(1, k - 1) * rtt:
             out.append(
-                f"{where}: TFO {'saved' if saved >= 0 else 'cost'} {abs(saved):.0f} ms = {saved / rtt:.1f} RTT "
+                f"{where}: {_what(g)} {'saved' if saved >= 0 else 'cost'} {abs(saved):.0f} ms = {saved / rtt:.1f} RTT "
                 f"although it saved {k} handshake{'s' if k != 1 else ''} on the critical path; "
                 + runs
                 + explain_compare.cause_sentence(c, a, b)

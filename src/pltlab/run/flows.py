@@ -26,6 +26,7 @@ from pltlab.net import probes
 from pltlab.net.spec import TcpKnobs, TopologySpec
 from pltlab.net.topology import Topology
 from pltlab.run.config import RunConfig
+from pltlab.run.point import Point
 from pltlab.run.traced import FreshTopologies, check_icw
 
 IPERF_PORT = 5201
@@ -147,8 +148,8 @@ class FlowsRunner(FreshTopologies):
         super().__init__(cfg)
         self.params = params(cfg)
 
-    def load(self, tfo: bool, rep: int) -> dict:
-        if tfo:
+    def load(self, point: Point, rep: int) -> dict:
+        if point.tfo:
             raise PltError("the flows measurement has no TFO mode")
         p = self.params
         seconds, size = p["seconds"], p["download_bytes"]

@@ -2,7 +2,8 @@
 runner per (page, configuration) and asks it for loads.
 
 A runner is a context manager with ``topo.run_id`` (recorded before ``__enter__``, so a resume
-after a kill can remove what was left) and ``load(tfo, rep) -> dict`` returning at least plt_ms
+after a kill can remove what was left) and ``load(point, rep) -> dict`` (``point``: the load's
+per-load knobs, pltlab.run.point.Point: its TFO mode) returning at least plt_ms
 (None: the kind measures no PLT), valid, invalid_reason, not_found, tfo_counters ({"client",
 "server"}) and requests, and optionally ``metrics`` (a dict, stored as JSON in the run's row),
 ``seed`` (the link seed the load used, where not the configuration's) and ``summary`` (a line

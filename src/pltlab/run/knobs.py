@@ -36,13 +36,15 @@ from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any
 
-from pltlab import units
+from pltlab import protocols, units
 from pltlab.errors import PltError
 from pltlab.loaders.plan import MODELS
+from pltlab.loaders.registry import DEFAULT as DEFAULT_LOADER
+from pltlab.loaders.registry import LOADERS
 from pltlab.net.spec import BACKENDS, CC_CHOICES, DEFAULT_CLIENT_RMEM
 
 SCOPES = ("run", "shell", "sweep")
-PROTOCOLS = ("recorded", "h1", "h2")
+PROTOCOLS = protocols.CHOICES
 TLS_MODES = ("full", "resume", "0rtt")
 SERVER_PRIORITIES = ("rfc9218", "round-robin")  # replay/priority.rs
 UNPRELOADED = "unpreloaded"  # knob hosts: names on the HSTS preload list renamed (archive.rename)
@@ -473,8 +475,8 @@ _ALL = (
     ),
     Knob(
         "client",
-        _choice(("builtin", "chromium"), "client"),
-        "builtin",
+        _choice(tuple(LOADERS), "client"),
+        DEFAULT_LOADER,
         "Page loader: builtin (pltlab's HTTP/1.1 and h2 loader) or chromium (headless Chromium).",
         type=str,
         label="client",
@@ -802,6 +804,25 @@ def for_scope(scope: str, ks=None) -> list[Knob]:
 def point() -> list[Knob]:
     """The knobs one point of an experiment's cross product sets (every list but the TFO modes)."""
     return [k for k in _ALL if k.sweep and not k.many]
+
+
+# A compared knob's baseline by results column (tfo: the runs' TFO mode): its "without the
+# feature" value; a knob not here compares against its default (else its first value).
+BASELINES = {"tfo": 0, "protocol": "h1", "tls": "full", "warm": 0}
+
+
+def axis(name: str) -> Knob:
+    """The knob an experiment or a report compares (``compare`` key, ``--by``): TFO or a knob
+    whose list multiplies the configurations, by any of its names; one PltError line otherwise."""
+    k = ALIASES.get(name) if isinstance(name, str) else None
+    if k is None and isinstance(name, str):  # (a results column: the report's rows name them)
+        k = next((x for x in _ALL if x.column == name), None)
+    if k is not None and k.name == "rtt":
+        raise PltError("'rtt': every row is per RTT already (the report's figures show PLT vs RTT)")
+    if k is None or not k.sweep:
+        known = ", ".join(x.name for x in _ALL if x.sweep and x.name != "rtt")
+        raise PltError(f"{name!r}: not a knob to compare by (choose from {known})")
+    return k
 
 
 def columns() -> dict[str, str]:

@@ -33,6 +33,8 @@ from pltlab.archive.entries import HTTP_VERSION, protocol_name
 from pltlab.archive.har import CREATOR
 from pltlab.archive.model import Obj, Page, strip_fragment
 from pltlab.archive.sizes import content_encoding
+from pltlab.loaders.registry import DEFAULT as DEFAULT_LOADER
+from pltlab.loaders.registry import get as loader_of
 
 # the load's figures kept on the page (`_pltlab_load`)
 LOAD_KEYS = (
@@ -115,7 +117,7 @@ def _phases(r: dict, conn: dict | None, client: str) -> tuple[float | None, dict
     request was written (waits for a connection or the priority limits). Chromium: CDP's
     ResourceTiming (sendStart..sendEnd is send)."""
     t = {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": -1, "receive": -1}
-    if client == "chromium":
+    if loader_of(client).timings == "cdp":
         start = _num(r.get("start_ms"))
         t["dns"] = _dur(r.get("dns_start_ms"), r.get("dns_end_ms"))
         t["connect"] = _dur(r.get("connect_start_ms"), r.get("connect_end_ms"))
@@ -165,7 +167,7 @@ def _conn_facts(c: dict | None, tfo_requested: bool) -> dict:
 
 
 def _entry(r: dict, o: Obj | None, conn: dict | None, rec: dict, t0: float) -> dict:
-    client = rec.get("client") or "builtin"
+    client = rec.get("client") or DEFAULT_LOADER
     start, timings = _phases(r, conn, client)
     url = r.get("url") or ""
     proto = protocol_name(r.get("protocol") or "") or (o.protocol if o is not None else "")
@@ -188,7 +190,7 @@ def _entry(r: dict, o: Obj | None, conn: dict | None, rec: dict, t0: float) -> d
     content = {"size": int(decoded or 0), "mimeType": mime}
     if body is not None and decoded is not None and decoded >= body:
         content["compression"] = int(decoded - body)
-    if client == "chromium":  # CDP: data_bytes are decoded; the body on the wire = transfer - head
+    if loader_of(client).timings == "cdp":  # CDP: data_bytes are decoded; the body on the wire = transfer - head
         tb, hb = r.get("transfer_bytes"), r.get("header_bytes")
         body = tb - hb if tb is not None and hb is not None and tb >= hb else None
         content.pop("compression", None)
@@ -261,7 +263,7 @@ def build(page: Page, record: dict) -> dict:
     if renamed:
         page = rename.Renaming(tuple(sorted(renamed.items()))).page(page)
     conns = {c.get("id"): c for c in record.get("connections") or []}
-    client = record.get("client") or "builtin"
+    client = record.get("client") or DEFAULT_LOADER
     t0 = _num(record.get("load_started_at")) or _num(record.get("started_at")) or time.time()
     index, used = _archive_index(page), {}
     reqs = sorted(
@@ -291,7 +293,7 @@ def build(page: Page, record: dict) -> dict:
         "version": "1.2",
         "creator": {"name": CREATOR, "version": __version__},
         "browser": {
-            "name": "chromium" if client == "chromium" else "pltlab-loader",
+            "name": loader_of(client).browser,
             "version": record.get("browser") or "",
         },
         "pages": [
@@ -309,6 +311,6 @@ def build(page: Page, record: dict) -> dict:
         ],
         "entries": entries,
     }
-    if client != "chromium":  # Chromium tells nothing per connection beyond its id
+    if loader_of(client).connections:  # (Chromium tells nothing per connection beyond its id)
         log["_connections"] = connections
     return {"log": log}

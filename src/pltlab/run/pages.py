@@ -15,6 +15,7 @@ from pltlab.archive.calibration import machine
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import plan
+from pltlab.loaders.registry import get as loader_of
 from pltlab.run import loadhar, loadpcaps
 from pltlab.run.config import RunConfig
 from pltlab.run.runner import page_label, run_page
@@ -23,7 +24,7 @@ from pltlab.run.runner import page_label, run_page
 def calibration_note(page: Page, cfg: RunConfig) -> str | None:
     """Why the built-in loader's model of Chromium lacks Chromium's measured compute, or was
     measured elsewhere (docs/loaders.md "Compute calibration"); None when all is well."""
-    if cfg.client != "builtin" or cfg.model != "chromium" or not cfg.calibrated:
+    if not loader_of(cfg.client).planned or cfg.model != "chromium" or not cfg.calibrated:
         return None
     cal = plan.calibration(page)
     if cal is None:

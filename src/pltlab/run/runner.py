@@ -26,12 +26,14 @@ import statistics
 import time
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from pltlab import protocols
 from pltlab.archive import rename
 from pltlab.archive.model import Obj, Page, strip_fragment
 from pltlab.errors import PltError
 from pltlab.loaders import builtin, chromium
 from pltlab.loaders import plan as plans
 from pltlab.loaders.browser import hsts
+from pltlab.loaders.registry import get as loader_of
 from pltlab.net import lateness
 from pltlab.net.supervise import ProcessDied
 from pltlab.net.topology import Topology
@@ -39,6 +41,7 @@ from pltlab.replay import hosts as hostmap
 from pltlab.replay.server import ReplayServer
 from pltlab.run import graph, knobs, loadpcaps, schemes
 from pltlab.run.config import RunConfig
+from pltlab.run.point import Point
 
 COUNTERS_CLIENT = ("TCPFastOpenActive", "TCPFastOpenActiveFail", "TCPFastOpenCookieReqd")
 COUNTERS_SERVER = ("TCPFastOpenPassive", "TCPFastOpenPassiveFail", "TCPFastOpenListenOverflow", "TCPFastOpenCookieReqd")
@@ -155,10 +158,12 @@ def judge(tfo: bool, counters: dict, requests: list[dict], document: str | None 
 
 
 def expected_protocol(url: str, host_ips: dict, h2_ips: set) -> str:
-    """The protocol a request should go over: h2 to an https origin whose address offers it (ALPN;
-    Chromium and the built-in loader both offer h2 and http/1.1), else HTTP/1.1."""
+    """The protocol a request should go over (pltlab.protocols.expected): h2 to an https origin
+    whose address offers it (ALPN; Chromium and the built-in loader both offer h2 and http/1.1),
+    else HTTP/1.1."""
     parts = urlsplit(url)
-    return "h2" if parts.scheme == "https" and host_ips.get(parts.hostname or "") in h2_ips else "http/1.1"
+    offered = protocols.get("h2") if host_ips.get(parts.hostname or "") in h2_ips else None
+    return protocols.expected(parts.scheme, offered)
 
 
 def protocol_problem(requests: list[dict], host_ips: dict, h2_ips: set) -> str | None:
@@ -213,7 +218,7 @@ def tls_problem(mode: str, server: dict | None, requests: list[dict], client: st
     used = full + resumed
     if used == 0:
         return f"TLS {mode} asked but no request went over TLS (no https origin loaded)"
-    if client == "chromium":
+    if loader_of(client).resumes_itself:
         if resumed == 0:
             return f"TLS {mode} asked but Chromium resumed none of the {used} TLS connections that carried requests"
         if mode == "0rtt" and server.get("tls_early_used", 0) == 0:
@@ -241,7 +246,7 @@ def tls_note(mode: str, server: dict | None, client: str) -> str | None:
     """Chromium on a warm visit: how many of its connections resumed (and sent early data) when
     not all did. It keeps the last 2 session tickets per host (net's SSLClientSessionCache), so
     over HTTP/1.1 a host's third parallel connection is a full handshake, as after a real visit."""
-    if client != "chromium" or mode == "full" or not server:
+    if not loader_of(client).resumes_itself or mode == "full" or not server:
         return None
     full, resumed, early = (server.get(f"tls_{k}_used", 0) for k in ("full", "resumed", "early"))
     if not full and (mode != "0rtt" or early == resumed):
@@ -323,7 +328,7 @@ class PageRunner:
                 self.https_hosts = set(self.hosts)
             if self.https_hosts is not None:  # hops the upgrade makes internal are not fetched
                 self.chain = document_chain(self.loaded, self.hosts, self.https_hosts)
-            if self.cfg.client != "chromium" or self.renaming:  # (else Chromium upgrades what it likes)
+            if not loader_of(self.cfg.client).upgrades_itself or self.renaming:  # (else it upgrades what it likes)
                 self.http = schemes.http_urls(self.loaded, self.https_hosts or ())
         except BaseException:
             self.topo.__exit__(None, None, None)
@@ -348,7 +353,7 @@ class PageRunner:
         return False
 
     def _load_once(self, tfo: bool, warmed=None) -> dict:
-        if self.cfg.client == "chromium":
+        if not loader_of(self.cfg.client).planned:
             with self.topo.guard("client"):  # a dead emulator/replay kills the browser at once
                 return chromium.load(
                     self.topo,
@@ -394,10 +399,12 @@ class PageRunner:
         builtin.load(self.topo, plan, self.topo.workdir, name="warm.json")
         self.warmed = True
 
-    def load(self, tfo: bool, rep: int) -> dict:
-        """One measured load (after the warm-up policy); returns the run record. A data-plane
+    def load(self, point: Point, rep: int) -> dict:
+        """One measured load at ``point`` (its TFO mode; after the warm-up policy); returns the
+        run record. A data-plane
         process that dies meanwhile ends it at once: ProcessDied names the process. A load the
         emulator was late for is re-run (``late_reruns`` in the record)."""
+        tfo = point.tfo
         late = []
         while True:
             try:
@@ -455,14 +462,12 @@ class PageRunner:
             "server": _delta(c1["server"], c0["server"], COUNTERS_SERVER),
         }
         requests = [_request_record(r, self.cfg.client) for r in res.get("requests", [])]
-        if self.cfg.client == "chromium":  # the load's graph on its records (pltlab.explain)
-            graph.from_initiators(requests)
-        else:
+        if loader_of(self.cfg.client).planned:  # the load's graph on its records (pltlab.explain)
             graph.from_plan(requests, self._plans.get(tfo))
-        if self.cfg.client == "chromium":
-            doc = res.get("document_problem")
-        else:
             doc = document_problem(self.chain, requests, self._plans.get(tfo))
+        else:
+            graph.from_initiators(requests)
+            doc = res.get("document_problem")
         reason = (
             judge(tfo, counters, requests, doc)
             or (schemes.problem(requests, self.http, res.get("hsts_upgraded") or ()) if self.http is not None else None)
@@ -520,8 +525,8 @@ def _request_record(r: dict, client: str) -> dict:
     out = dict(r)
     for k in REQUEST_BYTES:
         out.setdefault(k, None)
-    if client == "builtin" and not out["protocol"]:
-        out["protocol"] = "http/1.1"
+    if not out["protocol"]:
+        out["protocol"] = loader_of(client).default_protocol
     return out
 
 
@@ -556,7 +561,7 @@ def run_page(page: Page, cfg: RunConfig, on_run=None) -> list[dict]:
         for rep in range(1, cfg.reps + 1):
             modes = cfg.tfo_modes if rep % 2 else tuple(reversed(cfg.tfo_modes))
             for tfo in modes:
-                r = pr.load(tfo, rep)
+                r = pr.load(Point(tfo=tfo), rep)
                 runs.append(r)
                 if on_run:
                     on_run(r)

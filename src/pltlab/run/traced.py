@@ -21,6 +21,7 @@ from pltlab.net import lateness, names
 from pltlab.net.topology import Topology
 from pltlab.run.config import RunConfig
 from pltlab.run.pcaptrace import plt_from_pcap
+from pltlab.run.point import Point
 from pltlab.run.runner import PageRunner
 
 
@@ -81,23 +82,23 @@ class TracedRunner(FreshTopologies):
         shutil.rmtree(self.trace_dir, ignore_errors=True)
         return False
 
-    def _once(self, tfo: bool, rep: int) -> tuple[dict, dict]:
+    def _once(self, point: Point, rep: int) -> tuple[dict, dict]:
         os.makedirs(self.trace_dir, exist_ok=True)  # per load: `pltlab clean` may take it between loads
         pcap = os.path.join(self.trace_dir, "load.pcap")
         cfg = dataclasses.replace(self.cfg, seed=self.link_seed(rep), pcap=pcap, backend="userspace", late_reruns=0)
         try:
             with _OneLoad(self.page, cfg, self.topo.run_id) as pr:
-                rec = pr.load(tfo, rep)
+                rec = pr.load(point, rep)
             return rec, plt_from_pcap(pcap)
         finally:
             shutil.rmtree(self.trace_dir, ignore_errors=True)
 
-    def load(self, tfo: bool, rep: int) -> dict:
+    def load(self, point: Point, rep: int) -> dict:
         """The page runner's record with plt_ms = the trace's PLT, ``metrics`` (trace and loader
         PLT, the trace's connections and unacknowledged ends, the link seed) and ``seed``."""
         late: list[str] = []
         while True:
-            rec, tr = self._once(tfo, rep)
+            rec, tr = self._once(point, rep)
             why = lateness.late_reason(rec["emulator_lateness_us"])
             if why is None or len(late) >= self.cfg.late_reruns:
                 break
@@ -121,7 +122,7 @@ def traced_load(page: Page, cfg: RunConfig, rep: int = 1) -> dict:
     """One traced load (no TFO) in a fresh topology, outside any sweep: the record of
     TracedRunner.load; raises PltError if it is invalid."""
     with TracedRunner(page, cfg) as r:
-        rec = r.load(False, rep)
+        rec = r.load(Point(), rep)
     if not rec["valid"]:
         raise PltError(f"invalid load: {rec['invalid_reason']}")
     return rec

@@ -26,10 +26,12 @@ one connection per origin is opened, is the question.
 
 import os
 
+from pltlab import protocols
 from pltlab.archive import bundled
 from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
 from pltlab.experiments.spec import Config, Experiment, PageEntry, page_label
+from pltlab.loaders.registry import get as loader_of
 from pltlab.run.knobs import UNPRELOADED
 from pltlab.studies.engine import config, lines, table
 
@@ -76,7 +78,7 @@ def experiment(
 ) -> Experiment:
     if client not in ("builtin", "chromium"):
         raise PltError(f"invalid --client {client!r}: builtin or chromium")
-    if protocol not in ("recorded", "h1", "h2"):
+    if protocol not in protocols.CHOICES:
         raise PltError(f"invalid --protocol {protocol!r}: recorded (http, as in 2013), h1 or h2 (https)")
     if tls not in ("full", "resume", "0rtt"):
         raise PltError(f"invalid --tls {tls!r}: full, resume or 0rtt")
@@ -86,7 +88,7 @@ def experiment(
         raise PltError(f"invalid --schemes {schemes!r}: recorded (http, as in 2013) or https (today's HSTS upgrades)")
     if schemes != "recorded" and protocol != "recorded":
         raise PltError(f"--schemes {schemes} and --protocol {protocol} both choose https: give one of them")
-    if protocol != "recorded" and client == "chromium":
+    if protocol != "recorded" and not loader_of(client).planned:
         raise PltError(
             f"--protocol {protocol} is for the built-in loader (Chromium loads the 2013 http pages on their "
             "recorded schemes)"
@@ -106,14 +108,20 @@ def experiment(
     today = protocol != "recorded"
     if today:  # TLS and the protocol are knobs of each configuration; every origin over https
         configs = [Config(**{**c.values(), "protocol": protocol, "tls": tls}) for c in configs]
-    renamed = client == "chromium" and schemes == "recorded"  # the paper's http in Chromium
+    renamed = loader_of(client).upgrades_itself and schemes == "recorded"  # the paper's http in Chromium
     if renamed:
         configs = [Config(**{**c.values(), "hosts": UNPRELOADED}) for c in configs]
     hsts = schemes == "https"  # today's: the HSTS preload list's upgrades (Chromium's own)
     name = "reproduce-tfo-today" if hsts else "reproduce-tfo"
     flags = f"{' --protocol ' + protocol if today else ''}{' --tls ' + tls if tls != 'full' else ''}"
     flags += " --schemes https" if hsts else ""
-    settings = {"schemes": "https"} if today else {"schemes": "chromium"} if hsts and client == "builtin" else {}
+    settings = (
+        {"schemes": "https"}
+        if today
+        else {"schemes": "chromium"}
+        if hsts and not loader_of(client).upgrades_itself
+        else {}
+    )
     src = (
         f"# pltlab reproduce tfo{' --quick' if quick else ''}{' --client ' + client if client != 'builtin' else ''}"
         f"{' --corpus ' + corpus if corpus else ''}{flags}\n" + f'name = "{name}"\n'
@@ -180,11 +188,11 @@ def rows(analysis: dict) -> list[dict]:
             {
                 "page": g["page"],
                 "rtt_ms": g["rtt_ms"],
-                "plt_notfo_ms": _r(g["notfo"]["mean"]),
-                "plt_tfo_ms": _r(g["tfo"]["mean"]),
+                "plt_notfo_ms": _r(g["base"]["mean"]),
+                "plt_tfo_ms": _r(g["alt"]["mean"]),
                 "improvement": _r(g["improvement"], 4),
                 "improvement_ci": [_r(x, 4) for x in g["improvement_ci"]],
-                "n": min(g["notfo"]["n"], g["tfo"]["n"]),
+                "n": min(g["base"]["n"], g["alt"]["n"]),
             }
         )
     return out
