@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from pltlab.net import lateness
 from pltlab.run import kinds
 from tests.fakes import FakeRunner
 
@@ -90,9 +91,17 @@ def test_the_blocks_run_in_order(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "results" / "tfo-demo" / "runs.parquet").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_the_blocks_run_for_real(tmp_path, monkeypatch):
+    """Every block for real. What is checked is that the blocks work as written, not the machine's
+    timing: on a loaded machine (CI) the emulator is often late beyond the per-load bounds, every
+    load of a pair is marked invalid and the explain block has nothing to explain. The bounds are
+    widened here to what a loaded 2-core VM shows (stalls of 1-10 ms); the bounds themselves are
+    tested in test_precision.py."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(lateness, "LATE_P99_US", 50_000.0)
+    monkeypatch.setattr(lateness, "LATE_MAX_US", 100_000.0)
     ns: dict = {}
     for b in blocks():
         exec(compile(b, "docs/api.md", "exec"), ns)  # noqa: S102

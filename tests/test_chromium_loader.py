@@ -63,6 +63,7 @@ def test_built_in_plan_models_chromium_schemes():
     assert all(not o["tls"] and o["port"] == 80 for o in plain["objects"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["http", "https"])
 def test_chromium_tfo_per_counters(scheme):
     """With the shim (warm cookies) Chromium's connections carry data in the SYN

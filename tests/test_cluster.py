@@ -109,6 +109,7 @@ def _check_row_invariants(out, path, n):
     return runs
 
 
+@pytest.mark.slow
 def test_node_lost_mid_sweep_its_load_runs_elsewhere_once(cluster, tmp_path):
     path = _exp(tmp_path, reps=3)  # 24 runs
     out = tmp_path / "out"
@@ -166,6 +167,7 @@ def _max_at_once(runs: list[dict]) -> int:
     return most
 
 
+@pytest.mark.slow
 def test_local_cluster_runs_as_many_loads_at_once_as_slots(tmp_path):
     """--cluster local --slots 2: two loads at once on this machine, never three; Ray stopped after."""
     assert not ray.is_initialized()
@@ -182,6 +184,7 @@ def test_local_cluster_runs_as_many_loads_at_once_as_slots(tmp_path):
     assert not _wait_gone(before)
 
 
+@pytest.mark.slow
 def test_nodes_with_another_version_or_a_failed_check_are_left_out(cluster, tmp_path):
     path = _exp(tmp_path, reps=1)
     a, b = _node_ids()
@@ -240,6 +243,7 @@ sweep.run(spec.load(sys.argv[1]), sys.argv[2], resume=True,
 """
 
 
+@pytest.mark.slow
 def test_driver_sigkilled_then_resumed_loses_and_repeats_nothing(cluster, tmp_path):
     path = _exp(tmp_path, reps=3)
     out = tmp_path / "out"
@@ -269,6 +273,7 @@ def test_driver_sigkilled_then_resumed_loses_and_repeats_nothing(cluster, tmp_pa
     _check_row_invariants(out, path, 24)
 
 
+@pytest.mark.slow
 def test_cluster_cli_up_status_down(tmp_path):
     """A head on loopback (--node-ip 127.0.0.1): the address printed is the one joined; `down`
     stops it and nothing else."""

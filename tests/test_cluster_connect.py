@@ -65,6 +65,7 @@ def test_the_cli_default_timeout_is_the_connect_modules():
     assert CONNECT_TIMEOUT_S == connect.CONNECT_TIMEOUT_S and CONNECT_TIMEOUT_S + 10 <= 30
 
 
+@pytest.mark.slow
 def test_sweep_at_a_closed_port_is_one_line_in_seconds(tmp_path):
     before = _ray_processes()
     port, path = _closed_port(), _exp(tmp_path, reps=1)
@@ -85,6 +86,7 @@ def test_sweep_at_a_closed_port_is_one_line_in_seconds(tmp_path):
     assert not _ray_processes() - before
 
 
+@pytest.mark.slow
 def test_cluster_status_at_a_closed_port_is_one_line_and_leaves_no_log():
     port = _closed_port()
     logs = set(glob.glob(os.path.join(tempfile.gettempdir(), "pltlab-cluster-status-*")))
@@ -105,6 +107,7 @@ def test_cluster_status_at_a_closed_port_is_one_line_and_leaves_no_log():
     assert cp.returncode == 2 and "invalid --connect-timeout 0: must be more than 0 seconds" in cp.stderr
 
 
+@pytest.mark.slow
 def test_a_port_that_is_not_a_ray_cluster_gives_up_after_the_timeout(tmp_path, silent_port):
     """ray.init would wait there for many minutes: one line after --connect-timeout, naming the
     log where Ray's messages went (about the address given, not this machine's)."""
@@ -123,6 +126,7 @@ def test_a_port_that_is_not_a_ray_cluster_gives_up_after_the_timeout(tmp_path, s
     assert dialled <= {addr}, dialled
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_while_connecting_ends_the_sweep_at_once(tmp_path, silent_port, sig):
     before = _ray_processes()
@@ -209,6 +213,7 @@ def _sigterm_driver(args: list[str], ready, what: str) -> float:
     return took
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_loopback_cluster_real_load_then_sigterm_mid_check_and_mid_loads_leaves_nothing(tmp_path, monkeypatch):
     """`pltlab cluster up --node-ip 127.0.0.1`: a cluster reached by its loopback address runs a
@@ -268,6 +273,7 @@ def test_loopback_cluster_real_load_then_sigterm_mid_check_and_mid_loads_leaves_
     assert not _wait_gone(before)
 
 
+@pytest.mark.slow
 def test_sigterm_mid_sweep_on_a_two_node_loopback_cluster(cluster, tmp_path):
     """On the two-node loopback cluster of test_cluster (fake loads): SIGTERM while the loads run
     ends the driver within seconds, every actor of it gone, and the sweep resumes to the end."""

@@ -77,6 +77,7 @@ class MeasuredSweep(sweep.Sweep):
         return row
 
 
+@pytest.mark.slow
 def test_sweep_of_many_loads_keeps_memory_and_fds_flat(tmp_path):
     write_page(
         generate(objects=4, total_bytes=12_000, origins=2, depth=2, seed=12, domain="soak"), str(tmp_path / "soak.har")
