@@ -16,6 +16,7 @@ from pltlab import dataplane, units
 from pltlab.archive import bundled
 from pltlab.dataplane import ABSENT
 from pltlab.errors import PltError
+from pltlab.loaders import loader
 from pltlab.loaders import plan as plans
 from pltlab.net import emulator, lateness
 from pltlab.net.spec import TcpKnobs
@@ -300,7 +301,7 @@ def test_link_snapshot_and_request_keys_are_the_data_planes(schemas):
     assert {"p50", "p99", "max", "count"} <= set(_props(snap, "Lateness"))
     assert {"uplink", "downlink"} <= set(_props(snap))
     rec = _props(schemas["load-report"], "Rec")
-    assert set(runner.REQUEST_BYTES) <= set(rec)
+    assert set(loader.REQUEST_BYTES) <= set(rec)
 
 
 # ---- limits declared once, agreeing with the data plane's ---------------------------------------

@@ -13,9 +13,9 @@ from test_validity import entry, har
 from pltlab.archive.har import read_page
 from pltlab.archive.model import Obj, Page
 from pltlab.errors import PltError
+from pltlab.loaders.validity import expected_protocol, protocol_problem
 from pltlab.replay import hosts, manifest
 from pltlab.run.config import RunConfig
-from pltlab.run.runner import expected_protocol, protocol_problem
 
 H2_HAR = os.path.join(SHARED, "har-conformance", "browsertime_h2_filamentgroup.com.har")
 needs_corpus = pytest.mark.skipif(not os.path.exists(H2_HAR), reason="needs ../shared/corpus")

@@ -3,13 +3,14 @@ come from one row per loader, never from comparing names."""
 
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
 from pltlab.errors import PltError
 from pltlab.loaders import registry
 from pltlab.run import knobs
-from pltlab.run.runner import _request_record, tls_note, tls_problem
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "src", "pltlab")
 
@@ -33,10 +34,22 @@ def test_no_loader_name_is_compared_outside_the_table():
 def test_rows_drive_validity_and_records():
     server = {"tls_full_used": 2, "tls_resumed_used": 1, "tls_early_used": 0}
     # a loader that resumes by itself needs one resumed connection; the built-in one every one
-    assert tls_problem("resume", server, [], "chromium") is None
-    assert "2 of the 3 TLS connections" in tls_problem("resume", server, [], "builtin")
-    assert tls_note("resume", server, "builtin") is None and "resumed 1 of the 3" in tls_note(
-        "resume", server, "chromium"
-    )
-    assert _request_record({"protocol": None}, "builtin")["protocol"] == "http/1.1"
-    assert _request_record({"protocol": None}, "chromium")["protocol"] is None
+    builtin, chromium = registry.get("builtin"), registry.get("chromium")
+    assert chromium.tls_problem("resume", server, []) is None
+    assert "2 of the 3 TLS connections" in builtin.tls_problem("resume", server, [])
+    assert builtin.tls_note("resume", server) is None and "resumed 1 of the 3" in chromium.tls_note("resume", server)
+    assert builtin.request_record({"protocol": None})["protocol"] == "http/1.1"
+    assert chromium.request_record({"protocol": None})["protocol"] is None
+
+
+def test_the_runner_asks_the_registry_only():
+    """A loader is a plug-in: its load and its own rules are reached through its row."""
+    text = open(os.path.join(SRC, "run", "runner.py")).read()
+    assert not re.search(r"pltlab\.loaders(\.| import )(builtin|chromium)|loaders import plan", text)
+    assert registry.get("builtin").planned and registry.get("chromium").plan(None, False) is None
+
+
+def test_the_table_stays_light_to_import():
+    """`pltlab --help` reads the table (the client knob's choices): no pyroute2 behind it."""
+    code = "import sys, pltlab.loaders.registry; assert 'pyroute2' not in sys.modules, 'pyroute2 loaded'"
+    subprocess.run([sys.executable, "-c", code], check=True)

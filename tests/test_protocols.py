@@ -5,9 +5,9 @@ import pytest
 from pltlab import protocols
 from pltlab.dataplane import document
 from pltlab.errors import PltError
+from pltlab.loaders.validity import expected_protocol
 from pltlab.replay.manifest import _listen
 from pltlab.run import knobs
-from pltlab.run.runner import expected_protocol
 
 
 def test_the_table_is_the_protocol_knobs_choices():

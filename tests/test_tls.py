@@ -12,9 +12,11 @@ from test_validity import entry, har
 from pltlab.archive.har import read_page
 from pltlab.errors import PltError
 from pltlab.loaders.chromium import tls_args
+from pltlab.loaders.registry import get as loader_of
+from pltlab.loaders.validity import tls_problem
 from pltlab.replay.server import ReplayServer
 from pltlab.run.config import RunConfig
-from pltlab.run.runner import run_page, tls_note, tls_problem
+from pltlab.run.runner import run_page
 
 RTT = 40
 
@@ -151,17 +153,17 @@ def test_reproduce_tfo_on_todays_web_is_one_experiment():
 
 def test_tls_note_says_how_many_connections_chromium_resumed():
     server = {"tls_full_used": 3, "tls_resumed_used": 8, "tls_early_used": 8}
-    assert tls_note("resume", server, "builtin") is None
-    assert tls_note("full", server, "chromium") is None
-    note = tls_note("0rtt", server, "chromium")
+    assert loader_of("builtin").tls_note("resume", server) is None
+    assert loader_of("chromium").tls_note("full", server) is None
+    note = loader_of("chromium").tls_note("0rtt", server)
     assert "resumed 8 of the 11 TLS connections" in note and "8 with early data" in note
-    assert tls_note("resume", {"tls_full_used": 0, "tls_resumed_used": 4}, "chromium") is None
+    assert loader_of("chromium").tls_note("resume", {"tls_full_used": 0, "tls_resumed_used": 4}) is None
     # Chromium's judgement: one resumed connection proves the warm visit; none is invalid
-    assert tls_problem("resume", server, [], "chromium") is None
+    assert loader_of("chromium").tls_problem("resume", server, []) is None
     none = {"tls_full_used": 4, "tls_resumed_used": 0, "tls_early_used": 0}
-    assert "Chromium resumed none of the 4" in tls_problem("resume", none, [], "chromium")
+    assert "Chromium resumed none of the 4" in loader_of("chromium").tls_problem("resume", none, [])
     no_early = {"tls_full_used": 0, "tls_resumed_used": 2, "tls_early_used": 0}
-    assert "early data on none of its 2" in tls_problem("0rtt", no_early, [], "chromium")
+    assert "early data on none of its 2" in loader_of("chromium").tls_problem("0rtt", no_early, [])
 
 
 @pytest.mark.root

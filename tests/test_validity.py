@@ -9,10 +9,11 @@ import pytest
 
 from pltlab.archive.har import har_to_pages
 from pltlab.errors import PltError
+from pltlab.loaders.validity import document_chain, document_problem, judge
 from pltlab.replay import server as replay_server
 from pltlab.run import runner
 from pltlab.run.point import Point
-from pltlab.run.runner import PageRunner, RunConfig, document_chain, document_problem, judge
+from pltlab.run.runner import PageRunner, RunConfig
 from tests.conftest import pltlab_cmd
 
 HTML = '<!DOCTYPE html><html><head><title>v</title></head><body><img src="/i.png"></body></html>'

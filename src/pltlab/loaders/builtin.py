@@ -1,10 +1,19 @@
-"""The built-in loader (`pltlab-dp load`), run in the client namespace."""
+"""The built-in loader (`pltlab-dp load`), run in the client namespace: it executes a plan built
+by pltlab (loaders.plan), so its document is judged by the plan (validity.document_problem)."""
+
+from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING
 
-from pltlab import dataplane
-from pltlab.net.topology import Topology
+from pltlab import dataplane, protocols
+from pltlab.loaders import plan as plans
+from pltlab.loaders import validity
+from pltlab.loaders.loader import Job, Loader
+
+if TYPE_CHECKING:  # (pyroute2 is slow to import: the loaders table is read by `pltlab --help`)
+    from pltlab.net.topology import Topology
 
 
 def load(topo: Topology, plan: dict, workdir: str, name: str = "plan.json", warmed=None) -> dict:
@@ -25,3 +34,57 @@ def load(topo: Topology, plan: dict, workdir: str, name: str = "plan.json", warm
     timeout = plan.get("timeout_s", 120) * (2 if plan.get("tls_mode", "full") != "full" else 1) + 30
     cp = topo.run("client", [dataplane.binary(), "load", "--plan", path], check=False, timeout=timeout, on_line=on_line)
     return dataplane.result(cp, "page load")
+
+
+def warm_tfo(job: Job) -> None:
+    """The prior visit that caches a TFO cookie for every origin: one TFO request per origin
+    address (the kernel keys cookies by address) for its smallest object, whatever the client."""
+    page, replay = job.page, job.replay
+    plan = plans.build(page, job.host_ips, tfo=True, ca=replay.ca, h2_ips=replay.h2_ips)
+    size = {o.url.split("#", 1)[0]: o.size for o in page.objects}
+    pick: dict[str, dict] = {}
+    for o in plan["objects"]:
+        if o["ip"] not in pick or size.get(o["url"], 0) < size.get(pick[o["ip"]]["url"], 0):
+            pick[o["ip"]] = dict(o, parent=None, delay_ms=0.0)
+    plan["objects"] = list(pick.values())
+    load(job.topo, plan, job.topo.workdir, name="warm.json")
+
+
+class Builtin(Loader):
+    def plan(self, job: Job, tfo: bool) -> dict:
+        cfg = job.cfg
+        return plans.build(
+            job.page,
+            job.host_ips,
+            tfo=tfo,
+            ca=job.replay.ca,
+            max_conns_per_host=cfg.max_conns_per_host,
+            https_hosts=job.https_hosts,
+            model=cfg.model,
+            calibrated=cfg.calibrated,
+            timeout_s=cfg.load_timeout_s,
+            h2_ips=job.replay.h2_ips,
+            tls_mode=cfg.tls,
+        )
+
+    def load(self, job: Job, plan: dict | None, tfo: bool, warmed=None) -> dict:
+        res = load(job.topo, plan, job.topo.workdir, warmed=warmed)
+        tail = plans.tail_ms(job.page, job.cfg.model, job.cfg.calibrated)
+        if tail is not None:  # Chromium's measured time from the last response to loadEventEnd
+            res["network_plt_ms"], res["tail_ms"] = res["plt_ms"], tail
+            res["plt_ms"] = res["plt_ms"] + tail
+        return res
+
+    def document_problem(self, res: dict, requests: list[dict], chain, plan: dict | None) -> str | None:
+        return validity.document_problem(chain, requests, plan)
+
+
+LOADER = Builtin(
+    "builtin",
+    browser="pltlab-loader",
+    planned=True,
+    upgrades_itself=False,
+    timings="plan",
+    connections=True,
+    default_protocol=protocols.FALLBACK_ALPN,
+)

@@ -1,16 +1,27 @@
 """Headless Chromium as a page loader in the client namespace (`pltlab run --client chromium`).
 
 TFO: Chromium never asks for it by itself; an LD_PRELOAD shim (built into pltlab-dp, written out
-with `pltlab-dp shim`) sets TCP_FASTOPEN_CONNECT before each TCP connect()."""
+with `pltlab-dp shim`) sets TCP_FASTOPEN_CONNECT before each TCP connect().
+
+Validity: Chromium judges its own document (document_problem: the navigation's final response a
+2xx, the load event fired) and decides itself how many TLS connections resume (ChromiumLoader's
+tls_problem and tls_note)."""
+
+from __future__ import annotations
 
 import os
 import subprocess
+from typing import TYPE_CHECKING
 
 from pltlab import dataplane
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
+from pltlab.loaders import validity
 from pltlab.loaders.browser import Chromium, collect, hsts
-from pltlab.net.topology import Topology
+from pltlab.loaders.loader import Job, Loader
+
+if TYPE_CHECKING:  # (pyroute2 is slow to import: the loaders table is read by `pltlab --help`)
+    from pltlab.net.topology import Topology
 
 
 def shim_path(workdir: str) -> str:
@@ -162,3 +173,51 @@ def load(
         "hsts_upgraded": upgraded,
         "load_started_at": res.started,  # epoch seconds of the first request
     }
+
+
+class ChromiumLoader(Loader):
+    def load(self, job: Job, plan: dict | None, tfo: bool, warmed=None) -> dict:
+        with job.topo.guard("client"):  # a dead emulator/replay kills the browser at once
+            return load(
+                job.topo, job.page, job.host_ips, job.replay.spki, tfo=tfo, check=False, tls=job.cfg.tls, warmed=warmed
+            )
+
+    def tls_problem(self, mode: str, server: dict | None, requests: list[dict]) -> str | None:
+        """Chromium decides itself how many connections it can resume (tls_note): its load needs
+        one resumed (0rtt: with early data), the proof that the warm visit left tickets it used."""
+        used = validity.tls_used(mode, server)
+        if used is None or isinstance(used, str):
+            return used
+        full, resumed = used
+        if resumed == 0:
+            return f"TLS {mode} asked but Chromium resumed none of the {full} TLS connections that carried requests"
+        if mode == "0rtt" and server.get("tls_early_used", 0) == 0:
+            return f"TLS 0rtt asked but Chromium sent early data on none of its {resumed} resumed connections"
+        return None
+
+    def tls_note(self, mode: str, server: dict | None) -> str | None:
+        """On a warm visit: how many of its connections resumed (and sent early data) when not
+        all did. It keeps the last 2 session tickets per host (net's SSLClientSessionCache), so
+        over HTTP/1.1 a host's third parallel connection is a full handshake, as after a real
+        visit."""
+        if mode == "full" or not server:
+            return None
+        full, resumed, early = (server.get(f"tls_{k}_used", 0) for k in ("full", "resumed", "early"))
+        if not full and (mode != "0rtt" or early == resumed):
+            return None
+        zero = f", {early} with early data" if mode == "0rtt" else ""
+        return (
+            f"Chromium resumed {resumed} of the {resumed + full} TLS connections that carried requests{zero}; "
+            "the others were full handshakes (it keeps 2 session tickets per host)"
+        )
+
+
+LOADER = ChromiumLoader(
+    "chromium",
+    browser="chromium",
+    planned=False,
+    upgrades_itself=True,
+    timings="cdp",
+    connections=False,
+    default_protocol=None,
+)
