@@ -103,3 +103,30 @@ def test_cs244_pages_lists_resolve_as_they_import(name):
 def test_the_cs244_folder_resolves_to_every_page_of_its_lists():
     urls = [p.url for p in resolver.resolve(CS244)]
     assert urls == [p.url for p in importer.load_inputs([CS244])[0]] and len(urls) == 5
+
+
+def test_experiment_files_read_seed_lists_through_the_registry(tmp_path):
+    """An experiment file's pages (a .pages list, a seed folder) are read as `pltlab import`
+    reads them: no reader of its own."""
+    from pltlab.experiments import spec
+
+    pages_file = str(_seed(tmp_path))
+    want = _shape(importer.load_inputs([pages_file])[0])
+    assert _shape([e.page for e in spec.resolve_pages([pages_file])]) == want
+    assert _shape([e.page for e in spec.resolve_pages([os.path.dirname(pages_file)])]) == want
+
+
+@needs_cs244
+def test_the_tfo_corpus_is_its_paper_list_read_by_the_registry():
+    from pltlab.studies import tfo
+
+    want = [p.url for p in importer.load_inputs([os.path.join(CS244, "Paper.pages")])[0]]
+    assert [e.page.url for e in tfo._corpus_pages(CS244)] == want
+    assert [e.label for e in tfo._corpus_pages(os.path.join(CS244, "Paper.pages"))] == [
+        "amazon",
+        "nytimes",
+        "wsj",
+        "wikipedia",
+    ]
+    with pytest.raises(PltError, match="no Paper.pages there"):
+        tfo._corpus_pages(os.path.dirname(CS244) + "/none")

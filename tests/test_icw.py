@@ -14,7 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from pltlab.cli.studies import icw_command
+from pltlab.cli import studies as study_commands
 from pltlab.errors import PltError
 from pltlab.experiments import stats
 from pltlab.net import names
@@ -41,7 +41,7 @@ PSH = 0x08
 
 def _app() -> typer.Typer:
     app = typer.Typer()
-    icw_command(app)
+    study_commands.add(app, "icw")  # as `reproduce` makes it from the study's PARAMS
 
     @app.command()
     def other():  # a second command, so `icw` stays a subcommand (as under `reproduce`)

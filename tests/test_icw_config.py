@@ -9,7 +9,7 @@ import typer
 from typer.testing import CliRunner
 
 from pltlab.archive import bundled
-from pltlab.cli.studies import icw_command
+from pltlab.cli import studies as study_commands
 from pltlab.errors import PltError
 from pltlab.run import kinds
 from pltlab.studies.icw import config
@@ -23,7 +23,7 @@ VARIANT = os.path.join(ROOT, "examples", "icw-study-rfc6928.toml")
 
 def _app() -> typer.Typer:
     app = typer.Typer()
-    icw_command(app)
+    study_commands.add(app, "icw")  # as `reproduce` makes it from the study's PARAMS
 
     @app.command()
     def other():  # keeps `icw` a subcommand, as under `reproduce`

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from pltlab.errors import PltError
 from tests.conftest import pltlab_cmd
 
 
@@ -41,12 +42,59 @@ def test_reproduce_tfo_json_one_page(tmp_path):
 
 
 def test_the_commands_are_the_registered_studies():
-    from pltlab.cli.studies import COMMANDS
-    from pltlab.studies import STUDIES
+    """One registry: `reproduce` has one command per row of STUDIES, its options the study's
+    declared parameters, the shared ones and the cluster's."""
+    import typer
 
-    assert set(COMMANDS) == set(STUDIES) == {"tfo", "icw"}
-    for s in STUDIES.values():
-        assert callable(s.experiments) and callable(s.sections)
+    from pltlab.cli import app
+    from pltlab.studies import STUDIES, engine
+
+    group = typer.main.get_command(app).commands["reproduce"]
+    assert list(group.commands) == list(STUDIES) == ["tfo", "icw"]
+    for name, s in STUDIES.items():
+        assert callable(s.experiments) and callable(s.sections) and callable(s.options) and s.HELP
+        opts = [p.name for p in group.commands[name].params]
+        assert opts == [p.name for p in engine.declared(s.PARAMS)] + ["cluster", "slots", "connect_timeout"]
+        assert {"quick", "json", "output", "resume"} <= set(opts)
+
+
+def test_a_study_is_a_module_and_a_registry_line(monkeypatch):
+    """A study declaring its parameters gets `reproduce <name>` with those options, no command of
+    its own: they reach its ``options`` (the shared ones stay the command's)."""
+    import types
+
+    import typer
+    from typer.testing import CliRunner
+
+    from pltlab.cli import studies as study_commands
+    from pltlab.studies import STUDIES, engine
+
+    seen = {}
+
+    def options(values):
+        seen.update(values)
+        raise PltError("stop here")
+
+    toy = types.SimpleNamespace(
+        NAME="toy",
+        HELP="A toy study.",
+        PARAMS=(engine.Param("rtt", float, 50.0, "RTT in ms."), engine.Param("page", str, None, "A page.", many=True)),
+        options=options,
+    )
+    monkeypatch.setitem(STUDIES, "toy", toy)
+    app = typer.Typer()
+    study_commands.add(app, "toy")
+
+    @app.command()
+    def other():  # keeps `toy` a subcommand
+        pass
+
+    r = CliRunner().invoke(app, ["toy", "--help"], terminal_width=200)
+    assert r.exit_code == 0 and "RTT in ms." in r.stdout and "[default: 50.0]" in r.stdout
+    assert "--quick" in r.stdout and "--output" in r.stdout and "--cluster" in r.stdout
+    r = CliRunner().invoke(app, ["toy", "--rtt", "20", "--page", "a", "--page", "b", "--quick", "-o", "x"])
+    assert r.exit_code == 2 and "pltlab: error: stop here" in r.stderr
+    assert seen == {"rtt": 20.0, "page": ["a", "b"], "quick": True}
 
 
 def test_reproduce_bad_page_is_one_line(tmp_path):

@@ -46,7 +46,6 @@ from pltlab import units
 from pltlab.archive import bundled
 from pltlab.archive import pages as resolver
 from pltlab.archive.model import Page
-from pltlab.archive.seed import import_pages_file
 from pltlab.errors import PltError
 from pltlab.net.spec import DEFAULT_CLIENT_RMEM
 from pltlab.run import knobs
@@ -324,19 +323,9 @@ def resolve_pages(items, base: str = ".", corpus: str | None = None) -> list[Pag
     out: list[PageEntry] = []
     for item in items:
         path = _abs(item, base)
-        seed_lists = (
-            sorted(f for f in os.listdir(path) if f.endswith(".pages"))
-            if os.path.isdir(path) and not any(f.endswith(".har") for f in os.listdir(path))
-            else []
-        )
-        if item.endswith(".pages") and os.path.isfile(path):
-            found = import_pages_file(path)[0]
-        elif seed_lists:  # a seed-format folder (cs244-2013): every .pages list in it
-            found = [p for f in seed_lists for p in import_pages_file(os.path.join(path, f))[0]]
-        elif os.path.exists(path):
-            found = resolver.resolve(path, corpus)
-        else:
-            found = resolver.resolve(item, corpus)
+        # an archive of any format (a seed .pages list too) or a folder of them, as `pltlab
+        # import` reads it (pltlab.archive.formats); else a bundled name or a page URL
+        found = resolver.resolve(path if os.path.exists(path) else item, corpus)
         for p in found:
             bname = next((n for n, u in bundled.NAMES.items() if item == n), None)
             out.append(PageEntry(bname or page_label(p.url), p))

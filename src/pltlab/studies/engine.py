@@ -1,5 +1,7 @@
-"""What every study shares: its experiments as the sweep engine runs them (one results database
-per experiment, in a folder of the study's output folder), and running them all, resumable."""
+"""What every study shares: its parameters as declared for `pltlab reproduce STUDY` (``Param``,
+the options every study has: ``SHARED``), its experiments as the sweep engine runs them (one
+results database per experiment, in a folder of the study's output folder), and running them all,
+resumable."""
 
 from __future__ import annotations
 
@@ -19,6 +21,64 @@ from pltlab.experiments.spec import Config, Experiment
 from pltlab.run.config import RunConfig
 
 STUDY_FILE = "study.json"  # in a study's output folder: which study, with which parameters
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a study, declared once: `pltlab reproduce STUDY` offers it as an option
+    (cli/studies.py builds the command from the study's ``PARAMS``). ``name``: the key of the
+    values the study's ``options`` receives, and the option --name ("_" as "-") unless ``flags``
+    name it ("-c", "--config"; an on/off pair "--quick/--full"). ``default``: what a value not
+    given is (None: the study's own default applies; shown in the help unless ``show_default``
+    is False or it is None/False). ``choices``: the values the study takes (its own checks
+    refuse any other in one line, naming the option). ``many``: repeatable, a list of ``type``.
+    ``help`` may name the study as {study}."""
+
+    name: str
+    type: type = str
+    default: object = None
+    help: str = ""
+    choices: tuple = ()
+    many: bool = False
+    flags: tuple[str, ...] = ()
+    show_default: bool | None = None
+
+    def but(self, **changes) -> Param:
+        """This parameter with other words (a study's own help, flags or default)."""
+        return dataclasses.replace(self, **changes)
+
+
+# The options of every study (`pltlab reproduce STUDY`; the cluster's come from the CLI). A study
+# lists one in its PARAMS to place it among its own or to give it its own words (``but``); those
+# it does not list follow its own. `quick` reaches the study's ``options``; the others say where
+# the results go and how they are printed.
+QUICK = Param("quick", bool, False, "Fewer repetitions.")
+JSON = Param("json", bool, False, "Print one JSON object.", flags=("--json",))
+OUTPUT = Param("output", str, None, "Output folder (default results/reproduce-{study}-TIME).", flags=("-o", "--output"))
+RESUME = Param("resume", bool, False, "Continue a killed run in -o DIR.")
+SHARED = (QUICK, JSON, OUTPUT, RESUME)
+RUN_OPTIONS = ("json", "output", "resume")  # (the shared ones that are not the study's parameters)
+
+
+def declared(params: tuple[Param, ...]) -> tuple[Param, ...]:
+    """A study's options in their order: its ``PARAMS``, then the shared ones it does not list."""
+    names = [p.name for p in params]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a study declares a parameter twice: {names}")
+    return tuple(params) + tuple(p for p in SHARED if p.name not in names)
+
+
+def values(params: tuple[Param, ...], given: dict) -> dict:
+    """Every declared parameter's value: ``given``, else its default."""
+    unknown = set(given) - {p.name for p in declared(params)}
+    if unknown:
+        raise TypeError(f"unknown study parameter(s) {sorted(unknown)}")
+    return {**{p.name: p.default for p in declared(params)}, **given}
+
+
+def as_json(params) -> dict:
+    """A study's parameters as study.json records them (a dict, or an object with ``as_json``)."""
+    return params.as_json() if hasattr(params, "as_json") else dict(params)
 
 
 @dataclass

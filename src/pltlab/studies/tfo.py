@@ -26,17 +26,47 @@ one connection per origin is opened, is the question.
 
 import os
 
-from pltlab import protocols
-from pltlab.archive import bundled
-from pltlab.archive.seed import import_pages_file
+from pltlab import protocols, units
+from pltlab.archive import bundled, formats
 from pltlab.errors import PltError
 from pltlab.experiments.spec import Config, Experiment, PageEntry, page_label
 from pltlab.loaders.registry import get as loader_of
 from pltlab.run.knobs import UNPRELOADED
-from pltlab.studies.engine import config, lines, table
+from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, config, lines, table, values
 
 NAME = "tfo"
+HELP = "The TFO paper's experiment: RTT 20/100/200 ms, 4 Mbit/s down, 256 kbit/s up, TFO off vs on."
+CLIENTS = ("builtin", "chromium")
+TLS = ("full", "resume", "0rtt")
 SCHEMES = ("recorded", "https")  # --schemes: the paper's (http as recorded) or today's (HSTS upgrades)
+# `pltlab reproduce tfo`'s options, in their order (pltlab.studies.engine.Param)
+PARAMS = (
+    QUICK.but(help="Fewer repetitions (the README's main job)."),
+    Param("client", str, "builtin", "builtin or chromium.", CLIENTS),
+    Param("corpus", str, None, "cs244-2013 folder: real bodies instead of the bundled pages."),
+    Param("pages", str, None, "Only these pages (amazon,nytimes,wsj,wikipedia)."),
+    Param("reps", int, None, "Repetitions (default 5, --quick 2)."),
+    JSON,
+    OUTPUT,
+    RESUME,
+    Param(
+        "protocol",
+        str,
+        "recorded",
+        "recorded (http, as in 2013), or today's web: h1 or h2, every origin over https.",
+        protocols.CHOICES,
+    ),
+    Param("tls", str, "full", "With --protocol h1/h2: TLS 1.3 full, resume or 0rtt.", TLS),
+    Param(
+        "schemes",
+        str,
+        "recorded",
+        "recorded (the paper's: http, Chromium with the names renamed out of its HSTS preload list) or https "
+        "(today's: the HSTS preload list's upgrades, Chromium's own).",
+        SCHEMES,
+    ),
+)
+TABLE = "pltlab: PLT with and without TFO (means)"  # the seeds table `reproduce tfo` prints
 
 RTTS = ("20ms", "100ms", "200ms")
 REPS, QUICK_REPS = 5, 2
@@ -59,11 +89,42 @@ WHY = [
 
 
 def _corpus_pages(path: str) -> list[PageEntry]:
+    """The paper's pages of the cs244-2013 corpus: its Paper.pages list, read as the archive
+    formats read a seed list (pltlab.archive.formats)."""
+    seed = formats.BY_NAME["seed"]
     cands = [path, os.path.join(path, "Paper.pages"), os.path.join(path, "cs244-2013", "Paper.pages")]
-    pf = next((c for c in cands if c.endswith(".pages") and os.path.isfile(c)), None)
+    pf = next((c for c in cands if os.path.isfile(c) and seed.claims(c)), None)
     if pf is None:
         raise PltError(f"--corpus {path}: no Paper.pages there (expected the cs244-2013 folder)")
-    return [PageEntry(page_label(p.url), p) for p in import_pages_file(pf)[0]]
+    return [PageEntry(page_label(p.url), p) for p in formats.load(pf, seed).pages]
+
+
+def options(given: dict) -> dict:
+    """The study's parameters from its options' values (``PARAMS``; what study.json records:
+    the parameters of today's web only when they are not the 2013 table's, so earlier studies'
+    stay as they were)."""
+    v = values(PARAMS, given)
+    if v["reps"] is not None:
+        units.repetitions(v["reps"], "--reps")
+    params = {k: v[k] for k in ("quick", "client", "corpus", "pages", "reps")}
+    if v["protocol"] != "recorded" or v["tls"] != "full":
+        params.update(protocol=v["protocol"], tls=v["tls"])
+    if v["schemes"] != "recorded":
+        params.update(schemes=v["schemes"])
+    return params
+
+
+def announce(params: dict, exps: list[tuple[str, Experiment]], out_dir: str, resume: bool) -> str:
+    """The line `reproduce tfo` starts with (on stderr)."""
+    ((_, exp),) = exps
+    protocol, tls = params.get("protocol", "recorded"), params.get("tls", "full")
+    today = params.get("schemes", "recorded") != "recorded"
+    return (
+        f"reproduce tfo: {', '.join(e.label for e in exp.pages)} x RTT 20/100/200 ms, 4 Mbit/s down, "
+        f"256 kbit/s up, cubic, warm cookies, {exp.repetitions} repetition(s), {params['client']} loader"
+        f"{f', https + {protocol}, TLS {tls}' if protocol != 'recorded' else ''}"
+        f"{', today: https by the HSTS preload list' if today else ''} -> {out_dir}"
+    )
 
 
 def experiment(
@@ -76,11 +137,11 @@ def experiment(
     tls: str = "full",
     schemes: str = "recorded",
 ) -> Experiment:
-    if client not in ("builtin", "chromium"):
+    if client not in CLIENTS:
         raise PltError(f"invalid --client {client!r}: builtin or chromium")
     if protocol not in protocols.CHOICES:
         raise PltError(f"invalid --protocol {protocol!r}: recorded (http, as in 2013), h1 or h2 (https)")
-    if tls not in ("full", "resume", "0rtt"):
+    if tls not in TLS:
         raise PltError(f"invalid --tls {tls!r}: full, resume or 0rtt")
     if protocol == "recorded" and tls != "full":
         raise PltError(f"--tls {tls} needs https: add --protocol h1 or h2 (the 2013 pages are http)")
@@ -196,6 +257,31 @@ def rows(analysis: dict) -> list[dict]:
             }
         )
     return out
+
+
+def summary(analysis: dict) -> dict:
+    """What `reproduce tfo --json` prints (with the output folder)."""
+    return {"rows": rows(analysis), "invalid_runs": len(analysis["invalid"]) + len(analysis["failed_final"])}
+
+
+def conclusions(analysis: dict, checks: list[str]) -> list[str]:
+    """What `reproduce tfo` prints below its table: the published range, the CIs, where ours
+    departs from the paper, the report's checks and why results can differ."""
+    rs = rows(analysis)
+    lo, hi = PAPER["improvement_range"]
+    ci = ", ".join(
+        f"{r['page']}@{r['rtt_ms']:g}: [{r['improvement_ci'][0]:.1%}, {r['improvement_ci'][1]:.1%}]"
+        for r in rs
+        if r["improvement_ci"][0] is not None
+    )
+    return [
+        f"Published ({PAPER['source']}): improvements from {lo:.0%} to {hi:.0%}, {PAPER['trend']}.",
+        f"95 % CIs of the improvement: {ci}",
+        "Differences from the paper: " + "; ".join(differences(rs)),
+        *(f"Check: {c}" for c in checks),  # savings the handshakes cannot account for, uplink queueing
+        "Why results can differ:",
+        *(f"  - {w}" for w in WHY),
+    ]
 
 
 def _r(x, nd: int = 1):

@@ -12,6 +12,11 @@ from pltlab.studies.icw import analysis, config, parts, report
 from pltlab.studies.icw.parts import yahoo_page
 
 NAME = "icw"
+HELP = config.HELP  # `pltlab reproduce icw`: its help and options
+PARAMS = config.PARAMS
+options = config.options  # the study's parameters from the options' values
+note = config.note  # study.json: the --config file
+announce = report.announce  # the line the command starts with
 Params = config.Params
 params = config.resolve  # the study's parameters from field values (defaults < file < flags)
 experiments = parts.experiments  # (folder, experiment) per part
@@ -24,13 +29,18 @@ document = report.full  # results.json
 summary = report.slim  # what --json prints
 
 __all__ = [
+    "HELP",
     "NAME",
+    "PARAMS",
     "Params",
+    "announce",
     "check_icw",
     "checks",
     "document",
     "experiments",
     "figures",
+    "note",
+    "options",
     "params",
     "results",
     "sections",

@@ -8,6 +8,7 @@ reps, rtt_ms: numbers in ms and percent) are still read. Precedence: CLI flags >
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 from pltlab import units
@@ -17,9 +18,45 @@ from pltlab.experiments.spec import read_toml
 from pltlab.net.spec import CC_CHOICES
 from pltlab.run.flows import LONG_FLOWS, SHORT_BYTES
 from pltlab.run.traced import check_icw
+from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, values
 from pltlab.studies.icw import parts as study
 
 PARTS = ("rtt", "loss", "transfer", "fairness")
+HELP = (
+    "Initial congestion window study (Yahoo! CDN, IMC 2011): PLT vs RTT and loss, object transfer times in RTTs, "
+    "fairness of a large ICW against a long flow."
+)
+# `pltlab reproduce icw`'s options, in their order (pltlab.studies.engine.Param): a file's values
+# (--config), and the flags that override them (None: not given)
+PARAMS = (
+    Param(
+        "config",
+        str,
+        None,
+        "ICW-study experiment file (TOML, see examples/icw-study.toml); the flags below override it.",
+        flags=("--config", "-c"),
+    ),
+    QUICK.but(
+        default=None,
+        help="Fewer loads, loss points and corpus pages; 60 s fairness (< 15 min). Default: full, or the file's `quick`.",
+        flags=("--quick/--full",),
+        show_default=False,
+    ),
+    OUTPUT.but(
+        default="icw-results",
+        help="Output directory (one results database per part, results.json, tables.md, figures, report.html).",
+        flags=("--out", "-o"),
+    ),
+    Param("cc", str, None, "Congestion control: cubic (the study's era; default), reno or bbr.", CC_CHOICES),
+    JSON,
+    Param("reps", int, None, "Loads per point (geometric mean); default 5, quick 2."),
+    Param("icw", int, None, "ICWs of Fig. 19/20 (repeatable); default 1 3 8 16.", many=True),
+    Param("rtt", float, None, "RTTs in ms of Fig. 19 (repeatable).", many=True),
+    Param("loss", float, None, "Loss rates in % of Fig. 20 (repeatable).", many=True),
+    Param("fairness_seconds", float, None, "Duration of each fairness run; default 300, quick 60."),
+    Param("only", str, None, "Run only these parts: rtt, loss, transfer, fairness (repeatable).", PARTS, many=True),
+    RESUME.but(help="Continue a killed study in --out DIR: no finished load is repeated."),
+)
 
 
 @dataclass(frozen=True)
@@ -278,6 +315,28 @@ def resolve(file_values: dict | None = None, **given) -> Params:
             raise TypeError(f"unknown ICW-study parameter {k!r}")
     p = dataclasses.replace(defaults(bool(vals.get("quick", False))), **vals)
     return check(p)
+
+
+def options(given: dict) -> Params:
+    """The study's parameters from its options' values (``PARAMS``): defaults < the --config
+    file < the flags given."""
+    v = values(PARAMS, given)
+    return resolve(
+        load(v["config"]) if v["config"] else {},
+        quick=v["quick"],
+        cc=v["cc"],
+        reps=v["reps"],
+        icws=v["icw"] or None,
+        rtts=v["rtt"] or None,
+        losses=[percent(x) for x in v["loss"]] if v["loss"] else None,
+        fairness_seconds=v["fairness_seconds"],
+        parts=v["only"] or None,
+    )
+
+
+def note(given: dict) -> dict:
+    """What study.json records besides the parameters: the file they came from."""
+    return {"config_file": os.path.abspath(given["config"]) if given.get("config") else None}
 
 
 def check(p: Params) -> Params:

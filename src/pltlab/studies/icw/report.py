@@ -31,6 +31,15 @@ def _f(v, fmt: str = ".0f") -> str:
     return "-" if v is None else format(v, fmt)
 
 
+def announce(p, exps: list, out_dir: str, resume: bool) -> str:
+    """The line `reproduce icw` starts with (on stderr)."""
+    n = sum(e.n_runs for _, e in exps)
+    return (
+        f"reproduce icw: {', '.join(p.parts)}: {n} run(s) ({'quick' if p.quick else 'full'}, cc {p.cc})"
+        f"{' (resumed)' if resume else ''} -> {out_dir}"
+    )
+
+
 def title(p, res: dict) -> str:
     return (
         f"ICW study ({'quick' if p.quick else 'full'}, cc {p.cc}, {p.reps} loads per point, "
