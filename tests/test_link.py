@@ -192,7 +192,7 @@ def test_sched_fifo_is_applied_and_runs_use_it_by_default():
         for c in ("builtin", "chromium")
         for f in (None, False, True)
     }
-    # on by default for every client (docs/performance.md: "Precision under load")
+    # on by default for every client (measured by benches/bench_precision.py)
     assert fifo == {
         ("builtin", None): True,
         ("chromium", None): True,

@@ -114,8 +114,9 @@ pub struct Config {
     #[serde(default)]
     pub mlock: bool,
     /// Keep every CPU polling instead of halting while the emulator runs (a PM QoS request of
-    /// 0 us through /dev/cpu_dma_latency, dropped with the process): on a VM a halted vCPU
-    /// takes tens of us to wake for each packet, at each end (docs/performance.md).
+    /// 0 us through /dev/cpu_dma_latency, dropped with the process): on a VM each wake-up of a
+    /// halted vCPU for a packet is a hypervisor round trip, at each end (benches/notes.md
+    /// "link"; the link's precision: benches/bench_precision.py).
     #[serde(default)]
     pub idle_poll: bool,
     /// A standby thread on another CPU looks at the TUNs and the queues every

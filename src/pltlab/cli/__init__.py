@@ -62,7 +62,7 @@ FifoOn = Annotated[
     bool,
     typer.Option(
         "--sched-fifo/--no-sched-fifo",
-        help="Emulator under SCHED_FIFO (default on: precision under CPU load, docs/performance.md).",
+        help="Emulator under SCHED_FIFO (default on: precision under CPU load, benches/bench_precision.py).",
     ),
 ]
 

@@ -27,7 +27,7 @@ from ray._private import worker as ray_worker
 from pltlab.errors import PltError
 
 CONNECT_TIMEOUT_S = 20.0  # default of --connect-timeout: the TCP check and ray.init together
-LOCAL_START_S = 120.0  # `--cluster local`: starting Ray on this machine (about 6 s)
+LOCAL_START_S = 120.0  # `--cluster local`: starting Ray on this machine
 VERBOSE_ENV = "PLTLAB_CLUSTER_VERBOSE"  # set (to anything but 0): Ray's messages on the terminal
 
 _pending: list[threading.Thread] = []  # a ray.init abandoned after its timeout, still running

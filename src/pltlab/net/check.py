@@ -25,7 +25,8 @@ RTTS_MS = (20, 100, 200)
 RATE_MBIT = 4
 LOSS = 0.05
 
-# Targets (docs/performance.md): beyond these the verdict is "degraded".
+# Targets (the same as benches/bench_wan.py's, measured by `make bench BENCH=wan`): beyond these
+# the verdict is "degraded".
 MAX_P99_ERR_MS = 0.3
 MAX_RATE_ERR = 0.01
 MAX_LOSS_ERR = 0.005

@@ -93,7 +93,8 @@ class OriginOverride:
 
 
 # What page loads use unless told otherwise (`--client-rmem`, experiment key `client_rmem`): with
-# it the receive window never limits a page load, so loads repeat (docs/performance.md).
+# it the receive window never limits a page load, so loads repeat (benches/notes.md "loaders";
+# measured by benches/bench_run.py, `repeat` vs `repeat-kernel`).
 DEFAULT_CLIENT_RMEM = 1 << 20
 
 
@@ -155,7 +156,8 @@ class TopologySpec:
     busy_wait_us: int = 300
     linger_us: int = 0  # emulator polls this long after each packet (see link/emulator.rs)
     # A standby thread of the emulator on another CPU looks this often whether the main loop
-    # has stalled, and does its work if so (link/emulator.rs; docs/performance.md); 0 = none.
+    # has stalled, and does its work if so (link/emulator.rs; measured by benches/bench_precision.py
+    # --standby-us N); 0 = none.
     standby_us: int = 100
     # Fault injection (tests): the emulator's main loop stops for stall_us every stall_every_ms.
     stall_us: int = 0

@@ -35,15 +35,15 @@ SYN_DATA_MAX = 1420  # bytes of data a SYN carries (one MSS; docs/loaders.md "TF
 CLIENT_HELLO = 400  # rustls, X25519: fits in a SYN
 REQUEST_HEAD = 180  # the built-in loader's request line and headers, without the URL
 NO_BODY = (204, 304)
-# CPU time, measured on this project's shared 2-core VM (docs/explain.md "Predict"): a TLS 1.3
-# handshake beyond its round trips (rustls at both ends: key exchange, the certificate signed and
-# checked; median 3.2 ms, quartiles 1.2-5.3, over 135 handshakes of the bench's pages), and a
-# request answered on an open connection beyond its round trip (replay server and loader: median
-# 0.28 ms over 1121 small plain HTTP/1.1 responses; over TLS 1.66 ms over 33 (loaded machine),
-# 0.7 ms on a quiet one by pcap (docs/performance.md, session 7): 1 ms).
+# CPU time on this project's shared 2-core VM (docs/explain.md "Predict"), set from per-request
+# records of a first run of benches/bench_predict.py's configurations (benches/notes.md
+# "predict"): a TLS 1.3 handshake beyond its round trips (rustls at both ends: key exchange, the
+# certificate signed and checked), and a request answered on an open connection beyond its round
+# trip (replay server and loader; plain HTTP/1.1 and over TLS). How well the prediction holds:
+# `make bench BENCH=predict` (benches/bench_predict.py).
 TLS_CPU_MS = 3.0
-# The loader from a request's readiness to a new connection's connect() (median 0.17 ms), and to
-# its request on a new TFO connection (connect() returns at once: median 0.85 ms over 631).
+# The loader from a request's readiness to a new connection's connect(), and to its request on a
+# new TFO connection (connect() returns at once).
 OPEN_MS = 0.2
 TFO_SEND_MS = 0.85
 SERVE_CPU_MS = 0.3

@@ -689,7 +689,7 @@ _ALL = (
         "sched_fifo",
         _on,
         True,
-        "Emulator under SCHED_FIFO: precision under CPU load (docs/performance.md).",
+        "Emulator under SCHED_FIFO: precision under CPU load (benches/bench_precision.py).",
         type=bool,
         scopes=("run", "shell"),
         option=("--sched-fifo/--no-sched-fifo",),
@@ -701,8 +701,8 @@ _ALL = (
         _on,
         True,
         "CPUs poll instead of halting while the emulated link is up (PM QoS, /dev/cpu_dma_latency "
-        "0): on a VM a halted vCPU takes tens of us to wake, at each end of every round trip "
-        "(docs/performance.md).",
+        "0): on a VM each wake-up of a halted vCPU is a hypervisor round trip, at each end of every "
+        'round trip (benches/notes.md "link").',
         type=bool,
         scopes=("run", "shell"),
         option=("--idle-poll/--no-idle-poll",),
