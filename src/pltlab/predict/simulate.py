@@ -1,10 +1,10 @@
 """A page load predicted from the page's structure, the way Lighthouse's Lantern simulates a
 page's graph: the built-in loader's own plan (pltlab.loaders.plan.build, as `pltlab run` builds
 it) run through the loader's own scheduling (rust/src/loader/scheduler.rs and policy.rs, in a
-`pltlab-dp schedule` process) over modelled connections (predict.tcpmodel: slow start from initcwnd, the bottleneck rate)
-with TCP Fast Open, TLS 1.3 (full, resumed, 0-RTT) and HTTP/2 handshakes as the loader makes
-them. Pure: no namespace, socket or clock; the same page and configuration give the same
-prediction. docs/explain.md "Predict" says what is modelled and what is not.
+`pltlab-dp schedule` process) over modelled connections (predict.tcpmodel: slow start from
+initcwnd, the bottleneck rate) with TCP Fast Open, TLS 1.3 (full, resumed, 0-RTT) and HTTP/2
+handshakes as the loader makes them. No namespace, socket or clock; the same page and
+configuration give the same prediction. docs/explain.md "Predict" says what is modelled and what is not.
 
     predict(page, cfg, tfo=True)   # {"plt_ms", "requests": [...], "connections", ...}
 """
