@@ -53,6 +53,9 @@ def test_schema_lists_every_document(schemas):
         "link-snapshot",
         "replay-stats",
         "load-report",
+        "schedule-step",
+        "schedule-reply",
+        "schedule-end",
     }
     for name, s in schemas.items():
         jsonschema.Draft202012Validator.check_schema(s)
@@ -135,6 +138,51 @@ def test_link_configs_validate(schemas, tmp_path):
         doc = dataplane.document(topo.link_config())
         _valid(schemas, "link-config", doc)
     assert doc["uplink"]["queue_packets"] == 50 and doc["pcap"] == str(tmp_path / "x.pcap")
+
+
+def test_schedule_conversation_validates(schemas, monkeypatch):
+    """What `pltlab predict` writes to `pltlab-dp schedule` (the plan, then one step per line)
+    and every line it reads back are what their schemas say: predictions of pages over
+    HTTP/1.1 and h2, the archive and Chromium models."""
+    from pltlab.predict import simulate
+
+    told, heard = [], []
+
+    class Recording(dataplane.Conversation):
+        def tell(self, doc):
+            told.append(json.loads(json.dumps(doc)))
+            super().tell(doc)
+
+        def _line(self):
+            heard.append(super()._line())
+            return heard[-1]
+
+    monkeypatch.setattr(dataplane, "Conversation", Recording)
+    events = set()
+    for name in PAGES:
+        page = bundled.load(name)
+        for kw in ({}, {"model": "chromium", "schemes": "https", "protocol": "h2", "tls": "0rtt"}):
+            told.clear()
+            heard.clear()
+            simulate.predict(page, RunConfig(rtt="50ms", **kw), True)
+            _valid(schemas, "plan", told[0])
+            for step in told[1:]:
+                _valid(schemas, "schedule-step", step)
+                events |= set(step.get("event", {}))
+            assert len(heard) == len(told)  # a reply per step, the end for the plan's (unanswered) line
+            for reply in heard[:-1]:
+                _valid(schemas, "schedule-reply", reply)
+            _valid(schemas, "schedule-end", heard[-1])
+    assert events >= {"connected", "connected_h2", "first_byte", "done", "stream_done"}, events
+    # timers (no bundled page has compute delays): the DNS delay's, handed back as set
+    obj = {"url": "http://a/", "host": "a", "ip": "10.0.0.1", "port": 80}
+    told.clear()
+    with simulate.Scheduler({"objects": [obj], "dns_delay_ms": 5.0}) as s:
+        ((kind, timer),) = s.start(0.0)[0].items()
+        assert kind == "timer" and timer == {"at": 5.0, "timer": {"dns": 0}}
+        assert s.handle(timer["at"], {"timer": timer["timer"]})[0]["open"]["dns_end_ms"] == 5.0
+    for step in told[1:]:
+        _valid(schemas, "schedule-step", step)
 
 
 # ---- Python's typed documents know only the data plane's keys ----------------------------------

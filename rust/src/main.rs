@@ -32,6 +32,8 @@ enum Cmd {
     Replay(replay::Args),
     /// Built-in browser-like HTTP/1.1 page loader (JSON plan in, timings out).
     Load(loader::Args),
+    /// The built-in loader's scheduler driven by a modelled network (JSON lines; `pltlab predict`).
+    Schedule(loader::schedule::Args),
     /// Generates a CA and one certificate for every replayed https host.
     Ca(certs::Args),
     /// Writes the LD_PRELOAD TFO shim (for Chromium) to a file.
@@ -47,6 +49,7 @@ fn main() {
         Cmd::Probe(c) => probe::run(c),
         Cmd::Replay(a) => replay::run(a),
         Cmd::Load(a) => loader::run(a),
+        Cmd::Schedule(a) => loader::schedule::run(a),
         Cmd::Ca(a) => certs::run(a),
         Cmd::Shim(a) => shim::run(a),
         Cmd::Schema(a) => schema::run(a),

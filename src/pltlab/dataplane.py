@@ -54,7 +54,8 @@ def document(obj) -> Any:
 
 def schemas() -> dict[str, dict]:
     """The JSON Schema of every document pltlab-dp reads or writes, by name (`pltlab-dp schema`:
-    link-config, manifest, plan, link-stats, link-snapshot, replay-stats, load-report, probe-*)."""
+    link-config, manifest, plan, schedule-*, link-stats, link-snapshot, replay-stats, load-report,
+    probe-*)."""
     return _schemas(binary())
 
 
@@ -97,6 +98,73 @@ def result(cp, what: str) -> dict:
         return json.loads(cp.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise PltError(f"{what} printed no result") from None
+
+
+class Conversation:
+    """A pltlab-dp subcommand spoken to one JSON line at a time (`pltlab-dp schedule`): ``tell``
+    writes a line it does not answer, ``ask`` one it answers with a line, ``close`` ends the input
+    and returns its last line. A failure is a PltError with its last error line. A context
+    manager: leaving it kills the process if it is still running."""
+
+    def __init__(self, args: list[str], what: str):
+        self.what = what
+        self.p = subprocess.Popen(
+            [binary(), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def tell(self, doc) -> None:
+        try:
+            self.p.stdin.write(json.dumps(doc, separators=(",", ":")) + "\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            self._failed()
+
+    def ask(self, doc) -> dict:
+        self.tell(doc)
+        return self._line()
+
+    def close(self) -> dict:
+        try:
+            self.p.stdin.close()
+        except BrokenPipeError:
+            self._failed()
+        last = self._line()
+        self.p.wait()
+        return last
+
+    def _line(self) -> dict:
+        line = self.p.stdout.readline()
+        if not line:
+            self._failed()
+        return json.loads(line)
+
+    def _failed(self):
+        self.p.kill()
+        err = [ln.strip() for ln in self.p.stderr.read().splitlines() if ln.strip()]
+        rc = self.p.wait()
+        # a panic: its message is the line after "thread 'main' panicked at FILE:LINE:COL:"
+        panic = next((k for k, ln in enumerate(err) if " panicked at " in ln), None)
+        if panic is not None and panic + 1 < len(err):
+            where = err[panic].split(" panicked at ", 1)[1].rstrip(":")
+            raise PltError(f"{self.what} failed: {err[panic + 1]} ({where})")
+        raise PltError(f"{self.what} failed: {err[-1] if err else f'exit code {rc}'}")
+
+    def __enter__(self) -> "Conversation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        for f in (self.p.stdin, self.p.stdout, self.p.stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
 
 
 def stderr_tail(f, fallback: str) -> str:

@@ -1,8 +1,14 @@
 //! The scheduler's vocabulary (scheduler.rs, policy.rs), shared with the driver that speaks it
-//! (driver.rs): the events it is told, the actions it asks for, the timers it sets.
+//! (driver.rs): the events it is told, the actions it asks for, the timers it sets. As JSON
+//! (`pltlab-dp schedule`, schedule.rs: a modelled network's driver) each is an object of one
+//! key, its name in snake case: `{"connected": 0}`, `{"done": {"conn": 0, "keep_alive": true}}`,
+//! `{"timer": {"ready": 3}}`.
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// What the driver reports.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Event {
     /// A timer set by `Action::Timer` fired.
     Timer(Timer),
@@ -21,7 +27,8 @@ pub enum Event {
     StreamDone { conn: usize, object: usize },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Timer {
     /// Object `.0`'s delay after its prerequisites is over.
     Ready(usize),
@@ -32,7 +39,8 @@ pub enum Timer {
 }
 
 /// What the driver does.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Action {
     /// Open connection `conn` (numbered from 0 in this order) for pool `pool`: the host,
     /// address and scheme of `Scheduler::pool_object(pool)`.

@@ -11,6 +11,8 @@
 //!   happened (msg.rs: what the tasks tell it), keeping the records (output.rs);
 //! * transport/: the connection abstraction: a byte stream and the transport's own facts
 //!   (tcp.rs: TCP, TFO via TCP_FASTOPEN_CONNECT, TCP_INFO; tls.rs: TLS over it);
+//! * schedule.rs: `pltlab-dp schedule`, the same scheduler driven over JSON lines by a
+//!   modelled network (`pltlab predict`) instead of sockets;
 //! * h1.rs: an HTTP/1.1 connection (one request/response at a time, the shared codec
 //!   crate::http), h2.rs: an h2 connection (streams); decode.rs: Content-Encoding.
 //!
@@ -40,6 +42,7 @@ pub mod msg;
 pub mod output;
 pub mod plan;
 pub mod policy;
+pub mod schedule;
 pub mod scheduler;
 #[cfg(test)]
 mod tests;

@@ -246,6 +246,11 @@ impl Scheduler {
         self.released_ms[i]
     }
 
+    /// How many pools the plan's objects make (numbered from 0 in the order of their first object).
+    pub fn pools(&self) -> usize {
+        self.pools.len()
+    }
+
     /// An object of pool `p` (its first): host, address and scheme of the pool's connections.
     pub fn pool_object(&self, p: usize) -> usize {
         self.pools[p].first

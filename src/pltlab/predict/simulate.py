@@ -1,10 +1,10 @@
 """A page load predicted from the page's structure, the way Lighthouse's Lantern simulates a
 page's graph: the built-in loader's own plan (pltlab.loaders.plan.build, as `pltlab run` builds
-it) run through the loader's scheduling (predict.schedule, a port of the Rust state machine)
-over modelled connections (predict.tcpmodel: slow start from initcwnd, the bottleneck rate)
-with TCP Fast Open, TLS 1.3 (full, resumed, 0-RTT) and HTTP/2 handshakes as the loader makes
-them. Pure: no namespace, socket or clock; the same page and configuration give the same
-prediction. docs/explain.md "Predict" says what is modelled and what is not.
+it) run through the loader's own scheduling (rust/src/loader/scheduler.rs and policy.rs, in a
+`pltlab-dp schedule` process) over modelled connections (predict.tcpmodel: slow start from
+initcwnd, the bottleneck rate) with TCP Fast Open, TLS 1.3 (full, resumed, 0-RTT) and HTTP/2
+handshakes as the loader makes them. No namespace, socket or clock; the same page and
+configuration give the same prediction. docs/explain.md "Predict" says what is modelled and what is not.
 
     predict(page, cfg, tfo=True)   # {"plt_ms", "requests": [...], "connections", ...}
 """
@@ -14,13 +14,13 @@ from __future__ import annotations
 import heapq
 import itertools
 
+from pltlab import dataplane
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import plan as plans
 from pltlab.loaders.registry import get as loader_of
 from pltlab.net import names
 from pltlab.predict import tcpmodel
-from pltlab.predict.schedule import Scheduler
 from pltlab.replay import hosts as hostmap
 from pltlab.replay import manifest
 from pltlab.run.config import RunConfig
@@ -87,6 +87,47 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
     return built, plans.plan_objects(page, host_ips, https_hosts), one_way
 
 
+class Scheduler:
+    """The built-in loader's scheduler itself (rust/src/loader/scheduler.rs with policy.rs) in a
+    `pltlab-dp schedule` process (docs/dataplane-interfaces.md): the plan, then ``now`` and
+    events in, actions out, in its JSON: events ``{"connected": c}``, ``{"connected_h2": c}``,
+    ``{"first_byte": i}``, ``{"done": {"conn": c, "keep_alive": b}}``,
+    ``{"stream_done": {"conn": c, "object": i}}``, ``{"timer": T}``; actions ``{"open": {"conn",
+    "pool", "dns_end_ms"}}``, ``{"send": {"conn", "object"}}``, ``{"timer": {"at", "timer": T}}``.
+    A context manager (the process)."""
+
+    def __init__(self, plan: dict):
+        self.dp = dataplane.Conversation(["schedule"], "pltlab-dp schedule")
+        self.pools: list[int] = []
+        self.done = False
+        self.dp.tell(plan)
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.dp.__exit__(*exc)
+
+    def start(self, now: float) -> list[dict]:
+        return self._reply(self.dp.ask({"now": now}))
+
+    def handle(self, now: float, event: dict) -> list[dict]:
+        return self._reply(self.dp.ask({"now": now, "event": event}))
+
+    def _reply(self, r: dict) -> list[dict]:
+        self.done = r["done"]
+        self.pools = r.get("pools", self.pools)
+        return r["actions"]
+
+    def pool_object(self, pool: int) -> int:
+        """The first object of ``pool``: its host, address and scheme are the pool's."""
+        return self.pools[pool]
+
+    def end(self) -> dict:
+        """The load over: {"done", "ready_ms", "released_ms"} (per object)."""
+        return self.dp.close()
+
+
 def response_bytes(o) -> tuple[int, int]:
     """(head, body) bytes the replay server sends for page object ``o`` over HTTP/1.1: the
     recorded headers it keeps, its Content-Length, and the body at its recorded transfer size."""
@@ -136,7 +177,8 @@ class Simulation:
         mtu = cfg.mtu or 1500
         self.mss = mtu - tcpmodel.HEADERS
         self.icw = cfg.icw or DEFAULT_ICW
-        self.sched = Scheduler(self.plan)
+        self.sched: Scheduler | None = None
+        self.ready_ms: list[float] = []
         self.heap: list = []
         self.seq = itertools.count()
         self.conns: list[_Conn] = []
@@ -155,36 +197,39 @@ class Simulation:
         heapq.heappush(self.heap, (when, next(self.seq), ev))
 
     def run(self) -> dict:
-        self._actions(0.0, self.sched.start(0.0))
-        while self.heap:
-            now, _, ev = heapq.heappop(self.heap)
-            kind = ev[0]
-            if kind == "sched":
-                self._actions(now, self.sched.handle(now, ev[1]))
-            elif kind == "segment":
-                self._segment(now, ev[1], ev[2])
-            elif kind == "ack":
-                self.conns[ev[1]].sender.acked()
-                self._pump(now, self.conns[ev[1]])
-            elif kind == "server":
-                self._server(now, ev[1], ev[2])
-            elif kind == "connect":
-                self._connect(now, self.conns[ev[1]])
-            elif kind == "hello":
-                self._hello(now, self.conns[ev[1]])
-        if not self.sched.is_done():
+        with Scheduler(self.plan) as self.sched:
+            self._actions(0.0, self.sched.start(0.0))
+            while self.heap:
+                now, _, ev = heapq.heappop(self.heap)
+                kind = ev[0]
+                if kind == "sched":
+                    self._actions(now, self.sched.handle(now, ev[1]))
+                elif kind == "segment":
+                    self._segment(now, ev[1], ev[2])
+                elif kind == "ack":
+                    self.conns[ev[1]].sender.acked()
+                    self._pump(now, self.conns[ev[1]])
+                elif kind == "server":
+                    self._server(now, ev[1], ev[2])
+                elif kind == "connect":
+                    self._connect(now, self.conns[ev[1]])
+                elif kind == "hello":
+                    self._hello(now, self.conns[ev[1]])
+            end = self.sched.end()
+        if not end["done"]:
             raise PltError("predict: the plan's scheduling stalled (an object never became ready)")
+        self.ready_ms = end["ready_ms"]
         return self._result()
 
-    def _actions(self, now: float, actions: list) -> None:
+    def _actions(self, now: float, actions: list[dict]) -> None:
         for a in actions:
-            if a[0] == "timer":
-                _, when, what, x = a
-                self.at(when, ("sched", ("timer", what, x)))
-            elif a[0] == "open":
-                self._open(now, a[1], a[2])
+            ((kind, x),) = a.items()
+            if kind == "timer":
+                self.at(x["at"], ("sched", {"timer": x["timer"]}))
+            elif kind == "open":
+                self._open(now, x["conn"], x["pool"])
             else:
-                self._send(now, a[1], a[2])
+                self._send(now, x["conn"], x["object"])
 
     # -- connections --
     def _open(self, now: float, cid: int, pool: int) -> None:
@@ -210,7 +255,7 @@ class Simulation:
                 c.syn_free = True
                 self._connected(now, c)
             else:
-                self.at(syn_at + c.down_ms, ("sched", ("connected", cid)))
+                self.at(syn_at + c.down_ms, ("sched", {"connected": cid}))
                 c.connected = syn_at + c.down_ms
             return
         hello_at = now if c.tfo else syn_at + c.down_ms  # the ClientHello leaves
@@ -230,8 +275,8 @@ class Simulation:
             c.syn_free = c.tfo
             self._connected(now, c)
 
-    def _connected_event(self, c: _Conn) -> tuple:
-        return ("connected_h2", c.id) if c.h2 else ("connected", c.id)
+    def _connected_event(self, c: _Conn) -> dict:
+        return {"connected_h2": c.id} if c.h2 else {"connected": c.id}
 
     def _connected(self, now: float, c: _Conn) -> None:
         """Set up at ``now``: the loader learns it after what already happened at this instant
@@ -344,13 +389,13 @@ class Simulation:
             elif kind == "first":
                 i = ev[2]
                 self.t["first"][i] = now
-                self._actions(now, self.sched.handle(now, ("first_byte", i)))
+                self._actions(now, self.sched.handle(now, {"first_byte": i}))
             elif kind == "last":
                 self.t["last"][ev[2]] = now
-                self._actions(now, self.sched.handle(now, ("done", cid, True)))
+                self._actions(now, self.sched.handle(now, {"done": {"conn": cid, "keep_alive": True}}))
             elif kind == "stream":
                 self.t["last"][ev[2]] = now
-                self._actions(now, self.sched.handle(now, ("stream_done", cid, ev[2])))
+                self._actions(now, self.sched.handle(now, {"stream_done": {"conn": cid, "object": ev[2]}}))
 
     def _result(self) -> dict:
         objs = self.plan["objects"]
@@ -363,7 +408,7 @@ class Simulation:
                     "host": o["host"],
                     "conn_id": self.conn_of[i],
                     "new_conn": self.new_conn[i],
-                    "ready_ms": round(self.sched.ready_ms[i], 3),
+                    "ready_ms": round(self.ready_ms[i], 3),
                     "request_ms": round(self.t["send"][i], 3),
                     "first_byte_ms": round(self.t["first"][i] or self.t["last"][i], 3),
                     "last_byte_ms": round(self.t["last"][i], 3),
