@@ -266,7 +266,9 @@ def test_predict_orders_requests_as_the_loader(name):
     """Predict runs the built-in loader's own scheduler (`pltlab-dp schedule`): a bundled page
     loaded by the built-in loader over the emulated network at 100 ms, TFO off and on, starts
     its requests in the order the prediction starts them (the plan's own objects; what both
-    start more than 5 ms apart: order_disagreements)."""
+    start more than a quarter of the RTT apart: order_disagreements). A scheduling difference
+    moves a request by a round trip (100 ms); on a loaded CI machine vCPU stalls (1-10 ms, more
+    when they add up) moved nytimes' requests past 5 ms."""
     from pltlab.run.runner import run_page
 
     page = bundled.load(name)
@@ -276,7 +278,7 @@ def test_predict_orders_requests_as_the_loader(name):
     for r in runs:
         got = predict(page, cfg, r["tfo"])
         assert [q["url"] for q in got["requests"]] == [q["url"] for q in r["requests"]]
-        assert order_disagreements(r["requests"], got["requests"]) == [], r["tfo"]
+        assert order_disagreements(r["requests"], got["requests"], apart_ms=25.0) == [], r["tfo"]
 
 
 def test_order_disagreements():
