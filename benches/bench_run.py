@@ -20,7 +20,7 @@ import sys
 
 from pltlab.archive import bundled
 from pltlab.archive.generate import generate
-from pltlab.net.spec import DEFAULT_CLIENT_RMEM
+from pltlab.net.wan import DEFAULT_CLIENT_RMEM
 from pltlab.run.runner import PageRunner, RunConfig, run_page
 
 PAPER = ("amazon", "nytimes", "wsj", "wikipedia")
@@ -238,7 +238,7 @@ def _runs(page, cfg):
 
 
 def compare(b, reps=3, tfo=False, calibrate=True, rtt=100, names=PAPER, protocol="recorded"):
-    """Per page: (with ``calibrate``) Chromium's compute measured twice (pltlab.loaders.calibrate,
+    """Per page: (with ``calibrate``) Chromium's compute measured twice (pltlab.loaders.compute_model,
     3 loads each, median): at RTT 0 and at the comparison's RTT; then the built-in loader
     without and with each calibration, then Chromium; both over ``protocol``."""
     from pltlab.archive.calibration import PAGE_KEY

@@ -17,8 +17,8 @@ import time
 import record
 
 from pltlab.net import check
-from pltlab.net.spec import TopologySpec
 from pltlab.net.topology import Topology
+from pltlab.net.wan import TopologySpec
 
 META = {
     "name": "bench_wan",

@@ -7,10 +7,10 @@ import os
 import pytest
 
 from pltlab.archive import bundled, formats, importer
-from pltlab.archive import pages as resolver
+from pltlab.archive import resolve as resolver
 from pltlab.archive.har import write_page
 from pltlab.errors import PltError
-from pltlab.run.pages import named_pages
+from pltlab.run.batch import named_pages
 from tests.archive_helpers import CS244, needs_cs244
 from tests.test_devtools_import import page_log
 from tests.test_seed_redirects import HTML, _mini_seed

@@ -7,8 +7,8 @@ import pytest
 
 from pltlab.archive import bundled, deps, synth
 from pltlab.archive.generate import from_objects, generate
-from pltlab.archive.kinds import kind
 from pltlab.archive.refs import refs_of
+from pltlab.archive.resource_kinds import kind
 from tests.archive_helpers import CS244, needs_cs244
 
 

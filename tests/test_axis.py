@@ -15,7 +15,7 @@ from pltlab.errors import PltError
 from pltlab.experiments import spec, sweep
 from pltlab.experiments.results import Results
 from pltlab.report import build
-from pltlab.report import compare as cmp
+from pltlab.report import compare_dirs as cmp
 from pltlab.run.point import Point
 from tests.conftest import pltlab_cmd
 from tests.fakes import FakeRunner

@@ -1,4 +1,4 @@
-"""Chromium's compute, measured (pltlab.loaders.calibrate): derivation from a timeline, storage
+"""Chromium's compute, measured (pltlab.loaders.compute_model): derivation from a timeline, storage
 in the archive (HAR `_pltlab_compute_ms` / `_pltlab_calibration`), use by the built-in plan
 (model="chromium"), errors."""
 
@@ -10,7 +10,7 @@ import pytest
 from pltlab.archive import calibration, har
 from pltlab.archive.model import Obj, Page
 from pltlab.errors import PltError
-from pltlab.loaders import calibrate as cal
+from pltlab.loaders import compute_model as cal
 from pltlab.loaders import plan as plans
 
 H = "http://a.test"

@@ -6,8 +6,7 @@ import pytest
 from test_record import EXPECTED, PROFILE_PREFIX, leftover_browsers, site  # noqa: F401 (fixture)
 
 from pltlab.errors import PltError
-from pltlab.loaders.browser import Chromium, load, procs
-from pltlab.loaders.browser import driver as driver_mod
+from pltlab.loaders.browser import Chromium, headless, load, procs
 from pltlab.net import names, nsutil
 
 pytestmark = pytest.mark.skipif(
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 def test_load_in_namespace(site, monkeypatch):
     before = leftover_browsers()
     seen = {}
-    orig = driver_mod.Chromium._load
+    orig = headless.Chromium._load
 
     def spy(self, ctx, url):  # look at the live browser's processes mid-load
         pids = procs.pids_with_arg("/" + PROFILE_PREFIX)
@@ -29,7 +28,7 @@ def test_load_in_namespace(site, monkeypatch):
         seen["env"] = [open(f"/proc/{p}/environ", "rb").read() for p in main]
         return orig(self, ctx, url)
 
-    monkeypatch.setattr(driver_mod.Chromium, "_load", spy)
+    monkeypatch.setattr(headless.Chromium, "_load", spy)
     with Chromium(env={"PLTLAB_TEST_MARK": "42"}, **site.chromium_opts()) as c:
         client = procs.path_netns_id(nsutil.ns_path(site.topo.client_ns))
         assert procs.netns_id(c._driver_pid) == client  # node runs in the client namespace

@@ -8,7 +8,7 @@ import pytest
 
 from pltlab.errors import PltError
 from pltlab.experiments.results import Results
-from pltlab.report import compare as cmp
+from pltlab.report import compare_dirs as cmp
 from pltlab.report import headline
 from tests.conftest import pltlab_cmd
 from tests.test_report import _render, _run

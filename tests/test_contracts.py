@@ -19,8 +19,8 @@ from pltlab.errors import PltError
 from pltlab.loaders import loader
 from pltlab.loaders import plan as plans
 from pltlab.net import emulator, lateness
-from pltlab.net.spec import TcpKnobs
 from pltlab.net.topology import Topology
+from pltlab.net.wan import TcpKnobs
 from pltlab.replay import hosts, manifest
 from pltlab.run import knobs, runner
 from pltlab.run.config import RunConfig

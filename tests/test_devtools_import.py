@@ -7,7 +7,7 @@ import os
 import pytest
 
 from pltlab.archive import devtools, importer
-from pltlab.archive import pages as resolver
+from pltlab.archive import resolve as resolver
 from pltlab.errors import PltError
 from tests.archive_helpers import SHARED
 from tests.conftest import pltlab_cmd

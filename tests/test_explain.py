@@ -11,7 +11,7 @@ import pytest
 from pltlab.archive.har import write_page
 from pltlab.archive.model import Obj, Page
 from pltlab.experiments.results import Results
-from pltlab.explain import compare as cmp
+from pltlab.explain import pair as cmp
 from pltlab.explain.critical import KINDS, critical_path
 from pltlab.run import graph
 from tests.conftest import pltlab_cmd

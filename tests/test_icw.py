@@ -31,7 +31,7 @@ from pltlab.run.pcaptrace import (
     write_pcap,
 )
 from pltlab.run.point import Point
-from pltlab.studies.icw import check_icw, config, yahoo_page
+from pltlab.studies.icw import check_icw, study_file, yahoo_page
 from pltlab.studies.icw.analysis import checks
 from tests.fakes import FakeRunner
 
@@ -480,5 +480,5 @@ def test_reproduce_icw_killed_and_resumed_repeats_no_load(tmp_path):
 
 
 def test_params_are_the_study_parameters():
-    p = config.resolve(quick=True)
+    p = study_file.resolve(quick=True)
     assert p.reps == 2 and p.fairness_seconds == 60

@@ -12,8 +12,8 @@ from pltlab.archive import bundled
 from pltlab.cli import studies as study_commands
 from pltlab.errors import PltError
 from pltlab.run import kinds
-from pltlab.studies.icw import config
 from pltlab.studies.icw import parts as study
+from pltlab.studies.icw import study_file
 from tests.fakes import FakeRunner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,10 +40,10 @@ def _write(tmp_path, text: str) -> str:
 
 # ---- parsing and precedence ---------------------------------------------------------------
 def test_example_file_is_the_default_study():
-    vals = config.load(EXAMPLE)
-    assert set(vals) == set(config.FIELDS)  # the example sets every parameter
-    p = config.resolve(vals)
-    assert p == config.resolve() == config.Params()
+    vals = study_file.load(EXAMPLE)
+    assert set(vals) == set(study_file.FIELDS)  # the example sets every parameter
+    p = study_file.resolve(vals)
+    assert p == study_file.resolve() == study_file.Params()
     # ... and those are the constants the study used before files existed
     assert p.icws == (1, 3, 8, 16) and p.rtts == (50, 100, 200, 800, 1500)
     assert p.losses == (0.0, 0.01, 0.02, 0.05, 0.10, 0.15, 0.20, 0.25) and p.loss_rtt_ms == 100
@@ -64,7 +64,7 @@ def test_example_file_is_the_default_study():
 def test_knob_names_and_the_older_names_are_the_same_study():
     """rtt/loss/initcwnd/repetitions with units, as in experiment files; rtts_ms/losses (percent)/
     icws/reps/rtt_ms, the study's older names, give the same parameters."""
-    knobs = config.from_dict(
+    knobs = study_file.from_dict(
         {
             "icw": {
                 "repetitions": 3,
@@ -76,7 +76,7 @@ def test_knob_names_and_the_older_names_are_the_same_study():
             }
         }
     )
-    old = config.from_dict(
+    old = study_file.from_dict(
         {
             "icw": {
                 "reps": 3,
@@ -94,8 +94,8 @@ def test_knob_names_and_the_older_names_are_the_same_study():
 
 
 def test_variant_file():
-    vals = config.load(VARIANT)
-    p = config.resolve(vals)
+    vals = study_file.load(VARIANT)
+    p = study_file.resolve(vals)
     assert (p.cc, p.reps, p.icws, p.rate) == ("bbr", 3, (3, 10, 32), "8mbit")
     assert p.losses == (0.0, 0.01, 0.03, 0.06) and p.loss_rtt_ms == 60
     assert (p.fairness_download_bytes, p.fairness_long_flow, p.fairness_loss) == (100000, "probe", 0.02)
@@ -104,13 +104,13 @@ def test_variant_file():
 
 
 def test_quick_and_precedence():
-    f = config.from_dict({"icw": {"quick": True, "reps": 4, "icws": 8, "fairness": {"seconds": 30}}})
+    f = study_file.from_dict({"icw": {"quick": True, "reps": 4, "icws": 8, "fairness": {"seconds": 30}}})
     assert f == {"quick": True, "reps": 4, "icws": (8,), "fairness_seconds": 30}  # one value = list of one
-    p = config.resolve(f)
+    p = study_file.resolve(f)
     assert p.quick and p.reps == 4 and p.icws == (8,) and p.fairness_seconds == 30
-    assert p.losses == config.QUICK["losses"] and p.transfer_pages == ("amazon", "wikipedia")
+    assert p.losses == study_file.QUICK["losses"] and p.transfer_pages == ("amazon", "wikipedia")
     # given values (the CLI) beat the file; quick=False brings back the full defaults
-    p2 = config.resolve(f, quick=False, icws=[1, 16], reps=None)
+    p2 = study_file.resolve(f, quick=False, icws=[1, 16], reps=None)
     assert not p2.quick and p2.icws == (1, 16) and p2.reps == 4
     assert p2.losses == study.FIG20_LOSSES and p2.fairness_seconds == 30
 
@@ -176,7 +176,7 @@ BAD = [
 def test_bad_file_is_one_clear_error(tmp_path, text, msg):
     path = _write(tmp_path, text)
     with pytest.raises(PltError) as e:
-        config.load(path)
+        study_file.load(path)
     assert str(e.value) == f"{path}: {msg}"
     out = tmp_path / "o"
     r = CliRunner().invoke(_app(), ["icw", "--config", path, "--out", str(out)])

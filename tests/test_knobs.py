@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from pltlab.cli import app
 from pltlab.errors import PltError
 from pltlab.experiments import results, spec
-from pltlab.net.spec import LinkSpec
-from pltlab.report import analysis
+from pltlab.net.wan import LinkSpec
+from pltlab.report import statistics
 from pltlab.run import knobs
 from pltlab.run.config import RunConfig
 
@@ -301,10 +301,10 @@ def test_cli_options_are_the_scopes_knobs():
 
 def test_run_options_reach_the_runconfig(monkeypatch, tmp_path):
     """What `pltlab run` passes to the loads: its options parsed by the registry (no loads here)."""
-    from pltlab.run import pages
+    from pltlab.run import batch
 
     seen = {}
-    monkeypatch.setattr(pages, "run_page", lambda page, cfg, on_run=None: seen.setdefault("cfg", cfg) and [])
+    monkeypatch.setattr(batch, "run_page", lambda page, cfg, on_run=None: seen.setdefault("cfg", cfg) and [])
     res = CliRunner().invoke(
         app,
         [
@@ -375,7 +375,7 @@ def test_a_new_knob_is_one_entry(tmp_path):
         from typer.testing import CliRunner
         from pltlab.cli import app
         from pltlab.experiments import results, spec
-        from pltlab.report import analysis
+        from pltlab.report import statistics
         from pltlab.run.config import RunConfig
 
         out = {}
@@ -389,7 +389,7 @@ def test_a_new_knob_is_one_entry(tmp_path):
         out["configs"] = [c.key() for c in exp.configs]
         out["run_config"] = exp.run_config(1).fake_gain
         out["digest_without"] = spec.from_dict({"pages": ["amazon"]}, "x.toml").digest()
-        out["label"] = analysis._fmt_dim("fake_col", 7)
+        out["label"] = statistics._fmt_dim("fake_col", 7)
         try:
             spec.from_dict({"pages": ["amazon"], "fake_gain": 10}, "x.toml")
         except Exception as e:
@@ -464,8 +464,8 @@ def test_results_columns_come_from_the_registry_and_old_databases_gain_them(tmp_
         )
     db.commit()
     db.close()
-    runs, _ = analysis.load_runs(str(tmp_path))  # the report reads it as it is
-    a = analysis.analyse(runs)
+    runs, _ = statistics.load_runs(str(tmp_path))  # the report reads it as it is
+    a = statistics.analyse(runs)
     assert a["varying"] == ["icw"] and [g["config"] for g in a["rows"]] == ["initcwnd 10", "initcwnd default"]
     res = results.Results(str(tmp_path))  # a resume adds the columns it lacks
     assert {"model", "client_rmem", "max_conns_per_host"} <= set(res.rows()[0])
@@ -473,7 +473,7 @@ def test_results_columns_come_from_the_registry_and_old_databases_gain_them(tmp_
 
 
 def test_report_labels_are_the_knobs():
-    fmt = analysis._fmt_dim
+    fmt = statistics._fmt_dim
     assert [
         fmt("rate_down_bps", None),
         fmt("rate_up_bps", 256_000),
@@ -501,7 +501,7 @@ def test_report_labels_are_the_knobs():
         "TLS 0rtt",
         "hosts renamed out of the HSTS preload list",
     ]
-    assert analysis.DIMS == (
+    assert statistics.DIMS == (
         "rate_down_bps",
         "rate_up_bps",
         "loss",

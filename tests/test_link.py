@@ -6,8 +6,8 @@ import subprocess
 import pytest
 
 from pltlab.net import probes
-from pltlab.net.spec import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
 from pltlab.net.topology import Topology
+from pltlab.net.wan import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
 from tests.conftest import pltlab_cmd
 
 pytestmark = pytest.mark.root

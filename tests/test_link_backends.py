@@ -5,7 +5,7 @@ import pytest
 
 from pltlab.errors import PltError
 from pltlab.net import backends, netem
-from pltlab.net.spec import BACKENDS, LinkSpec, OriginOverride, TopologySpec
+from pltlab.net.wan import BACKENDS, LinkSpec, OriginOverride, TopologySpec
 
 
 @pytest.fixture

@@ -19,11 +19,11 @@ from conftest import pltlab_cmd
 
 from pltlab.archive.corpus import read_corpus
 from pltlab.loaders.browser import spki_hash
-from pltlab.loaders.browser.driver import PROFILE_PREFIX
+from pltlab.loaders.browser.headless import PROFILE_PREFIX
 from pltlab.loaders.browser.procs import pids_with_arg
 from pltlab.net import names
-from pltlab.net.spec import LinkSpec, TopologySpec
 from pltlab.net.topology import Topology
+from pltlab.net.wan import LinkSpec, TopologySpec
 
 pytestmark = pytest.mark.skipif(
     not os.access("/usr/bin/chromium", os.X_OK), reason="needs Debian's chromium (apt-get install chromium)"

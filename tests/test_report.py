@@ -9,7 +9,7 @@ import pytest
 from pltlab.experiments import stats
 from pltlab.experiments.results import Results
 from pltlab.report import build, build_study, hars, headline, tables, waterfalls, why
-from pltlab.report.analysis import analyse
+from pltlab.report.statistics import analyse
 from pltlab.studies import tfo as tfo_study
 from pltlab.studies.engine import lines, table
 from tests.conftest import pltlab_cmd

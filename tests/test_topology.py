@@ -9,8 +9,8 @@ import pytest
 
 from pltlab.errors import PltError
 from pltlab.net import names, nsutil
-from pltlab.net.spec import TcpKnobs, TopologySpec
 from pltlab.net.topology import Topology
+from pltlab.net.wan import TcpKnobs, TopologySpec
 from tests.conftest import leaked, project_state
 
 pytestmark = pytest.mark.root

@@ -3,7 +3,7 @@ import pytest
 from pltlab import units
 from pltlab.errors import PltError
 from pltlab.net import names
-from pltlab.net.spec import LinkSpec, TcpKnobs, TopologySpec
+from pltlab.net.wan import LinkSpec, TcpKnobs, TopologySpec
 
 
 @pytest.mark.parametrize(

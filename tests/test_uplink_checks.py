@@ -1,5 +1,5 @@
 """A saving the handshakes cannot account for, and waiting in the uplink's queue, said by `pltlab
-explain` and the report (pltlab.explain.compare, pltlab.report.why): on loads made by hand, at
+explain` and the report (pltlab.explain.pair, pltlab.report.why): on loads made by hand, at
 RTT 20 ms, whose times are known."""
 
 import json

@@ -13,12 +13,12 @@ outside is one error line naming the option (or the file and key) and the value.
     loss (both directions, per origin)     0 .. 100 %
     queue                                  1 .. 1,000,000 packets, or 1500 B .. 1 GiB
     initial windows (--icw, initcwnd, the  1 .. 1024 segments    (MIN_ICW, MAX_ICW: the knob,
-    ICW study's ICWs)                                            net.spec.TcpKnobs, run.traced)
+    ICW study's ICWs)                                            net.wan.TcpKnobs, run.traced)
     client receive buffer (client_rmem)    4096 B .. 64 MiB      (MIN_/MAX_CLIENT_RMEM)
     MTU                                    576 .. 65535          (MIN_MTU, MAX_MTU)
     seed                                   0 .. 2**32 - 1
     repetitions (--reps, repetitions)      1 .. 10,000
-    origins (shell)                        1 .. 999              (net.spec.TopologySpec)
+    origins (shell)                        1 .. 999              (net.wan.TopologySpec)
     emulator busy-wait, linger, standby    0 .. 100,000 us       (MAX_EMULATOR_WAIT_US)
     tick, injected stall
     server timeout (server_timeout_s)      1 .. 86,400 s         (MAX_SERVER_TIMEOUT_S)

@@ -91,7 +91,7 @@ pub struct TightPhase {
     #[schemars(range(min = 0.0))]
     pub delay_ms: f64,
     /// The frame's document (an object index): not used by the loader, read back from the plan by
-    /// the control plane's calibration (loaders/calibrate.py).
+    /// the control plane's calibration (loaders/compute_model.py).
     #[serde(default)]
     pub doc: Option<usize>,
 }

@@ -1,5 +1,5 @@
 """A page's stored compute calibration (measured by pltlab.run.calibrate, derived by
-pltlab.loaders.calibrate): its keys in Obj/Page extras, their checks, and storing them.
+pltlab.loaders.compute_model): its keys in Obj/Page extras, their checks, and storing them.
 
 Stored with the archive (archive/har.py): per entry ``_pltlab_compute_ms``, per page
 ``_pltlab_calibration`` = {"tail_ms", "tight_delay_ms", "frame_tight_delay_ms", "browser",

@@ -11,8 +11,8 @@ import random
 from datetime import UTC, datetime, timedelta
 
 from pltlab.archive.har import page_to_har
-from pltlab.archive.kinds import MIME_BY_KIND, kind
 from pltlab.archive.model import Obj, Page
+from pltlab.archive.resource_kinds import MIME_BY_KIND, kind
 
 # Share of requests and relative median size per kind (roughly HTTP Archive's desktop medians).
 MIX = {

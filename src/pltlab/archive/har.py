@@ -2,7 +2,7 @@
 
 Our own fields: `_initiator` ({"type", "url"}, Chrome's convention) and `_pltlab` (start/end
 relative to the page start, whether the body is known, whether the recording got it from its
-cache, provenance) on entries and pages; Chromium's measured compute (pltlab.loaders.calibrate):
+cache, provenance) on entries and pages; Chromium's measured compute (pltlab.loaders.compute_model):
 `_pltlab_compute_ms` (ms >= 0) on entries and `_pltlab_calibration` ({"tail_ms", "browser",
 "machine", ...}) on the page. Sizes are written as the HAR spec has them: response.bodySize =
 the encoded body on the wire (-1: not recorded), content.size = the decoded body,

@@ -35,8 +35,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pltlab.archive.kinds import kind
 from pltlab.archive.model import Obj, Page
+from pltlab.archive.resource_kinds import kind
 from pltlab.errors import PltError
 
 LETTERS = "xqzjvkwy" + "abcdefghilmnoprstu" + "0123456789"  # new first characters, in this order

@@ -8,9 +8,9 @@ import re
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from pltlab.archive import deps, fetchlog, urls
-from pltlab.archive.kinds import guess_mime, kind
 from pltlab.archive.model import Obj, Page, strip_fragment
 from pltlab.archive.refs import refs_of
+from pltlab.archive.resource_kinds import guess_mime, kind
 from pltlab.errors import PltError
 from pltlab.units import MAX_OBJECT_BYTES, MAX_PAGE_BYTES
 

@@ -24,8 +24,8 @@ import zlib
 from html import escape
 from urllib.parse import urljoin
 
-from pltlab.archive.kinds import kind
 from pltlab.archive.model import Obj, Page, strip_fragment
+from pltlab.archive.resource_kinds import kind
 
 # What each kind of document can cause to load; anything else is loaded by an ancestor.
 CAN_LOAD = {"html": None, "js": None, "css": {"css", "image", "font"}}

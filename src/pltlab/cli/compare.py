@@ -1,4 +1,4 @@
-"""`pltlab compare DIR_A DIR_B`: two results folders side by side (pltlab.report.compare)."""
+"""`pltlab compare DIR_A DIR_B`: two results folders side by side (pltlab.report.compare_dirs)."""
 
 import json
 from typing import Annotated
@@ -33,7 +33,7 @@ def compare(
     """Compare the same pages and configurations in two results folders that differ in any knob
     (initcwnd, cc, protocol, loader, ...): each side's mean PLT, B − A with its 95 % bootstrap
     interval (none where a side has fewer than 5 loads) and the relative change."""
-    from pltlab.report import compare as cmp
+    from pltlab.report import compare_dirs as cmp
     from pltlab.report import headline
 
     res = cmp.compare(dir_a, dir_b, by)

@@ -60,8 +60,8 @@ def run(
     """Load a page over an emulated WAN with replay servers: PLT per load, TFO on/off.
     A directory or multi-page HAR runs page by page; a page that fails is reported at the end
     (one line each, exit code 2) and the others still run."""
+    from pltlab.run.batch import run_pages
     from pltlab.run.config import RunConfig
-    from pltlab.run.pages import run_pages
     from pltlab.run.runner import summarize
 
     cfg = RunConfig.from_knobs(knobs)  # every knob checked before anything is built

@@ -78,8 +78,8 @@ def _ms(v: float) -> str:
 
 
 def _print(res: dict) -> None:
-    from pltlab.explain.compare import short
     from pltlab.explain.critical import KINDS, LABELS
+    from pltlab.explain.pair import short
 
     out = Console()
     a, b = res["a"], res.get("b")

@@ -10,7 +10,7 @@ import sys
 from rich.console import Console
 from rich.progress import Progress
 
-from pltlab.experiments.progress import bar_columns
+from pltlab.experiments.progress_columns import bar_columns
 
 
 def stderr_console() -> Console:

@@ -44,10 +44,10 @@ from urllib.parse import urlsplit
 
 from pltlab import units
 from pltlab.archive import bundled
-from pltlab.archive import pages as resolver
+from pltlab.archive import resolve as resolver
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
-from pltlab.net.spec import DEFAULT_CLIENT_RMEM
+from pltlab.net.wan import DEFAULT_CLIENT_RMEM
 from pltlab.run import knobs
 from pltlab.run.config import RunConfig
 

@@ -31,7 +31,7 @@ from rich.progress import Progress, TextColumn
 from pltlab import __version__, dataplane, files
 from pltlab.errors import PltError
 from pltlab.experiments import lock
-from pltlab.experiments.progress import bar_columns
+from pltlab.experiments.progress_columns import bar_columns
 from pltlab.experiments.results import DiskFull, Results, export
 from pltlab.experiments.spec import NAME_RE, Experiment
 from pltlab.net import clean

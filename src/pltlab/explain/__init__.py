@@ -1,10 +1,10 @@
 """`pltlab explain`: the critical path of a load, its PLT split into DNS, handshakes, round trips,
 transfer, waits and compute, and for two loads (TFO on vs off, or any two) what one saved on the
-other's path (docs/explain.md). ``critical`` and ``compare`` are pure; ``loads`` reads a results
+other's path (docs/explain.md). ``critical`` and ``pair`` are pure; ``loads`` reads a results
 folder."""
 
-from pltlab.explain import compare as cmp
 from pltlab.explain import loads
+from pltlab.explain import pair as cmp
 
 NO_GRAPH = (
     "its requests carry no initiators (results written before pltlab explain, or a loader that "

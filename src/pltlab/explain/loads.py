@@ -8,8 +8,8 @@ import sqlite3
 from pltlab import units
 from pltlab.errors import PltError
 from pltlab.experiments import results
-from pltlab.explain.compare import Load
 from pltlab.explain.critical import critical_path
+from pltlab.explain.pair import Load
 from pltlab.run import knobs
 
 

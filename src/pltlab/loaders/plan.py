@@ -7,8 +7,8 @@ from pltlab import protocols
 from pltlab.archive import synth
 from pltlab.archive.calibration import KEY, check_delay
 from pltlab.archive.calibration import stored as calibration_of
-from pltlab.archive.kinds import kind
 from pltlab.archive.model import Obj, Page
+from pltlab.archive.resource_kinds import kind
 from pltlab.dataplane import ABSENT, document
 
 
@@ -93,7 +93,7 @@ class PlanObject:
 @dataclass(kw_only=True)
 class TightPhase:
     """A frame's tight mode: until the objects ``until`` arrived and ``delay_ms`` more; ``doc``:
-    the frame's document (read back by loaders.calibrate, not by the loader)."""
+    the frame's document (read back by loaders.compute_model, not by the loader)."""
 
     until: list[int]
     delay_ms: float
@@ -375,7 +375,7 @@ def build(
     replayed page and its scheduling of low-priority requests (chromium_deps, TIGHT_LIMIT,
     DELAYABLE_LIMIT; docs/loaders.md).
 
-    ``calibrated``: with model "chromium" and a page calibrated by loaders.calibrate, each
+    ``calibrated``: with model "chromium" and a page calibrated by loaders.compute_model, each
     object's ``delay_ms`` is its measured compute delay (Obj.extras["compute_ms"]; the load-event
     tail is not part of the plan: tail_ms()).
 
@@ -473,7 +473,7 @@ def build(
         plan.tight_limit = TIGHT_LIMIT
         plan.tight_until = tight or [0]
         plan.tight_phases = _tight_phases(page, objs, out, pos, main, cal, heads)
-        if cal:  # the renderer's time from the last head object to <body> (loaders.calibrate)
+        if cal:  # the renderer's time from the last head object to <body> (loaders.compute_model)
             plan.tight_delay_ms = float(cal.get("tight_delay_ms") or 0.0)
     doc = document(plan)
     _check_acyclic(doc["objects"])

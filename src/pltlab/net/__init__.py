@@ -1,3 +1,3 @@
 """Emulated WAN: network namespaces, the link between them, and per-namespace TCP knobs
-(spec: what to build; topology: building it; emulator, supervise, lateness, clean, probes,
+(wan: what to build; topology: building it; emulator, supervise, lateness, clean, probes,
 check, shell)."""

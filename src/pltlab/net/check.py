@@ -18,8 +18,8 @@ import shutil
 from pltlab import dataplane
 from pltlab.errors import PltError
 from pltlab.net import lateness, names, netem, nsutil, probes
-from pltlab.net.spec import LinkSpec, TcpKnobs, TopologySpec
 from pltlab.net.topology import Topology
+from pltlab.net.wan import LinkSpec, TcpKnobs, TopologySpec
 
 RTTS_MS = (20, 100, 200)
 RATE_MBIT = 4

@@ -16,7 +16,7 @@ from pltlab.errors import PltError
 from pltlab.net import nsutil
 
 if TYPE_CHECKING:  # the spec module names the backends (pltlab.net.backends), which import this
-    from pltlab.net.spec import TopologySpec
+    from pltlab.net.wan import TopologySpec
 
 
 @dataclass(kw_only=True)

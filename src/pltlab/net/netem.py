@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from pltlab.net import nsutil
 
 if TYPE_CHECKING:  # the spec module names the backends (pltlab.net.backends), which import this
-    from pltlab.net.spec import LinkSpec
+    from pltlab.net.wan import LinkSpec
 
 _available: bool | None = None
 

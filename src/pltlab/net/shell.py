@@ -7,8 +7,8 @@ import sys
 from pltlab import dataplane
 from pltlab.net import names
 from pltlab.net.probes import start_server
-from pltlab.net.spec import TopologySpec
 from pltlab.net.topology import Topology
+from pltlab.net.wan import TopologySpec
 
 SHELL_PORT = 80
 

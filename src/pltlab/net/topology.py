@@ -20,8 +20,8 @@ from pyroute2 import IPRoute
 from pltlab.errors import PltError
 from pltlab.net import backends, names, nsutil
 from pltlab.net.emulator import LinkConfig, link_config
-from pltlab.net.spec import TopologySpec
 from pltlab.net.supervise import Supervisor
+from pltlab.net.wan import TopologySpec
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pltlab.errors import PltError
 from pltlab.loaders.registry import get as loader_of
 from pltlab.predict.simulate import predict
+from pltlab.run.batch import named_pages
 from pltlab.run.config import RunConfig
-from pltlab.run.pages import named_pages
 
 
 def unsupported(cfg: RunConfig) -> str | None:

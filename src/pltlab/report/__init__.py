@@ -10,8 +10,8 @@ from pltlab.errors import PltError
 from pltlab.experiments import lock
 from pltlab.experiments.results import DB_NAME
 from pltlab.net import lateness
-from pltlab.report import analysis as an
 from pltlab.report import effects, figures, headline, html, nodes, tables, waterfalls, why
+from pltlab.report import statistics as an
 from pltlab.run import knobs
 from pltlab.studies import STUDIES, engine
 
@@ -99,7 +99,7 @@ def build(out_dir: str, study_sections=None, by: str | None = None) -> dict:
     comparison with the published results), shown after the tables. ``by``: the knob compared
     (any of its names: "protocol", "tls", ...; default: the folder's own, its sweep's ``compare``,
     else TFO); a knob of more than two values pairs each other value with its baseline
-    (analysis.baseline). Holds the folder's lock."""
+    (statistics.baseline). Holds the folder's lock."""
     if not os.path.isfile(os.path.join(out_dir, DB_NAME)):
         an.load_runs(out_dir)  # (its one line: no database here)
     col = None if by is None else an.by_column(by)  # (a bad name: one line, before anything is read)

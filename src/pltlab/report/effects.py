@@ -13,8 +13,8 @@ import json
 import statistics
 
 from pltlab.experiments import stats
-from pltlab.report import analysis as an
 from pltlab.report import headline
+from pltlab.report import statistics as an
 from pltlab.run import knobs
 
 RTT = knobs.KNOBS["rtt"].column

@@ -8,7 +8,7 @@ import mimetypes
 import urllib.parse
 
 from pltlab.experiments.results import Results
-from pltlab.report import analysis as an
+from pltlab.report import statistics as an
 
 EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)  # a run without started_at
 

@@ -11,8 +11,8 @@ import importlib.resources
 import json
 import math
 
-from pltlab.report import analysis as an
 from pltlab.report import figures, hars, why
+from pltlab.report import statistics as an
 
 SIDES = ((False, "TFO off"), (True, "TFO on"))
 

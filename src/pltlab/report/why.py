@@ -6,8 +6,8 @@ the report keeps its own approximation and the improvement figures instead."""
 from collections.abc import Callable
 
 from pltlab.errors import PltError
-from pltlab.explain import compare as explain_compare
 from pltlab.explain import explain, loads
+from pltlab.explain import pair as explain_pair
 from pltlab.report import figures, headline
 
 SOURCE = "the load's dependency graph (pltlab explain)"
@@ -48,7 +48,7 @@ def sentence_hook(out_dir: str) -> Callable[[str, list[dict]], str | None]:
         cfg = f" ({g['config']})" if g["config"] else ""
         return (
             f"At {g['rtt_ms']:g} ms{cfg} the median {_what(g)} load (run #{on['id']} vs #{off['id']}) "
-            + explain_compare.saved_sentence(res)
+            + explain_pair.saved_sentence(res)
             + "."
         )
 
@@ -75,8 +75,8 @@ def checks(out_dir: str, analysis: dict) -> list[str]:
             a, b = loads.load(out_dir, on["id"], by), loads.load(out_dir, off["id"], by)
         except PltError:
             continue
-        c = explain_compare.compare(a, b)
-        rtt, k1, saved = g["rtt_ms"], explain_compare.handshake_bound(c), headline.saved_ms(g)
+        c = explain_pair.compare(a, b)
+        rtt, k1, saved = g["rtt_ms"], explain_pair.handshake_bound(c), headline.saved_ms(g)
         where = f"{g['page']} @ {rtt:g} ms" + (f" ({g['config']})" if g["config"] else "")
         k = c["handshakes_saved_on_path"]
         runs = f"explain (run #{on['id']} vs #{off['id']}): "
@@ -85,19 +85,19 @@ def checks(out_dir: str, analysis: dict) -> list[str]:
             out.append(
                 f"{where}: {_what(g)} saved {saved:.0f} ms = {saved / rtt:.1f} RTT, more than {hs} (k + 1 = {k1} RTT); "
                 + runs
-                + explain_compare.cause_sentence(c, a, b)
+                + explain_pair.cause_sentence(c, a, b)
             )
         elif k1 is not None and saved is not None and rtt and k and saved < min(1, k - 1) * rtt:
             out.append(
                 f"{where}: {_what(g)} {'saved' if saved >= 0 else 'cost'} {abs(saved):.0f} ms = {saved / rtt:.1f} RTT "
                 f"although it saved {k} handshake{'s' if k != 1 else ''} on the critical path; "
                 + runs
-                + explain_compare.cause_sentence(c, a, b)
+                + explain_pair.cause_sentence(c, a, b)
             )
         for x in (b, a):
-            w = explain_compare.waited(x)
+            w = explain_pair.waited(x)
             if w and w["cause"] == "uplink":
-                out.append(f"{where}, {x.label}: " + explain_compare.queue_sentence(x))
+                out.append(f"{where}, {x.label}: " + explain_pair.queue_sentence(x))
     return out
 
 

@@ -1,5 +1,5 @@
 """Measuring Chromium's compute on a page (pltlab calibrate): several Chromium loads over the
-emulated network, derived by pltlab.loaders.calibrate, stored by pltlab.archive.calibration."""
+emulated network, derived by pltlab.loaders.compute_model, stored by pltlab.archive.calibration."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 from pltlab import files
 from pltlab.archive import bundled, synth
-from pltlab.archive import pages as resolver
+from pltlab.archive import resolve as resolver
 from pltlab.archive.calibration import PAGE_KEY, attach, machine
 from pltlab.archive.corpus import file_name
 from pltlab.archive.har import write_page
@@ -16,7 +16,7 @@ from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import chromium
 from pltlab.loaders import plan as plans
-from pltlab.loaders.calibrate import derive
+from pltlab.loaders.compute_model import derive
 from pltlab.run.config import RunConfig
 from pltlab.run.runner import PageRunner
 

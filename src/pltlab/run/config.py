@@ -11,7 +11,7 @@ of pltlab.run.knobs, parsed once when the configuration is made.
 from dataclasses import dataclass
 
 from pltlab.errors import PltError
-from pltlab.net.spec import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
+from pltlab.net.wan import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
 from pltlab.run import knobs
 
 

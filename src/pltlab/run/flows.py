@@ -23,8 +23,8 @@ from pltlab import dataplane
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.net import probes
-from pltlab.net.spec import TcpKnobs, TopologySpec
 from pltlab.net.topology import Topology
+from pltlab.net.wan import TcpKnobs, TopologySpec
 from pltlab.run.config import RunConfig
 from pltlab.run.point import Point
 from pltlab.run.traced import FreshTopologies, check_icw

@@ -41,7 +41,7 @@ from pltlab.errors import PltError
 from pltlab.loaders.plan import MODELS
 from pltlab.loaders.registry import DEFAULT as DEFAULT_LOADER
 from pltlab.loaders.registry import LOADERS
-from pltlab.net.spec import BACKENDS, CC_CHOICES, DEFAULT_CLIENT_RMEM
+from pltlab.net.wan import BACKENDS, CC_CHOICES, DEFAULT_CLIENT_RMEM
 
 SCOPES = ("run", "shell", "sweep")
 PROTOCOLS = protocols.CHOICES

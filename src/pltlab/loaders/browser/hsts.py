@@ -20,7 +20,7 @@ from urllib.parse import quote, urlsplit
 from pltlab import files
 from pltlab.archive import rename
 from pltlab.loaders.browser import flags
-from pltlab.loaders.browser.driver import Chromium
+from pltlab.loaders.browser.headless import Chromium
 
 PROBE_BATCH = 400  # hosts per probe page
 

@@ -3,22 +3,22 @@ of the experiment engine. Its four parts are experiments the sweep engine runs (
 results database each under the study's output folder); the statistics are
 pltlab.experiments.stats'; the report is pltlab.report's.
 
-Modules: config (the study's parameters and its files), parts (the Yahoo-like page, the parts as
+Modules: study_file (the study's parameters and its files), parts (the Yahoo-like page, the parts as
 experiments), analysis (results and checks from the databases), report (tables, figures, JSON).
 """
 
 from pltlab.run.traced import check_icw
-from pltlab.studies.icw import analysis, config, parts, report
+from pltlab.studies.icw import analysis, parts, report, study_file
 from pltlab.studies.icw.parts import yahoo_page
 
 NAME = "icw"
-HELP = config.HELP  # `pltlab reproduce icw`: its help and options
-PARAMS = config.PARAMS
-options = config.options  # the study's parameters from the options' values
-note = config.note  # study.json: the --config file
+HELP = study_file.HELP  # `pltlab reproduce icw`: its help and options
+PARAMS = study_file.PARAMS
+options = study_file.options  # the study's parameters from the options' values
+note = study_file.note  # study.json: the --config file
 announce = report.announce  # the line the command starts with
-Params = config.Params
-params = config.resolve  # the study's parameters from field values (defaults < file < flags)
+Params = study_file.Params
+params = study_file.resolve  # the study's parameters from field values (defaults < file < flags)
 experiments = parts.experiments  # (folder, experiment) per part
 results = analysis.results  # the study's results from the parts' databases
 checks = analysis.checks  # against the published shapes

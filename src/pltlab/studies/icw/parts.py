@@ -159,7 +159,7 @@ def _pct(xs) -> list[str]:
 
 
 def experiments(p) -> list[tuple[str, StudyExperiment]]:
-    """(folder, experiment) of every part in ``p.parts`` (``p``: config.Params), in the order of
+    """(folder, experiment) of every part in ``p.parts`` (``p``: study_file.Params), in the order of
     PARTS."""
     out = []
     load = {"load_timeout_s": float(p.load_timeout_s)}

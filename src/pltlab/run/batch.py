@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 from pltlab import files
 from pltlab.archive import formats
-from pltlab.archive import pages as resolver
+from pltlab.archive import resolve as resolver
 from pltlab.archive.calibration import machine
 from pltlab.archive.model import Page
 from pltlab.errors import PltError

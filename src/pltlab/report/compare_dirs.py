@@ -6,7 +6,7 @@ differ between the folders are the ones compared (each must have one value per f
 
 ``by`` names the knob compared: with two folders, the one knob they must differ in (TFO too: a
 folder of TFO off against one of TFO on); with one folder, its two values of that knob are the
-sides (A: the baseline, pltlab.report.analysis.baseline; B: the other value).
+sides (A: the baseline, pltlab.report.statistics.baseline; B: the other value).
 """
 
 import html as _html
@@ -16,8 +16,8 @@ import statistics
 
 from pltlab.errors import PltError
 from pltlab.experiments import stats
-from pltlab.report import analysis as an
 from pltlab.report import headline, html
+from pltlab.report import statistics as an
 
 HEADERS = [
     "page",

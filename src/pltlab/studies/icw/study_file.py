@@ -15,7 +15,7 @@ from pltlab import units
 from pltlab.archive import bundled
 from pltlab.errors import PltError
 from pltlab.experiments.spec import read_toml
-from pltlab.net.spec import CC_CHOICES
+from pltlab.net.wan import CC_CHOICES
 from pltlab.run.flows import LONG_FLOWS, SHORT_BYTES
 from pltlab.run.traced import check_icw
 from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, values

@@ -107,8 +107,8 @@ def value(run: dict, col: str):
 def analyse(runs: list[dict], by: str = "tfo") -> dict:
     """Per (page, configuration but ``by``): the baseline side's and the other side's summaries
     and the improvement (1 - mean(other) / mean(baseline)). ``by``: a results column, "tfo" or a
-    knob's (analysis.by_column). A knob with more than two values gives one row per other value,
-    each against the baseline (analysis.baseline). Sides: ``runs``/``plt`` [False] the baseline,
+    knob's (statistics.by_column). A knob with more than two values gives one row per other value,
+    each against the baseline (statistics.baseline). Sides: ``runs``/``plt`` [False] the baseline,
     [True] the other; ``base``/``alt`` their summaries; ``labels`` their names."""
     # runs of a kind that measures no PLT (flows) have none
     ok = [r for r in runs if r["status"] == "ok" and r["valid"] and r["plt_ms"] is not None]
