@@ -18,7 +18,7 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 
-from pltlab import __version__
+from pltlab import __version__, gcpause
 from pltlab.archive import repairs, urls
 from pltlab.archive.calibration import KEY as COMPUTE_KEY
 from pltlab.archive.calibration import PAGE_KEY as CAL_KEY
@@ -190,7 +190,8 @@ def _not_json(name: str):
 def parse_json(raw: bytes, path: str, what: str = "HAR"):
     """Strict JSON (no NaN or Infinity); any problem, absurd nesting included, is one PltError."""
     try:
-        return json.loads(raw.decode("utf-8-sig"), parse_constant=_not_json)
+        with gcpause.paused():  # a large HAR is millions of containers at once
+            return json.loads(raw.decode("utf-8-sig"), parse_constant=_not_json)
     except (UnicodeDecodeError, ValueError) as e:
         raise PltError(f"{path}: not valid {what} (JSON error: {e})") from None
     except RecursionError:
