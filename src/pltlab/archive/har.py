@@ -205,7 +205,11 @@ def load(path: str) -> dict:
             raw = f.read()
     except OSError as e:
         raise PltError(f"{path}: cannot read: {e.strerror}") from None
-    doc = parse_json(raw, path)
+    return checked(parse_json(raw, path), path)
+
+
+def checked(doc, path: str) -> dict:
+    """``doc`` (a file's JSON data) when it is a HAR; else one PltError naming the file."""
     if (
         not isinstance(doc, dict)
         or not isinstance(doc.get("log"), dict)
