@@ -130,3 +130,28 @@ def test_the_tfo_corpus_is_its_paper_list_read_by_the_registry():
     ]
     with pytest.raises(PltError, match="no Paper.pages there"):
         tfo._corpus_pages(os.path.dirname(CS244) + "/none")
+
+
+def test_a_json_har_is_parsed_once(tmp_path, monkeypatch):
+    """devtools.claims parses a .json to see whether it is a DevTools log; the HAR reader that
+    follows takes that document instead of parsing the file again (a 20,000-entry .json: twice
+    the JSON work). A file changed in between is read again."""
+    from pltlab.archive import devtools as _devtools
+    from pltlab.archive import har as _har
+    from pltlab.archive.generate import browser_har, generate
+
+    path = tmp_path / "page.json"
+    path.write_text(json.dumps(browser_har(generate(objects=5, total_bytes=5000, origins=2, depth=2, seed=1))))
+    parses = []
+    real = _har.parse_json
+    monkeypatch.setattr(_devtools, "parse_json", lambda *a, **k: parses.append(a[1]) or real(*a, **k))
+    monkeypatch.setattr(_har, "parse_json", lambda *a, **k: parses.append(a[1]) or real(*a, **k))
+    [(p, fmt)] = formats.archives(str(path))
+    assert fmt.name == "har"
+    assert len(formats.load(p, fmt).pages[0].objects) == 5
+    assert parses == [str(path)]
+    assert _devtools.claims(str(path)) is False
+    path.write_text(path.read_text() + " ")  # changed: its own parse
+    assert _devtools.take_parsed(str(path)) is None
+    assert len(formats.load(str(path), fmt).pages[0].objects) == 5
+    assert len(parses) == 3

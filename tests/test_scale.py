@@ -205,3 +205,77 @@ def test_deep_chains_plan_without_recursion():
     loop = [{"url": "m", "parent": None}, {"url": "a", "parent": 2}, {"url": "b", "parent": 1}]
     with pytest.raises(ValueError, match="dependency cycle through a$"):
         plans._check_acyclic(loop)
+
+
+def test_document_as_before_for_every_kind_of_value():
+    """dataplane.document's per-type field cache (issue: plans and manifests of 20,000 objects)
+    writes what dataclasses.fields gave: fields in order, ABSENT left out, a dataclass without
+    fields an empty object, tuples and nested lists as lists, dict values converted."""
+    import dataclasses
+
+    from pltlab.dataplane import ABSENT, document
+
+    @dataclasses.dataclass
+    class Empty:
+        pass
+
+    @dataclasses.dataclass(kw_only=True)
+    class Part:
+        b: int
+        a: object = ABSENT
+
+    got = document({"k": [Part(b=1), Part(b=2, a=(Empty(), [Part(b=3, a=None)]))], "t": (1.5, "x", True)})
+    assert got == {"k": [{"b": 1}, {"b": 2, "a": [{}, [{"b": 3, "a": None}]]}], "t": [1.5, "x", True]}
+    assert list(document(Part(b=1, a=2))) == ["b", "a"]
+    assert document(Part) is Part  # a class is no document: as it is
+    assert document([ABSENT]) == [ABSENT]
+
+
+def test_gc_paused_restores_the_collector():
+    import gc
+
+    from pltlab import gcpause
+
+    assert gc.isenabled()
+    with gcpause.paused():
+        assert not gc.isenabled()
+        with gcpause.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer use still holds it
+    assert gc.isenabled()
+    with pytest.raises(ValueError), gcpause.paused():
+        raise ValueError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gcpause.paused():
+            pass
+        assert not gc.isenabled()  # disabled by someone else: left so
+    finally:
+        gc.enable()
+
+
+def test_resource_kind_of_a_mime_type_and_of_a_url():
+    from pltlab.archive.resource_kinds import kind
+
+    assert kind("Text/HTML; charset=utf-8", "http://a/x.js") == "html"
+    assert kind("", "http://a/x.js") == "js"
+    assert kind(None, "http://a/x.css?v=1") == "css"
+    assert kind("  ", "http://a/x.png") == "image"  # a blank type: the extension decides, as before
+    assert kind("application/x-thing", "http://a/x.js") == "other"
+
+
+def test_protocol_names_as_recorded():
+    from pltlab.archive.entries import protocol_name
+
+    assert [protocol_name(v) for v in ("HTTP/2.0", "2 2", "h3-29", 1.1, 2, None, True, "", "spdy/3")] == [
+        "h2",
+        "h2",
+        "h3",
+        "http/1.1",
+        "h2",
+        "",
+        "",
+        "",
+        "spdy",
+    ]

@@ -38,18 +38,37 @@ def document(obj) -> Any:
     plan) are dataclasses of keyword fields that mirror the Rust types reading them
     (`pltlab-dp schema`, docs/dataplane-interfaces.md): each becomes an object of its fields in
     their order, a field that is ABSENT left out; lists and tuples become lists."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    t = type(obj)
+    if t in _SCALARS:  # the common case (a plan or manifest of 20,000 objects: ~300,000 values)
+        return obj
+    names = _FIELDS.get(t, _UNKNOWN)
+    if names is _UNKNOWN:
+        names = _FIELDS[t] = _field_names(t)
+    if names is not None:
         out = {}
-        for f in dataclasses.fields(obj):
-            v = getattr(obj, f.name)
+        for name in names:
+            v = getattr(obj, name)
             if v is not ABSENT:
-                out[f.name] = document(v)
+                out[name] = v if type(v) in _SCALARS else document(v)
         return out
     if isinstance(obj, (list, tuple)):
-        return [document(v) for v in obj]
+        return [v if type(v) in _SCALARS else document(v) for v in obj]
     if isinstance(obj, dict):
-        return {k: document(v) for k, v in obj.items()}
+        return {k: v if type(v) in _SCALARS else document(v) for k, v in obj.items()}
     return obj
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIELDS: dict[type, tuple[str, ...] | None] = {}  # type -> its dataclass fields' names (None: no dataclass)
+_UNKNOWN = object()
+
+
+def _field_names(t: type) -> tuple[str, ...] | None:
+    """The names of a dataclass's fields in their order (dataclasses.fields), None for any other
+    type; worked out once per type."""
+    if dataclasses.is_dataclass(t) and not issubclass(t, type):
+        return tuple(f.name for f in dataclasses.fields(t))
+    return None
 
 
 def schemas() -> dict[str, dict]:

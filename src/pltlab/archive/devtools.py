@@ -102,14 +102,17 @@ def claims(path: str) -> bool:
     if not head.startswith(b"{"):
         return False
     try:
-        return _unwrap(_read_json(path)) is not None
+        doc = _read_json(path)
     except PltError:
         return False  # not JSON at all: the HAR reader reports it
+    _keep(path, doc)  # whichever reader follows (this one's or the HAR one's) does not parse it again
+    return _unwrap(doc) is not None
 
 
 def load_pages(path: str) -> list[Page]:
     """Every page of a DevTools log file, initiators completed as the HAR importer does."""
-    events = _unwrap(_read_json(path))
+    doc = take_parsed(path)
+    events = _unwrap(_read_json(path) if doc is None else doc)
     if events is None:
         raise PltError(f'{path}: not a DevTools log (expected a JSON list of events with "method" and "params")')
     doc = to_har(events, path)
@@ -124,6 +127,35 @@ def load_pages(path: str) -> list[Page]:
     for p in pages:
         deps.complete(p)
     return pages
+
+
+# The JSON document claims() parsed last, for the reader that follows it (one file: a .json of
+# 20,000 entries is parsed once, not twice); taken by that reader, dropped by the next claims().
+_parsed: list = []  # [(file identity, document)]
+
+
+def _identity(path: str) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _keep(path: str, doc) -> None:
+    _parsed.clear()
+    key = _identity(path)
+    if key is not None:
+        _parsed.append((key, doc))
+
+
+def take_parsed(path: str):
+    """The document claims(path) parsed, if it was the last file claims() parsed and the file is
+    unchanged since; None otherwise (read it). Once: the caller may change it."""
+    if not _parsed:
+        return None
+    (key, doc) = _parsed.pop()
+    return doc if key == _identity(path) else None
 
 
 def _read_json(path: str):

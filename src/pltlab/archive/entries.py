@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import functools
 import math
 import re
 from datetime import UTC, datetime
@@ -120,7 +121,13 @@ def parse_time(s, where: str) -> datetime | None:
 
 def protocol_name(v) -> str:
     """An httpVersion / protocol as recorded -> "http/1.0", "http/1.1", "h2", "h3", "spdy" or ""."""
-    v = v if isinstance(v, str) else str(v) if number(v) else ""
+    if isinstance(v, str):
+        return _protocol_of(v)  # an import asks up to 3 times per entry, of a few distinct values
+    return _protocol_of(str(v)) if number(v) else ""
+
+
+@functools.lru_cache(maxsize=256)
+def _protocol_of(v: str) -> str:
     s = v.strip().lower().split()
     s = s[0] if s else ""  # WebPageTest writes "2 2" for HTTP/2
     if s.startswith("spdy"):
@@ -435,7 +442,7 @@ def read_entry(
         except ValueError as e:
             raise PltError(f"{where}: redirect target {show(redirect)}: {e}") from None
     ip = e.get("serverIPAddress") or e.get("_ip_addr") or ""
-    return Obj(
+    o = Obj(
         url=url,
         method=method,
         status=status,
@@ -457,6 +464,10 @@ def read_entry(
         from_cache=cached,
         request_body=_request_body(req, counts),
     )
+    # Its URL's scheme, host and port (Obj._parts), which every origin and plan asks for, from the
+    # split urls.check made: urlsplit keeps its last 128 results, not the page's 20,000.
+    o._parts()
+    return o
 
 
 def _own_sizes(resp: dict, content: dict, enc: str, body: bytes | None) -> tuple[int, int | None]:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pltlab.archive import deps, devtools, seed
+from pltlab.archive.har import checked as checked_har
 from pltlab.archive.har import har_to_pages
 from pltlab.archive.har import load as load_har
 from pltlab.archive.model import Page
@@ -50,7 +51,8 @@ def _devtools(path: str) -> Loaded:
 
 
 def _har(path: str) -> Loaded:
-    return Loaded(har_to_pages(load_har(path), path))
+    doc = devtools.take_parsed(path)  # a .json that devtools.claims parsed and did not claim
+    return Loaded(har_to_pages(load_har(path) if doc is None else checked_har(doc, path), path))
 
 
 def _seed(path: str) -> Loaded:

@@ -18,7 +18,7 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 
-from pltlab import __version__
+from pltlab import __version__, gcpause
 from pltlab.archive import repairs, urls
 from pltlab.archive.calibration import KEY as COMPUTE_KEY
 from pltlab.archive.calibration import PAGE_KEY as CAL_KEY
@@ -190,7 +190,8 @@ def _not_json(name: str):
 def parse_json(raw: bytes, path: str, what: str = "HAR"):
     """Strict JSON (no NaN or Infinity); any problem, absurd nesting included, is one PltError."""
     try:
-        return json.loads(raw.decode("utf-8-sig"), parse_constant=_not_json)
+        with gcpause.paused():  # a large HAR is millions of containers at once
+            return json.loads(raw.decode("utf-8-sig"), parse_constant=_not_json)
     except (UnicodeDecodeError, ValueError) as e:
         raise PltError(f"{path}: not valid {what} (JSON error: {e})") from None
     except RecursionError:
@@ -204,7 +205,11 @@ def load(path: str) -> dict:
             raw = f.read()
     except OSError as e:
         raise PltError(f"{path}: cannot read: {e.strerror}") from None
-    doc = parse_json(raw, path)
+    return checked(parse_json(raw, path), path)
+
+
+def checked(doc, path: str) -> dict:
+    """``doc`` (a file's JSON data) when it is a HAR; else one PltError naming the file."""
     if (
         not isinstance(doc, dict)
         or not isinstance(doc.get("log"), dict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pltlab import gcpause
 from pltlab.archive import formats, repairs
 from pltlab.archive.corpus import page_row, write_corpus
 from pltlab.archive.model import Page
@@ -22,6 +23,7 @@ def load_inputs(paths: list[str]) -> tuple[list[Page], dict]:
     return pages, report
 
 
+@gcpause.paused()  # a page of 20,000 objects: millions of containers (pltlab.gcpause)
 def import_paths(paths: list[str], out: str, synthesize: bool = False) -> dict:
     pages, report = load_inputs(paths)
     if synthesize:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from urllib.parse import urlsplit
 
@@ -52,7 +53,18 @@ MIME_BY_EXT = {
 
 
 def kind(mime: str, url: str = "") -> str:
-    m = (mime or "").split(";")[0].strip().lower()
+    got = _mime_kind(mime) if mime else ""  # a plan or manifest asks ~5 times per object
+    if got:
+        return got
+    ext = posixpath.splitext(urlsplit(url).path)[1].lower()
+    return EXT.get(ext, "other")
+
+
+@functools.lru_cache(maxsize=1024)
+def _mime_kind(mime: str) -> str:
+    """The kind a MIME type names; "" when it names none (an empty or blank type: the URL's
+    extension decides). A page has few distinct types, so cached."""
+    m = mime.split(";")[0].strip().lower()
     if "html" in m:
         return "html"
     if m == "text/css":
@@ -67,8 +79,7 @@ def kind(mime: str, url: str = "") -> str:
         return "font"
     if m:
         return "other"
-    ext = posixpath.splitext(urlsplit(url).path)[1].lower()
-    return EXT.get(ext, "other")
+    return ""
 
 
 def guess_mime(url: str, body: bytes | None = None) -> str:

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from pltlab import protocols
+from pltlab import gcpause, protocols
 from pltlab.archive import synth
 from pltlab.archive.calibration import KEY, check_delay
 from pltlab.archive.calibration import stored as calibration_of
@@ -343,6 +343,7 @@ def tail_ms(page: Page, model: str, calibrated: bool = True) -> float | None:
     return None if cal is None else float(cal["tail_ms"])
 
 
+@gcpause.paused()  # a plan of 20,000 objects at once (pltlab.gcpause)
 def build(
     page: Page,
     host_ips: dict[str, str],

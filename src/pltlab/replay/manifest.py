@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from pltlab import protocols
+from pltlab import gcpause, protocols
 from pltlab.archive import synth, wire
 from pltlab.archive.model import Obj, Page
 from pltlab.dataplane import ABSENT, document
@@ -86,6 +86,7 @@ class Manifest:
     stats: str
 
 
+@gcpause.paused()  # every object's response and body at once (pltlab.gcpause)
 def build(
     pages: list[Page],
     host_ips: dict[str, str],
