@@ -32,6 +32,9 @@ SLOT = "pltlab_slot"  # custom resource: a node offers as many as it runs loads 
 OBJECT_STORE_BYTES = 100 * 1024**2  # a local cluster's object store (pages are small)
 PROBE_TIMEOUT_S = 900.0  # a node's self-check (about a minute; more on a busy machine)
 ABORT_CLEAN_S = 20.0  # interrupted: each node's clean-up after its slots were killed
+# loads handed to each slot at once: the next one waits in the slot's queue, so a slot does not
+# sit idle while its result travels to the driver and the next load travels back
+PIPELINE = 2
 LOG_NAME = "cluster.log"  # in the output folder: Ray's messages while joining the cluster
 
 
@@ -219,12 +222,14 @@ class ClusterExecutor:
         pages: dict[int, list] = {}  # page index -> [its object reference] (put once)
         cfgs = {}
         queue = deque((it, len(seen.get(it.key, [])) + 1) for it in todo)
-        idle = deque(range(len(self.actors)))
+        idle = deque(i for _ in range(PIPELINE) for i in range(len(self.actors)))  # free places, by slot
         inflight: dict = {}  # object ref -> (actor index, item, attempt)
         node_json = [json.dumps(n, sort_keys=True) for n in self.node_of]
         while queue or inflight:
             while queue and idle:
                 i = idle.popleft()
+                if self.actors[i] is None:  # (lost since this place was freed)
+                    continue
                 it, attempt = queue.popleft()
                 if it.page not in pages:
                     pages[it.page] = [ray.put(sweep.exp.pages[it.page].page)]
