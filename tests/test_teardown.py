@@ -118,3 +118,21 @@ def test_clean_rejects_bad_run_id():
     cp = pltlab_cmd("clean", "--run", "../etc")
     assert cp.returncode != 0
     assert cp.stderr.strip().count("\n") == 0 and "invalid run id" in cp.stderr
+
+
+@pytest.mark.root
+def test_ctrl_c_during_a_run_says_interrupted():
+    """A Ctrl-C in the middle of `pltlab run` ends it with 130 and one line saying so (typer
+    alone would exit silently)."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pltlab", "run", "wikipedia", "--rtt", "200ms", "--reps", "5"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    time.sleep(4)  # set up and loading
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 128 + signal.SIGINT, err
+    assert err.strip().splitlines()[-1] == "pltlab: interrupted", err

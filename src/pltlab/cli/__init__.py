@@ -260,6 +260,21 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("pltlab: interrupted", highlight=False)
         sys.exit(128 + signal.SIGINT)
+    except SystemExit as e:  # typer turns Ctrl-C into a silent exit 130: say it
+        if _caused_by_interrupt(e):
+            err.print("pltlab: interrupted", highlight=False)
+        raise
+
+
+def _caused_by_interrupt(e: BaseException) -> bool:
+    seen = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        if isinstance(x, KeyboardInterrupt):
+            return True
+        seen.add(id(x))
+        x = x.__cause__ or x.__context__
+    return False
 
 
 if __name__ == "__main__":
