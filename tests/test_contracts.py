@@ -12,7 +12,7 @@ import sys
 import jsonschema
 import pytest
 
-from pltlab import dataplane, units
+from pltlab import dataplane, protocols, units
 from pltlab.archive import bundled
 from pltlab.dataplane import ABSENT
 from pltlab.errors import PltError
@@ -79,12 +79,12 @@ def test_plans_validate(schemas, name):
     page = bundled.load(name)
     ips = _ips(page)
     some = sorted(ips)[::2]
-    h2 = set(ips.values())
+    h2 = {ip: protocols.get("h2") for ip in ips.values()}
     for kw in (
         {},
         {"model": "chromium"},
-        {"model": "chromium", "https_hosts": some, "h2_ips": h2, "ca": "/ca.pem", "tls_mode": "0rtt"},
-        {"https_hosts": sorted(ips), "h2_ips": h2, "ca": "/ca.pem", "tls_mode": "resume", "max_conns_per_host": 2},
+        {"model": "chromium", "https_hosts": some, "offered": h2, "ca": "/ca.pem", "tls_mode": "0rtt"},
+        {"https_hosts": sorted(ips), "offered": h2, "ca": "/ca.pem", "tls_mode": "resume", "max_conns_per_host": 2},
         {"compute_delays": True, "dns_delay_ms": 5.0, "timeout_s": 30.0},
     ):
         plan = plans.build(page, ips, tfo=True, **kw)

@@ -10,6 +10,7 @@ import pytest
 from conftest import SHARED, pltlab_cmd
 from test_validity import entry, har
 
+from pltlab import protocols
 from pltlab.archive.har import read_page
 from pltlab.archive.model import Obj, Page
 from pltlab.errors import PltError
@@ -79,12 +80,14 @@ def test_manifest_offers_h2_per_address(tmp_path, protocol, want):
     assert alpn[("198.19.0.3", 80)] is None  # plain http: HTTP/1.1, no ALPN (its 443: HSTS upgrades)
     # h3 recorded on an https origin falls back to h2
     q = _page([("https://www.a.test/", "h3", "")])
-    assert manifest.h2_addresses([q], {"www.a.test": "198.19.0.1"}, "recorded") == {"198.19.0.1"}
+    assert manifest.address_protocols([q], {"www.a.test": "198.19.0.1"}, "recorded") == {
+        "198.19.0.1": protocols.get("h2")
+    }
 
 
 def test_requests_must_use_the_protocol_offered():
     ips = {"a.test": "198.19.0.1", "b.test": "198.19.0.2"}
-    h2 = {"198.19.0.1"}
+    h2 = {"198.19.0.1": protocols.get("h2")}
     assert expected_protocol("https://a.test/x", ips, h2) == "h2"
     assert expected_protocol("http://a.test/x", ips, h2) == "http/1.1"
     assert expected_protocol("https://b.test/x", ips, h2) == "http/1.1"
@@ -225,7 +228,15 @@ def test_plans_say_h2_and_chromium_priorities():
     page = bundled.load("wikipedia")
     ips = {h: f"198.19.0.{i + 1}" for h, i in hosts.assign([page]).items()}
     https = set(ips)  # every host over https, as Chromium's HSTS upgrades make them
-    p = plans.build(page, ips, tfo=False, ca="/ca.pem", https_hosts=https, model="chromium", h2_ips=set(ips.values()))
+    p = plans.build(
+        page,
+        ips,
+        tfo=False,
+        ca="/ca.pem",
+        https_hosts=https,
+        model="chromium",
+        offered=dict.fromkeys(ips.values(), protocols.get("h2")),
+    )
     objs = p["objects"]
     assert all(o["protocol"] == "h2" for o in objs if o["tls"])
     assert objs[0]["priority"] == "u=0, i"  # the document
@@ -237,7 +248,9 @@ def test_plans_say_h2_and_chromium_priorities():
     p1 = plans.build(page, ips, tfo=False, ca="/ca.pem", https_hosts=https, model="chromium")
     assert not any("protocol" in o or "priority" in o for o in p1["objects"])
     # the archive model sends no priorities, h2 or not
-    pa = plans.build(page, ips, tfo=False, ca="/ca.pem", https_hosts=https, h2_ips=set(ips.values()))
+    pa = plans.build(
+        page, ips, tfo=False, ca="/ca.pem", https_hosts=https, offered=dict.fromkeys(ips.values(), protocols.get("h2"))
+    )
     assert not any("priority" in o for o in pa["objects"])
 
 

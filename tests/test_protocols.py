@@ -32,11 +32,15 @@ def test_the_validity_rule_and_alpn_offers():
     assert protocols.expected("https", h2) == "h2" and protocols.expected("http", h2) == "http/1.1"
     assert protocols.expected("https", None) == "http/1.1"
     ips = {"a.test": "10.0.0.1", "b.test": "10.0.0.2"}
-    assert expected_protocol("https://a.test/x", ips, {"10.0.0.1"}) == "h2"
-    assert expected_protocol("https://b.test/x", ips, {"10.0.0.1"}) == "http/1.1"
-    assert document(_listen("10.0.0.1", 443, True, True))["alpn"] == ["h2", "http/1.1"]
-    assert document(_listen("10.0.0.1", 443, True, False))["alpn"] == ["http/1.1"]
-    assert "alpn" not in document(_listen("10.0.0.1", 80, False, True))
+    assert expected_protocol("https://a.test/x", ips, {"10.0.0.1": h2}) == "h2"
+    assert expected_protocol("https://b.test/x", ips, {"10.0.0.1": h2}) == "http/1.1"
+    h1 = protocols.get("h1")
+    assert expected_protocol("https://a.test/x", ips, {"10.0.0.1": h1}) == "http/1.1"
+    assert document(_listen("10.0.0.1", 443, True, h2))["alpn"] == ["h2", "http/1.1"]
+    assert document(_listen("10.0.0.1", 443, True, h1))["alpn"] == ["http/1.1"]
+    assert "alpn" not in document(_listen("10.0.0.1", 80, False, h2))
+    # of two protocols recorded for one address, the later row of the table is offered
+    assert protocols.preferred(h1, h2) is h2 and protocols.preferred(h2, h1) is h2
     assert protocols.by_alpn("H2") is h2 and protocols.by_alpn(None) is None
 
 

@@ -66,6 +66,11 @@ def expected(scheme: str, offered: Protocol | None) -> str:
     return offered.alpn if scheme == "https" and offered is not None else FALLBACK_ALPN
 
 
+def preferred(a: Protocol, b: Protocol) -> Protocol:
+    """Of two protocols an address could offer, the one it offers (the later row of the table)."""
+    return a if PROTOCOLS.index(a) >= PROTOCOLS.index(b) else b
+
+
 def applies(protocol: str, knob: str) -> bool:
     """Whether ``knob`` matters under the protocol knob's value ``protocol`` (a knob no row claims:
     always; "recorded": wherever some row claims it)."""

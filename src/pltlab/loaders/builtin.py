@@ -40,7 +40,7 @@ def warm_tfo(job: Job) -> None:
     """The prior visit that caches a TFO cookie for every origin: one TFO request per origin
     address (the kernel keys cookies by address) for its smallest object, whatever the client."""
     page, replay = job.page, job.replay
-    plan = plans.build(page, job.host_ips, tfo=True, ca=replay.ca, h2_ips=replay.h2_ips)
+    plan = plans.build(page, job.host_ips, tfo=True, ca=replay.ca, offered=replay.offered)
     size = {o.url.split("#", 1)[0]: o.size for o in page.objects}
     pick: dict[str, dict] = {}
     for o in plan["objects"]:
@@ -63,7 +63,7 @@ class Builtin(Loader):
             model=cfg.model,
             calibrated=cfg.calibrated,
             timeout_s=cfg.load_timeout_s,
-            h2_ips=job.replay.h2_ips,
+            offered=job.replay.offered,
             tls_mode=cfg.tls,
         )
 

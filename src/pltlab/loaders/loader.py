@@ -37,7 +37,7 @@ class Job:
     topo: Any  # the emulated WAN (pltlab.net.topology.Topology): the client namespace, its work folder
     page: Page  # the page as loaded (names renamed: knob hosts)
     host_ips: dict[str, str]
-    replay: Any  # the replay server (pltlab.replay.server.ReplayServer): its ca, spki, h2_ips
+    replay: Any  # the replay server (pltlab.replay.server.ReplayServer): its ca, spki, offered
     https_hosts: set[str] | None  # hosts upgraded to https (knob schemes), None: as recorded
     cfg: Any  # the run's settings (pltlab.run.config.RunConfig): tls, model, calibrated, ...
 

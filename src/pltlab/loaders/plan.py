@@ -1,5 +1,6 @@
 """The built-in loader's plan: which objects to fetch, from where, after which parent."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
@@ -356,16 +357,17 @@ def build(
     https_hosts=None,
     model: str = "archive",
     calibrated: bool = True,
-    h2_ips: set | frozenset = frozenset(),
+    offered: Mapping[str, protocols.Protocol] | None = None,
     tls_mode: str = "full",
 ) -> dict:
     """``tls_mode``: "full", "resume" or "0rtt" (the loader visits the page once before the load
     for the session tickets; see docs/loaders.md). Only a mode other than full is written into
     the plan, so that earlier plans and their digests stay as they were.
 
-    ``h2_ips``: replay addresses whose https offers h2: objects fetched over https from one of
-    them say protocol "h2" (the loader offers ALPN h2 and multiplexes if the server picks it) and,
-    with model "chromium", carry Chromium's ``priority`` header (chromium_priority).
+    ``offered``: what each replay address's https offers (address -> pltlab.protocols row;
+    absent: HTTP/1.1): objects fetched over https from an address offering a multiplexed protocol
+    say it (``protocol`` "h2": the loader offers that ALPN and multiplexes if the server picks
+    it) and, with model "chromium", carry Chromium's ``priority`` header (chromium_priority).
 
     ``https_hosts``: hosts a browser upgrades to https by itself (pltlab.loaders.browser.hsts); the
     objects it would then load over https are fetched over https (port 443 for a recorded 80),
@@ -450,8 +452,9 @@ def build(
             delay_ms=round(delay, 3),
             **extra,
         )
-        if sch == "https" and host_ips[o.host] in h2_ips:  # absent: http/1.1 (plans without h2 unchanged)
-            po.protocol = protocols.get("h2").alpn
+        proto = offered.get(po.ip) if offered and sch == "https" else None
+        if proto is not None and proto.multiplexed:  # absent: http/1.1 (plans without h2 unchanged)
+            po.protocol = proto.alpn
             if model == "chromium":  # Chromium sends the header over h2 only (docs/loaders.md)
                 prio = chromium_priority(page, o, heads.st, extra.get("delayable", False), images)
                 if prio:

@@ -123,16 +123,15 @@ def judge(tfo: bool, counters: dict, requests: list[dict], document: str | None 
     return None
 
 
-def expected_protocol(url: str, host_ips: dict, h2_ips: set) -> str:
-    """The protocol a request should go over (pltlab.protocols.expected): h2 to an https origin
-    whose address offers it (ALPN; Chromium and the built-in loader both offer h2 and http/1.1),
-    else HTTP/1.1."""
+def expected_protocol(url: str, host_ips: dict, offered: dict) -> str:
+    """The protocol a request should go over (pltlab.protocols.expected): what its https origin's
+    address offers (``offered``: address -> Protocol; ALPN, the loaders offer every row's), else
+    HTTP/1.1."""
     parts = urlsplit(url)
-    offered = protocols.get("h2") if host_ips.get(parts.hostname or "") in h2_ips else None
-    return protocols.expected(parts.scheme, offered)
+    return protocols.expected(parts.scheme, offered.get(host_ips.get(parts.hostname or "")))
 
 
-def protocol_problem(requests: list[dict], host_ips: dict, h2_ips: set) -> str | None:
+def protocol_problem(requests: list[dict], host_ips: dict, offered: dict) -> str | None:
     """Why a load's requests did not go over the protocols offered, or None (the first one named;
     requests without a reported protocol, e.g. failed ones, are not judged)."""
     bad = []
@@ -140,7 +139,7 @@ def protocol_problem(requests: list[dict], host_ips: dict, h2_ips: set) -> str |
         got = (r.get("protocol") or "").lower()
         if not got or not str(r.get("url", "")).startswith(("http://", "https://")):
             continue
-        want = expected_protocol(r["url"], host_ips, h2_ips)
+        want = expected_protocol(r["url"], host_ips, offered)
         if got != want:
             bad.append((r["url"], got, want))
     if not bad:

@@ -81,7 +81,7 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
         https_hosts=https_hosts,
         model=cfg.model,
         calibrated=cfg.calibrated,
-        h2_ips=manifest.h2_addresses([page], host_ips, cfg.protocol),
+        offered=manifest.address_protocols([page], host_ips, cfg.protocol),
         tls_mode=cfg.tls,
     )
     return built, plans.plan_objects(page, host_ips, https_hosts), one_way

@@ -103,7 +103,7 @@ def build(
     HSTS-preloaded hosts (wikipedia.org, ...) to https whatever the recorded scheme, and the
     sub-resources of an upgraded page follow it (scheme-relative references, see synth.ref; a
     recorded ``Location: http://...`` of an http response is served scheme-relative).
-    ``protocol`` (the knob): which https addresses offer h2 (``alpn``, see h2_addresses);
+    ``protocol`` (the knob): what each address's https offers (``alpn``, see address_protocols);
     ``h2_priority`` (knob server_priority): how h2 connections order their responses;
     ``request_timeout_s`` (knob server_timeout_s): a connection's TLS handshake and first request
     head must be in this long after it connected (docs/robustness.md). ``tls``: the certificate and
@@ -152,9 +152,9 @@ def build(
         listen |= {(ip, 443, True) for ip in host_ips.values()}
     elif any(t for _, _, t in listen):
         raise ValueError("https origins need TLS material")
-    h2 = h2_addresses(pages, host_ips, protocol)
+    offered = address_protocols(pages, host_ips, protocol)
     m = Manifest(
-        listen=[_listen(ip, port, t, ip in h2) for ip, port, t in sorted(listen)],
+        listen=[_listen(ip, port, t, offered[ip]) for ip, port, t in sorted(listen)],
         tls=tls,
         tfo_queue=tfo_queue,
         think_time=think_time,
@@ -166,27 +166,31 @@ def build(
     return document(m)
 
 
-H2 = protocols.get("h2")
-
-
-def h2_addresses(pages: list[Page], host_ips: dict[str, str], protocol: str) -> set[str]:
-    """The replay addresses whose https listen offers h2: every one for protocol "h2", none for
-    "h1", for "recorded" those serving a host some page recorded over a protocol replayed as h2
-    (pltlab.protocols: h2, h3, spdy)."""
+def address_protocols(pages: list[Page], host_ips: dict[str, str], protocol: str) -> dict[str, protocols.Protocol]:
+    """What each replay address's https offers (pltlab.protocols): the knob's protocol
+    everywhere, or for "recorded" the protocol the pages recorded for the hosts it serves (as the
+    table replays it; of several, the later row), HTTP/1.1 where nothing says otherwise."""
     if protocol != protocols.RECORDED:
-        return set(host_ips.values()) if protocols.get(protocol) is H2 else set()
-    return {
-        host_ips[o.host]
-        for p in pages
-        for o in p.objects
-        if protocols.of_recorded(o.protocol) is H2 and o.host in host_ips
-    }
+        one = protocols.get(protocol)
+        return {ip: one for ip in host_ips.values()}
+    out = {ip: protocols.FALLBACK for ip in host_ips.values()}
+    for p in pages:
+        for o in p.objects:
+            ip = host_ips.get(o.host)
+            if ip is not None:
+                out[ip] = protocols.preferred(out[ip], protocols.of_recorded(o.protocol))
+    return out
 
 
-def _listen(ip: str, port: int, tls: bool, h2: bool) -> Listen:
+def offered(manifest: dict) -> dict[str, protocols.Protocol]:
+    """What each address of a built manifest offers over https (its ALPN list, preferred first)."""
+    return {e["ip"]: protocols.by_alpn(e["alpn"][0]) or protocols.FALLBACK for e in manifest["listen"] if e.get("alpn")}
+
+
+def _listen(ip: str, port: int, tls: bool, proto: protocols.Protocol) -> Listen:
     if not tls:
         return Listen(ip=ip, port=port, tls=False)
-    return Listen(ip=ip, port=port, tls=True, alpn=list((H2 if h2 else protocols.FALLBACK).offers()))
+    return Listen(ip=ip, port=port, tls=True, alpn=list(proto.offers()))
 
 
 def _self_upgrade(o: Obj) -> bool:

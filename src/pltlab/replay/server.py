@@ -52,8 +52,8 @@ class ReplayServer:
             h2_priority=h2_priority,
             request_timeout_s=request_timeout_s,
         )
-        # addresses whose https answers over h2 (ALPN), for the loads' protocol checks
-        self.h2_ips = {e["ip"] for e in self.manifest["listen"] if "h2" in e.get("alpn", ())}
+        # what each address's https offers (ALPN), for the plans and the loads' protocol checks
+        self.offered = manifest.offered(self.manifest)
         self.proc = None
         self.stats: dict | None = None
 

@@ -239,7 +239,7 @@ class PageRunner:
         reason = (
             judge(tfo, counters, requests, loader.document_problem(res, requests, self.chain, plan))
             or (schemes.problem(requests, self.http, res.get("hsts_upgraded") or ()) if self.http is not None else None)
-            or protocol_problem(requests, self.host_ips, self.replay.h2_ips)
+            or protocol_problem(requests, self.host_ips, self.replay.offered)
             or loader.tls_problem(self.cfg.tls, tls, requests)
         )
         cfg = self.cfg
