@@ -352,6 +352,16 @@ def test_link_snapshot_and_request_keys_are_the_data_planes(schemas):
     assert set(loader.REQUEST_BYTES) <= set(rec)
 
 
+def test_link_aid_keys_are_the_data_planes(schemas):
+    """The precision aids' keys emulator.aids_missing reads (the final statistics; the ready line
+    prints the same ``Aids``)."""
+    stats = _props(schemas["link-stats"])
+    for name in emulator.AIDS:
+        assert f"{name}_error" in stats, name
+    for name in ("sched_fifo", "idle_poll"):
+        assert {f"{name}_requested", f"{name}_applied"} <= set(stats), name
+
+
 # ---- limits declared once, agreeing with the data plane's ---------------------------------------
 
 

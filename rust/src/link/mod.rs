@@ -16,7 +16,6 @@ mod trace;
 mod tun;
 
 use anyhow::{Context, Result};
-use serde_json::json;
 use std::io::{BufWriter, Write};
 
 use crate::os::{clock, process, signal};
@@ -50,6 +49,21 @@ pub fn run(a: Args) -> Result<()> {
     let locked = if cfg.mlock { Some(process::mlockall()) } else { None };
     // held until the process ends (closing it drops the request, also on a crash)
     let idle_poll = if cfg.idle_poll { Some(process::cpu_latency_qos_zero()) } else { None };
+    fn err<T>(r: Option<&std::result::Result<T, String>>) -> Option<String> {
+        r.and_then(|r| r.as_ref().err().cloned())
+    }
+    let aids = stats::Aids {
+        sched_fifo_requested: cfg.sched_fifo,
+        sched_fifo_applied: matches!(fifo, Some(Ok(()))),
+        sched_fifo_error: err(fifo.as_ref()),
+        cpu: cfg.cpu,
+        cpu_error: err(pinned.as_ref()),
+        mlock_applied: matches!(locked, Some(Ok(()))),
+        mlock_error: err(locked.as_ref()),
+        idle_poll_requested: cfg.idle_poll,
+        idle_poll_applied: matches!(idle_poll, Some(Ok(_))),
+        idle_poll_error: err(idle_poll.as_ref()),
+    };
     let t0 = clock::now_ns();
     let dirs = [pipeline::Direction::new(&up, true, t0), pipeline::Direction::new(&down, false, t0)];
     let mut emu = Emulator::new([client, server], dirs, pcap, clock::realtime_offset(), cfg.busy_wait_us * 1000);
@@ -62,7 +76,8 @@ pub fn run(a: Args) -> Result<()> {
         &sigfd,
         || {
             let mut o = std::io::stdout().lock();
-            let _ = writeln!(o, "{}", json!({"event": "ready", "pid": pid}));
+            let ready = stats::Ready { event: stats::ReadyEvent::Ready, pid, aids: &aids };
+            let _ = writeln!(o, "{}", serde_json::to_string(&ready).unwrap_or_default());
             let _ = o.flush();
         },
         stall,
@@ -75,25 +90,13 @@ pub fn run(a: Args) -> Result<()> {
         }
         None => None,
     };
-    fn err<T>(r: Option<&std::result::Result<T, String>>) -> Option<String> {
-        r.and_then(|r| r.as_ref().err().cloned())
-    }
     let stats = stats::LinkStats {
         event: stats::StatsEvent::Stats,
         pid,
         run_time_s: run_time,
         busy_wait_us: cfg.busy_wait_us,
         offload: cfg.offload,
-        sched_fifo_requested: cfg.sched_fifo,
-        sched_fifo_applied: matches!(fifo, Some(Ok(()))),
-        sched_fifo_error: err(fifo.as_ref()),
-        cpu: cfg.cpu,
-        cpu_error: err(pinned.as_ref()),
-        mlock_applied: matches!(locked, Some(Ok(()))),
-        mlock_error: err(locked.as_ref()),
-        idle_poll_requested: cfg.idle_poll,
-        idle_poll_applied: matches!(idle_poll, Some(Ok(_))),
-        idle_poll_error: err(idle_poll.as_ref()),
+        aids,
         pcap_packets,
         standby: stats::StandbyReport {
             tick_us: cfg.standby_us,

@@ -336,6 +336,45 @@ pub struct StandbyReport {
     pub packets: u64,
 }
 
+/// The precision aids the config asked for and what became of them (tried once, before
+/// `ready`): in the ready line and the final statistics alike. An aid is missing when its
+/// `*_error` is not null (or it was requested and not applied).
+#[derive(Serialize, JsonSchema, Debug, Clone, Default)]
+pub struct Aids {
+    pub sched_fifo_requested: bool,
+    pub sched_fifo_applied: bool,
+    /// null unless requested and refused.
+    pub sched_fifo_error: Option<String>,
+    /// The CPU asked for (null: not pinned).
+    pub cpu: Option<usize>,
+    /// null unless pinning was asked for and refused.
+    pub cpu_error: Option<String>,
+    pub mlock_applied: bool,
+    /// null unless mlock was asked for and refused.
+    pub mlock_error: Option<String>,
+    pub idle_poll_requested: bool,
+    pub idle_poll_applied: bool,
+    /// null unless requested and refused.
+    pub idle_poll_error: Option<String>,
+}
+
+/// Why the ready line was printed.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadyEvent {
+    Ready,
+}
+
+/// The line printed once both TUNs are attached and the aids tried: the control plane reads the
+/// aids here, so every load knows them (not only the statistics at the end).
+#[derive(Serialize, Debug, Clone)]
+pub struct Ready<'a> {
+    pub event: ReadyEvent,
+    pub pid: u32,
+    #[serde(flatten)]
+    pub aids: &'a Aids,
+}
+
 /// Why the object was printed.
 #[derive(Serialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -353,17 +392,8 @@ pub struct LinkStats {
     pub run_time_s: f64,
     pub busy_wait_us: u64,
     pub offload: bool,
-    pub sched_fifo_requested: bool,
-    pub sched_fifo_applied: bool,
-    /// null unless requested and refused.
-    pub sched_fifo_error: Option<String>,
-    pub cpu: Option<usize>,
-    pub cpu_error: Option<String>,
-    pub mlock_applied: bool,
-    pub mlock_error: Option<String>,
-    pub idle_poll_requested: bool,
-    pub idle_poll_applied: bool,
-    pub idle_poll_error: Option<String>,
+    #[serde(flatten)]
+    pub aids: Aids,
     /// Records written (null without pcap).
     pub pcap_packets: Option<u64>,
     pub standby: StandbyReport,

@@ -60,6 +60,7 @@ def run(
     """Load a page over an emulated WAN with replay servers: PLT per load, TFO on/off.
     A directory or multi-page HAR runs page by page; a page that fails is reported at the end
     (one line each, exit code 2) and the others still run."""
+    from pltlab.net.emulator import AidWarnings
     from pltlab.run.batch import run_pages
     from pltlab.run.config import RunConfig
     from pltlab.run.runner import summarize
@@ -67,9 +68,12 @@ def run(
     cfg = RunConfig.from_knobs(knobs)  # every knob checked before anything is built
     bar = LoadProgress(cfg.reps * len(cfg.tfo_modes), Console(stderr=as_json), json_mode=as_json)
     out = bar.lines
+    aids = AidWarnings()  # the link's refused precision aids: one line on stderr each, once
 
     def on_run(r):
         bar.load_done(r["page_id"])
+        for line in aids.new(r.get("link_aids_missing")):
+            bar.err.print(line, markup=False, highlight=False, soft_wrap=True)
         out.print(
             f"Experiment {r['rep']} {escape(r['page_id'])} @ {r['rtt_ms']:g}ms delay"
             f" ({'TFO' if r['tfo'] else 'no TFO'})",

@@ -59,6 +59,9 @@ RUN_COLUMNS = {
     "lateness_max_us": "REAL",
     # times the load was re-run because the link emulator was late (pltlab.net.lateness)
     "late_reruns": "INTEGER",
+    # the link emulator's precision aids asked for and refused, comma-separated ("idle_poll,sched_fifo";
+    # "": every aid asked for applied; NULL: not known: a failed run, an older folder)
+    "link_aids_missing": "TEXT",
     # what a measurement kind other than a plain page load measured (JSON; pltlab.run.kinds)
     "metrics": "TEXT",
     "started_at": "REAL",

@@ -34,7 +34,7 @@ from pltlab.experiments import lock
 from pltlab.experiments.progress_columns import bar_columns
 from pltlab.experiments.results import DiskFull, Results, export
 from pltlab.experiments.spec import NAME_RE, Experiment
-from pltlab.net import clean
+from pltlab.net import clean, emulator
 from pltlab.run import kinds, knobs, loadhar, loadpcaps
 from pltlab.run.config import RunConfig
 from pltlab.run.point import Point
@@ -197,6 +197,7 @@ class Sweep:
         self.live: OrderedDict[tuple, object] = OrderedDict()  # (page, config) -> a kind's runner
         self.res: Results | None = None
         self.env: dict = {}
+        self.aid_warnings = emulator.AidWarnings()  # the link's refused precision aids, said once each
 
     # ---- runners ----------------------------------------------------------------------
     def _columns(self, c: int) -> dict:
@@ -324,6 +325,7 @@ class Sweep:
             network_plt_ms=r.get("network_plt_ms"),
             tail_ms=r.get("tail_ms"),
             late_reruns=r.get("late_reruns"),
+            link_aids_missing=emulator.aids_column(r.get("link_aids_missing")),
             metrics=r.get("metrics"),
             seed=r.get("seed", row.get("seed")),
         )
@@ -334,6 +336,8 @@ class Sweep:
         if lat:  # this load's own figures (else the runner's, filled in at its teardown)
             row.update(lateness_p50_us=lat.get("p50"), lateness_p99_us=lat.get("p99"), lateness_max_us=lat.get("max"))
         self.res.add_run(row, r["requests"], har=self._har(row, r))
+        for line in self.aid_warnings.new(r.get("link_aids_missing")):  # (the load stays valid)
+            self.out.print(line, markup=False, highlight=False, no_wrap=True, crop=False, overflow="ignore")
         row["summary"] = r.get("summary")  # for the progress display, not stored
         return row
 

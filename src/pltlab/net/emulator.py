@@ -125,6 +125,56 @@ def link_config(
     )
 
 
+# The precision aids `pltlab-dp link` may be asked for (rust/src/link/stats.rs `Aids`), in the
+# order they are named: SCHED_FIFO priority, pinning to a CPU, mlockall, the PM QoS request
+# that keeps CPUs polling.
+AIDS = ("sched_fifo", "cpu", "mlock", "idle_poll")
+
+
+def aids_missing(doc: dict | None) -> dict[str, str]:
+    """The aids asked for and not applied, name -> the emulator's error text, read from its ready
+    line or final statistics (the same keys): an aid is missing when its ``<name>_error`` is set
+    or its ``<name>_requested`` is true without ``<name>_applied``. Empty: every aid asked for
+    applied (or none asked for, or a document that says nothing of them: netem, no emulator)."""
+    out = {}
+    for name in AIDS:
+        err = (doc or {}).get(f"{name}_error")
+        refused = (doc or {}).get(f"{name}_requested") is True and (doc or {}).get(f"{name}_applied") is not True
+        if err is not None or refused:
+            out[name] = str(err) if err is not None else "requested, not applied"
+    return out
+
+
+def aids_column(missing: dict[str, str] | None) -> str | None:
+    """The results column ``link_aids_missing``: the missing aids' names, comma-separated ("":
+    every aid asked for applied; None: not known)."""
+    return None if missing is None else ",".join(missing)
+
+
+def aid_warning(name: str, error: str) -> str:
+    """The one line a run prints the first time an aid is missing (once per aid)."""
+    return (
+        f"pltlab: warning: link emulator could not apply {name} ({error}): link timing less precise; "
+        f"loads still checked for lateness"
+    )
+
+
+class AidWarnings:
+    """Which missing aids a run has already warned about: ``new(missing)`` gives the lines of the
+    aids not yet reported (each aid once per run, with the first error seen)."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def new(self, missing: dict[str, str] | None) -> list[str]:
+        lines = []
+        for name, error in (missing or {}).items():
+            if name not in self.seen:
+                self.seen.add(name)
+                lines.append(aid_warning(name, error))
+        return lines
+
+
 class UserspaceLink:
     """Runs `pltlab-dp link` inside the server namespace, attached to both TUN devices."""
 
@@ -136,6 +186,8 @@ class UserspaceLink:
         self.server_ns = server_ns
         self.proc: subprocess.Popen | None = None
         self.stats: dict | None = None
+        # the aids asked for and refused (aids_missing), from the ready line: known to every load
+        self.aids_missing: dict[str, str] = {}
 
     def start(self, timeout: float = 10.0) -> None:
         cfg_path = os.path.join(self.workdir, "link.json")
@@ -168,6 +220,7 @@ class UserspaceLink:
             except ValueError:
                 continue
             if msg.get("event") == "ready":
+                self.aids_missing = aids_missing(msg)
                 return
 
     def _stderr_tail(self) -> str:

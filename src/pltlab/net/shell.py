@@ -5,7 +5,7 @@ import signal
 import sys
 
 from pltlab import dataplane
-from pltlab.net import names
+from pltlab.net import emulator, names
 from pltlab.net.probes import start_server
 from pltlab.net.topology import Topology
 from pltlab.net.wan import TopologySpec
@@ -33,6 +33,8 @@ def run_shell(spec: TopologySpec, cmd: list[str], serve: bool = True) -> int:
             + (f" (server on port {SHELL_PORT})" if serve else ""),
             file=sys.stderr,
         )
+        for line in emulator.AidWarnings().new(topo.link_aids_missing):  # a precision aid asked for, refused
+            print(line, file=sys.stderr)
         child = topo.popen("client", cmd, env=env)
         # The terminal's Ctrl-C reaches the command itself; we only tear down after it has ended.
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)

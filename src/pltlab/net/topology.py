@@ -52,6 +52,9 @@ class Topology:
         self.workdir = names.workdir(self.run_id)
         self.link = None
         self.link_stats: dict | None = None
+        # the link's precision aids asked for and refused (pltlab.net.emulator.aids_missing); kept
+        # after teardown
+        self.link_aids_missing: dict[str, str] = {}
         self.backend: str | None = None  # the name of what runs the link (pltlab.net.backends)
         self._backend: backends.LinkBackend | None = None
         self._namespaces: list[str] = []
@@ -243,6 +246,7 @@ class Topology:
     def _start_link(self) -> None:
         self.link = self._backend.link(self)
         self.link.start()  # set first: a link that fails to start is still stopped at teardown
+        self.link_aids_missing = dict(getattr(self.link, "aids_missing", None) or {})  # (netem: none)
         proc = getattr(self.link, "proc", None)  # a link process of ours dies: the load ends
         if proc is not None:
             self.supervisor.watch("link emulator", proc, self.link.stderr_tail)

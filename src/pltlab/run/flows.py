@@ -218,6 +218,7 @@ class FlowsRunner(FreshTopologies):
             "requests": [],
             "metrics": metrics,
             "seed": self.link_seed(rep),
+            "link_aids_missing": dict(topo.link_aids_missing),
             "summary": f"long flow {long_kbs:.1f} KB/s, {len(fetches)} downloads {short_kbs:.1f} KB/s "
             f"(short/long {ratio:.2f})",
         }

@@ -11,7 +11,9 @@ load without TFO where it rose. Invalid loads are reported, never averaged in.
 Timing: every load carries the link emulator's lateness during it (pltlab.net.lateness). A load
 during which the emulator was late beyond the bounds there is re-run, at most
 RunConfig.late_reruns times; the record counts its re-runs (``late_reruns``), and a load still late
-after them is invalid.
+after them is invalid. Every load also carries the emulator's precision aids asked for and refused
+(``link_aids_missing``: SCHED_FIFO, CPU pinning, mlock, idle polling; name -> error): such a load
+stays valid (its lateness is checked all the same); the run says so once per aid.
 
 Protocol: every request records the HTTP version it went over; a load where one went over another
 than the replay offered its origin (h2 on https addresses offering it, to a client that speaks
@@ -271,6 +273,8 @@ class PageRunner:
             "server_tls": tls,  # full and resumed handshakes, early data accepted (connections, bytes)
             "tls_warmup_ms": res.get("warmup_ms"),  # the loader's visit before the load (resume/0rtt)
             "emulator_lateness_us": late,  # the emulator's lateness during this load
+            # the link's precision aids asked for and refused: name -> error (pltlab.net.emulator)
+            "link_aids_missing": dict(self.topo.link_aids_missing),
             # how long packets waited in each direction's queue behind those before them (pltlab.explain)
             "metrics": {"queue_wait_us": queued} if queued else None,
             "started_at": before["t"],  # wall clock (s) of the load's start and end
