@@ -629,3 +629,39 @@ def test_units_give_a_value_in_range_or_one_error(v):
             assert ok(parse(v)), (parse.__name__, v)
         except PltError as e:
             assert "\n" not in str(e) and re.match(r"invalid ", str(e)), str(e)
+
+
+# ---- URLs split as urlsplit splits them --------------------------------------------------------
+
+
+@FAST
+@given(
+    st.one_of(
+        st.text(alphabet="hHtTpPsS:/?#[]@%.-+1aé \t\n\x00\x7f", max_size=24),
+        st.builds(
+            lambda s, rest: s + rest,
+            st.sampled_from(["http://", "HTTPS://", "x+y.z-1:", "1a:", "//", ":"]),
+            st.text(max_size=20),
+        ),
+    )
+)
+def test_url_split_is_urlsplits(url):
+    from urllib.parse import SplitResult, urlsplit
+
+    try:
+        want = urlsplit(url)
+        want = (want.scheme, want.netloc)
+    except ValueError as e:
+        want = str(e)
+    try:
+        got = urls.split(url)
+    except ValueError as e:
+        got = str(e)
+    assert got == want
+    if isinstance(want, tuple):
+        s = SplitResult("", want[1], "", "", "")
+        try:
+            port = s.port
+        except ValueError:
+            port = -1
+        assert urls.host_port(want[1]) == ((s.hostname or "").lower(), port)

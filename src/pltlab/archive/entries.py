@@ -281,6 +281,8 @@ def _initiator(e: dict) -> tuple[str | None, str | None]:
 def _status(resp: dict, where: str) -> int:
     """0 (failed in the browser) or an HTTP status 100..999 (numbers as strings too)."""
     v = resp.get("status") or 0
+    if type(v) is int and 100 <= v <= 999:
+        return v  # the common case, at once
     try:
         if isinstance(v, bool) or not isinstance(v, (int, float, str)) or len(str(v)) > 12:
             raise ValueError
@@ -465,7 +467,7 @@ def read_entry(
         request_body=_request_body(req, counts),
     )
     # Its URL's scheme, host and port (Obj._parts), which every origin and plan asks for, from the
-    # split urls.check made: urlsplit keeps its last 128 results, not the page's 20,000.
+    # split urls.check made (urls.split keeps its last one).
     o._parts()
     return o
 

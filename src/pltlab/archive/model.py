@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from pltlab.archive import urls
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def strip_fragment(url: str) -> str:
     """The URL as sent on the wire (a fragment is never requested); an empty query ("x?") is
     dropped as urljoin drops it, so parsed references still match."""
-    url = url.split("#", 1)[0]
+    if "#" in url:
+        url = url.split("#", 1)[0]
     return url[:-1] if url.endswith("?") else url
 
 
@@ -57,12 +60,9 @@ class Obj:
         (planning asks for them many times per object; a changed URL is parsed again)."""
         got = self.__dict__.get("_url_parts")
         if got is None or got[0] != self.url:
-            u = urlsplit(self.url)
-            try:
-                port = u.port
-            except ValueError:  # an invalid port: raised by .port alone, as urlsplit does
-                port = -1
-            got = (self.url, (u.scheme.lower(), (u.hostname or "").lower(), port))
+            scheme, netloc = urls.split(self.url)
+            host, port = urls.host_port(netloc)  # port -1: invalid, raised by .port alone
+            got = (self.url, (scheme, host, port))
             self.__dict__["_url_parts"] = got
         return got[1]
 

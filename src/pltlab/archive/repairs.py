@@ -8,6 +8,7 @@ nothing can replay them (failed, no response, not HTTP): a conformance check exp
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 
@@ -100,12 +101,16 @@ def clean_headers(headers: list[tuple[str, str]], protocol: str, status: int, co
     out, joined, pseudo = [], False, False
     for name, value in headers:
         name = name.strip()
-        low = name.lower()
-        if not _TOKEN.fullmatch(name):
+        if not _is_token(name):
             pseudo = True
             continue
+        low = name.lower()
         if low in ("status", "version") and _pseudo(low, value.strip(), protocol, status):
             pseudo = True
+            continue
+        if "\n" not in value:  # one line, as nearly every header is
+            v = value.strip("\r")
+            out.append((name, v if v.strip() else ""))
             continue
         parts = [p.strip("\r") for p in value.split("\n")]
         parts = [p for p in parts if p.strip()] or [""]
@@ -114,6 +119,12 @@ def clean_headers(headers: list[tuple[str, str]], protocol: str, status: int, co
     counts.add(JOINED_HEADERS if joined else None)
     counts.add(PSEUDO_HEADERS if pseudo else None)
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_token(name: str) -> bool:
+    """A header name (RFC 9110 token); a page has few distinct ones."""
+    return _TOKEN.fullmatch(name) is not None
 
 
 def _pseudo(name: str, value: str, protocol: str, status: int) -> bool:

@@ -53,6 +53,8 @@ from pltlab.archive import repairs
 
 def as_int(v) -> int | None:
     """A recorded size as an int (None: absent or not a number)."""
+    if type(v) is int or v is None:  # the common cases, at once
+        return v
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
@@ -67,7 +69,10 @@ def as_int(v) -> int | None:
 
 
 def header(headers: list[tuple[str, str]], name: str) -> str | None:
-    return next((v for k, v in headers if k.lower() == name), None)
+    for k, v in headers:
+        if k.lower() == name:
+            return v
+    return None
 
 
 def content_encoding(headers: list[tuple[str, str]], e: dict) -> str:

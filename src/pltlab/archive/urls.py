@@ -16,12 +16,53 @@ MAX_URL_CHARS = 64 * 1024
 HTTP = ("http", "https")
 _NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
 _SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+# A scheme (urllib.parse.scheme_chars, from a letter to the first ":") and the netloc after "//".
+_SCHEME_NETLOC = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?://([^/?#]*))?")
+_last_split: tuple = (None, None)  # (url, split(url)) of the last URL split, replaced whole
+
+
+def split(url: str) -> tuple[str, str]:
+    """(scheme in lower case, netloc) of the URL as urlsplit gives them, and its ValueError.
+
+    urlsplit is pure Python and keeps only its last 128 results: an import of 20,000 URLs split
+    each once, at that cost. A plain URL (ASCII, no space or control character: nothing urlsplit
+    strips; no "[" of an IPv6 host in its netloc, which urlsplit checks) is split here by its
+    rules; any other goes to urlsplit. The last URL split is kept: reading an entry splits its
+    URL for its scheme, its check and its Obj's parts in turn."""
+    global _last_split
+    last = _last_split
+    if last[0] is url:
+        return last[1]
+    got = None
+    if url.isascii() and not _SPACE_OR_CONTROL.search(url):
+        m = _SCHEME_NETLOC.match(url)
+        if m is not None:
+            netloc = m.group(2) or ""
+            if "[" not in netloc and "]" not in netloc:
+                got = (m.group(1).lower(), netloc)
+    if got is None:
+        s = urlsplit(url)
+        got = (s.scheme, s.netloc)
+    _last_split = (url, got)
+    return got
+
+
+@functools.lru_cache(maxsize=4096)
+def host_port(netloc: str) -> tuple[str, int | None]:
+    """(host in lower case, explicit port or None) of a netloc, as SplitResult's hostname and
+    port have them; port -1 when it is invalid (.port raises ValueError). A page has few."""
+    s = SplitResult("", netloc, "", "", "")
+    try:
+        port = s.port
+    except ValueError:
+        port = -1
+    return (s.hostname or "").lower(), port
 
 
 def scheme(url: str) -> str:
     """The URL's scheme in lower case; "" when it has none or cannot be split."""
     try:
-        return urlsplit(url).scheme.lower()
+        return split(url)[0]
     except ValueError:
         return ""
 
@@ -57,12 +98,12 @@ def check(url, where: str, what: str = "request URL") -> str:
     if _SPACE_OR_CONTROL.search(url):
         raise PltError(f"{where}: {what} {show(url)} has spaces or control characters")
     try:
-        s = urlsplit(url)
+        scheme, netloc = split(url)
     except ValueError as e:
         raise PltError(f"{where}: {what} {show(url)}: {e}") from None
-    if s.scheme.lower() not in HTTP:
+    if scheme not in HTTP:
         raise PltError(f"{where}: {what} {show(url)} is not http(s)")
-    problem = _netloc_problem(s.netloc)
+    problem = _netloc_problem(netloc)
     if problem:
         raise PltError(f"{where}: {what} {show(url)}: {problem}")
     return url
