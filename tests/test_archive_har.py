@@ -101,66 +101,6 @@ def test_own_format_round_trip_is_stable(tmp_path):
     assert "id" not in doc["log"]["pages"][0]["_pltlab"]  # a corpus keeps ids (test_har_repairs)
 
 
-def _odd_page() -> Page:
-    """Values of every type and text to escape, where a page's fields allow them."""
-
-    class Text(str):
-        pass
-
-    class Count(int):
-        pass
-
-    return Page(
-        url="https://a.test/",
-        title="t\u2028",
-        started="2020-02-03T04:05:06.789+05:00",
-        on_load_ms=float("inf"),
-        extras={"a": 1, "n": [None, {"b": True}]},
-        objects=[
-            Obj(
-                url='https://a.test/é"\\\n\u2028😀',
-                method=Text("POST"),
-                status=Count(201),
-                status_text='Ünï "q"\t',
-                headers=[("X-A", "1"), ("Content-Encoding", "gzip"), ("x-é", "\x00")],
-                mime="text/html; charset=latin-1",
-                body="héllo".encode("latin-1"),
-                initiator="https://a.test/",
-                start_ms=1.5,
-                end_ms=float("nan"),
-                redirect_url="/x",
-                extras={"k": [1, {"a": None}], 3: "a key that is no string", "f": float("-inf"), "b": False},
-                encoding="br",
-                transfer_size=Count(7),
-                protocol="h2",
-                server_ip="::1",
-                from_cache=True,
-                request_body=b"\xff\x00bin",
-            ),
-            Obj(url="https://b.test/x", body=bytes(range(256)), start_ms=5, end_ms=3, request_body=b"a=1"),
-            Obj(url="https://b.test/y", start_ms=1e15, end_ms=2e15, status=True, extras={"x": -0.0, "z": 10**30}),
-            Obj(url="https://b.test/z", start_ms=-1e15, transfer_size=0, method=None, status_text=None),
-        ],
-    )
-
-
-@pytest.mark.parametrize("page", ["odd", "generated", "empty"])
-def test_written_text_is_json_dumps_of_page_to_har(tmp_path, page):
-    from pltlab.archive.generate import generate
-
-    p = {
-        "odd": _odd_page,
-        "generated": lambda: generate(objects=200, total_bytes=400_000, origins=5, depth=4, seed=3, redirects=5),
-        "empty": lambda: Page(url="https://a.test/", started="9999-12-31T23:59:59.999Z"),
-    }[page]()
-    har.write_page(p, tmp_path / "p.har")
-    want = json.dumps(har.page_to_har(p), ensure_ascii=False, separators=(",", ":"))
-    assert (tmp_path / "p.har").read_text(encoding="utf-8") == want
-    if page == "odd":  # times in UTC, ms truncated; beyond the calendar: the page's start
-        times = [e["startedDateTime"] for e in json.loads(want)["log"]["entries"]]
-        assert times == ["2020-02-02T23:05:06.790Z", "2020-02-02T23:05:06.794Z"] + ["2020-02-02T23:05:06.789Z"] * 2
-
-
 @needs_hars
 def test_pageref_without_page_record_and_failed_entries():
     pages = har.har_to_pages(har.load(os.path.join(HARS, "chrome-small.har")), "chrome-small.har")

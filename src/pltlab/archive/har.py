@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 from datetime import UTC, datetime, timedelta
 
@@ -92,10 +91,7 @@ def _post_data(body: bytes) -> dict:
         return {"mimeType": "", "text": base64.b64encode(body).decode("ascii"), "encoding": "base64"}
 
 
-def _entry_fields(o: Obj, start: datetime) -> tuple:
-    """What an entry writes besides the Obj's fields as they are: (startedDateTime, time,
-    httpVersion, _initiator, _pltlab, _pltlab_compute_ms or None). ``start``: the page's start in
-    UTC without its tzinfo: the time is written as _iso writes it, from C at once."""
+def _entry(o: Obj, start: datetime) -> dict:
     s = o.start_ms or 0.0
     dur = max(0.0, (o.end_ms - s)) if o.end_ms is not None else 0.0
     ext = dict(o.extras)
@@ -109,16 +105,7 @@ def _entry_fields(o: Obj, start: datetime) -> tuple:
     init = {"type": o.initiator_type or ("other" if o.initiator is None else "parser")}
     if o.initiator:
         init["url"] = o.initiator
-    try:
-        when = start + timedelta(milliseconds=s)
-    except OverflowError:  # a time beyond the calendar (kept in _pltlab.start_ms)
-        when = start
-    iso = when.isoformat(timespec="milliseconds") + "Z"
-    return iso, dur, HTTP_VERSION.get(o.protocol, ""), init, ext, compute
-
-
-def _entry(o: Obj, start: datetime) -> dict:
-    iso, dur, version, init, ext, compute = _entry_fields(o, start)
+    version = HTTP_VERSION.get(o.protocol, "")
     request = {
         "method": o.method,
         "url": o.url,
@@ -131,9 +118,13 @@ def _entry(o: Obj, start: datetime) -> dict:
     }
     if o.request_body is not None:
         request["postData"] = _post_data(o.request_body)
+    try:
+        when = start + timedelta(milliseconds=s)
+    except OverflowError:  # a time beyond the calendar (kept in _pltlab.start_ms)
+        when = start
     e = {
         "pageref": "page_1",
-        "startedDateTime": iso,
+        "startedDateTime": _iso(when),
         "time": dur,
         "request": request,
         "response": {
@@ -159,99 +150,8 @@ def _entry(o: Obj, start: datetime) -> dict:
     return e
 
 
-# What write_page writes: json.dumps(x, ensure_ascii=False, separators=(",", ":")) of the document
-# page_to_har makes (no check for cycles: the document is a tree, made here and from parsed JSON).
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
-_string = json.encoder.encode_basestring  # a str as _dumps writes it
-
-
-def _value(x) -> str:
-    """``x`` as _dumps writes it: strings, finite numbers and constants at once, others by it."""
-    t = type(x)
-    if t is str:
-        return _string(x)
-    if t is float:
-        return float.__repr__(x) if math.isfinite(x) else _dumps(x)
-    if t is int:
-        return int.__repr__(x)
-    if x is None:
-        return "null"
-    if x is True:
-        return "true"
-    return "false" if x is False else _dumps(x)
-
-
-def _object(d: dict) -> str:
-    """A dict as _dumps writes it."""
-    try:
-        return "{" + ",".join([_string(k) + ":" + _value(v) for k, v in d.items()]) + "}"
-    except TypeError:  # a key that is no string: as _dumps converts it (or fails)
-        return _dumps(d)
-
-
-def _entry_text(o: Obj, start: datetime) -> str:
-    """_dumps(_entry(o, start)), the same text made without the dicts: writing a page of 20,000
-    objects was mostly building them and the encoder walking them again. Strings, the most of
-    it, are written by _string at once (_value tells a plain str by its type)."""
-    iso, dur, version, init, ext, compute = _entry_fields(o, start)
-    S = _string
-    rb, ts, d, v = o.request_body, o.transfer_size, _value(dur), S(version)
-    url, method, st, redirect = o.url, o.method, o.status_text, o.redirect_url
-    return "".join(
-        [
-            '{"pageref":"page_1","startedDateTime":"',
-            iso,  # digits and "-:.TZ": nothing to escape
-            '","time":',
-            d,
-            ',"request":{"method":',
-            S(method) if type(method) is str else _value(method),
-            ',"url":',
-            S(url) if type(url) is str else _value(url),
-            ',"httpVersion":',
-            v,
-            ',"headers":[],"queryString":[],"cookies":[],"headersSize":-1,"bodySize":',
-            "0" if rb is None else _value(len(rb)) + ',"postData":' + _object(_post_data(rb)),
-            '},"response":{"status":',
-            _value(o.status),
-            ',"statusText":',
-            S(st) if type(st) is str else _value(st),
-            ',"httpVersion":',
-            v,
-            ',"headers":[',
-            ",".join(
-                [
-                    '{"name":'
-                    + (S(k) if type(k) is str else _value(k))
-                    + ',"value":'
-                    + (S(x) if type(x) is str else _value(x))
-                    + "}"
-                    for k, x in o.headers
-                ]
-            ),
-            '],"cookies":[],"content":',
-            _object(_content(o)),
-            ',"redirectURL":',
-            S(redirect) if type(redirect) is str else _value(redirect),
-            ',"headersSize":-1,"bodySize":',
-            "-1" if ts is None else _value(ts),
-            '},"cache":{},"timings":{"blocked":-1,"dns":-1,"connect":-1,"ssl":-1,"send":0,"wait":',
-            d,
-            ',"receive":0},"_initiator":',
-            _object(init),
-            ',"_pltlab":',
-            _object(ext),
-            "" if not o.server_ip else ',"serverIPAddress":' + _value(o.server_ip),
-            "" if compute is None else ',"_pltlab_compute_ms":' + _value(compute),
-            "}",
-        ]
-    )
-
-
-def _har(page: Page) -> tuple[dict, datetime]:
-    """The page's HAR document with no entries yet (its last field), and the start they are
-    written from (UTC, without its tzinfo)."""
-    start = parse_time(page.started, "page") or EPOCH  # in UTC
-    utc = start.replace(tzinfo=None)
+def page_to_har(page: Page) -> dict:
+    start = parse_time(page.started, "page") or EPOCH
     timings = {"onContentLoad": -1, "onLoad": page.on_load_ms if page.on_load_ms is not None else -1}
     ext = dict(page.extras)
     cal = ext.pop(CAL_KEY, None)
@@ -269,25 +169,15 @@ def _har(page: Page) -> tuple[dict, datetime]:
             "version": "1.2",
             "creator": {"name": CREATOR, "version": __version__},
             "pages": [pm],
-            "entries": [],
+            "entries": [_entry(o, start) for o in page.objects],
         }
-    }, utc
-
-
-def page_to_har(page: Page) -> dict:
-    doc, start = _har(page)
-    doc["log"]["entries"] = [_entry(o, start) for o in page.objects]
-    return doc
+    }
 
 
 def write_page(page: Page, path: str) -> None:
-    """_dumps(page_to_har(page)) to ``path``, its entries made as text by _entry_text."""
-    doc, start = _har(page)
-    entries = ",".join([_entry_text(o, start) for o in page.objects])
-    text = _dumps(doc)
-    end = "]}}"  # the empty entries list, last in the log, the last field of the document
     with open(path, "w", encoding="utf-8") as f:
-        f.write(text[: -len(end)] + entries + end)
+        # json.dumps, not json.dump: the same text, from the C encoder (dump streams in Python)
+        f.write(json.dumps(page_to_har(page), ensure_ascii=False, separators=(",", ":")))
 
 
 # ---- reading ---------------------------------------------------------------------------------
