@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Replay server time for a 100 KB body over HTTP/2 and over HTTP/1.1 (TLS, loopback): the
-server's own figure (`service_us` of its stats: request read -> response handed on; over
-HTTP/1.1 that is written to the socket, over h2 queued as DATA frames in the connection's send
-buffer, which the connection task writes out; with server priority rfc9218, the last 16 KiB
-chunk handed on, the chunks before it written out), and curl's per-request times on the reused
+server's own figure (`service_us` of its stats: request read -> the response's last byte
+handed to the TLS stream and flushed, the same moment over HTTP/1.1 and over h2 with either
+server priority: over h2 the flush after its END_STREAM frame, replay/h2_sent.rs), and curl's per-request times on the reused
 connection (request -> first byte, -> last byte: the end-to-end figure for both), N requests on
 one connection (libcurl with nghttp2), over h2 with either server priority. Target (issue 14):
 median <= 100 us over h2, as over HTTP/1.1.

@@ -39,6 +39,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 
 use super::answers::{Answer, Asked};
+use super::h2_sent;
 use super::matcher::Scheme;
 use super::priority;
 use super::shared::Shared;
@@ -161,6 +162,8 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     deadline: tokio::time::Instant,
 ) {
     let prio = (sh.h2_priority == priority::Scheme::Rfc9218).then(|| Arc::new(ConnPrio::default()));
+    let sent = Arc::new(h2_sent::Expected::default());
+    let s = h2_sent::Tap::new(s, sent.clone(), sh.clone());
     let first = async {
         let mut conn = builder(prio.is_some()).handshake::<_, Bytes>(s).await?;
         let first = conn.accept().await;
@@ -189,7 +192,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                     let ready = !sh.think_time && req.body().is_end_stream();
                     Turn::new(c.clone(), seq, p.unwrap_or_default(), ready)
                 });
-                tokio::spawn(stream(req, respond, sh.clone(), sni.clone(), turn));
+                tokio::spawn(stream(req, respond, sh.clone(), sni.clone(), turn, sent.clone()));
             }
             Err(e) => {
                 note_error(&sh, &e);
@@ -215,6 +218,7 @@ async fn stream(
     sh: Arc<Shared>,
     sni: Option<Arc<str>>,
     turn: Option<Turn>,
+    sent: Arc<h2_sent::Expected>,
 ) {
     let st = &sh.stats;
     st.requests.fetch_add(1, Relaxed);
@@ -282,10 +286,16 @@ async fn stream(
         t.ready();
         t.wait().await;
     }
-    let Ok(mut out) = respond.send_response(resp, body.is_empty()) else { return };
+    // timed until its END_STREAM is written (h2_sent.rs), as HTTP/1.1's until its last byte
+    let id = respond.stream_id().as_u32();
+    sent.expect(id, t_req, wait);
+    let Ok(mut out) = respond.send_response(resp, body.is_empty()) else {
+        sent.forget(id);
+        return;
+    };
     let total = body.len();
-    if send_body(&mut out, body, turn.as_ref()).await {
-        st.note_service(t_req, wait);
+    if !send_body(&mut out, body, turn.as_ref()).await {
+        sent.forget(id);
     }
     st.bytes_out.fetch_add((head_bytes + total) as u64, Relaxed);
 }
@@ -332,8 +342,13 @@ async fn send_body_in_turn(out: &mut ::h2::SendStream<Bytes>, mut body: Bytes, t
     if out.send_data(first, body.is_empty()).is_err() {
         return false;
     }
+    // one timer for the whole response, pushed back at each chunk (cheap); a new one per chunk
+    // would wake the runtime's driver each time (an eventfd write and an extra epoll_wait)
+    let park = tokio::time::sleep(PARK_AFTER);
+    tokio::pin!(park);
     while !body.is_empty() {
-        let Some(cap) = room(out, t, body.len().min(PRIO_CHUNK)).await else { return false };
+        park.as_mut().reset(tokio::time::Instant::now() + PARK_AFTER);
+        let Some(cap) = room(out, t, body.len().min(PRIO_CHUNK), park.as_mut()).await else { return false };
         t.wait().await;
         let chunk = body.split_to(cap.min(PRIO_CHUNK).min(body.len()));
         if out.send_data(chunk, body.is_empty()).is_err() {
@@ -344,10 +359,15 @@ async fn send_body_in_turn(out: &mut ::h2::SendStream<Bytes>, mut body: Bytes, t
 }
 
 /// Until the stream's earlier data has left the crate's buffer and the peer's windows allow
-/// `want` bytes: the bytes it may send now; None if the stream or the connection ended. After
-/// `PARK_AFTER` of waiting (a client not reading this stream, or a very slow link) the response
-/// leaves the schedule until some room comes, then takes what there is.
-async fn room(out: &mut ::h2::SendStream<Bytes>, t: &Turn, want: usize) -> Option<usize> {
+/// `want` bytes: the bytes it may send now; None if the stream or the connection ended. When
+/// `park` fires (`PARK_AFTER` of waiting: a client not reading this stream, or a very slow
+/// link) the response leaves the schedule until some room comes, then takes what there is.
+async fn room(
+    out: &mut ::h2::SendStream<Bytes>,
+    t: &Turn,
+    want: usize,
+    park: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> Option<usize> {
     out.reserve_capacity(want);
     let enough = async {
         while out.capacity() < want {
@@ -355,8 +375,10 @@ async fn room(out: &mut ::h2::SendStream<Bytes>, t: &Turn, want: usize) -> Optio
         }
         Some(out.capacity())
     };
-    if let Ok(r) = tokio::time::timeout(PARK_AFTER, enough).await {
-        return r;
+    tokio::select! {
+        biased;
+        r = enough => return r,
+        _ = park => {}
     }
     t.park(true);
     let some = async {

@@ -206,6 +206,8 @@ fn many_streams_and_a_large_body_on_one_connection() {
     let st = &srv.shared.stats;
     assert_eq!(st.h2_connections.load(Relaxed), 2);
     assert_eq!(st.h2_streams.load(Relaxed), 61);
+    // every response timed, the h2 ones at the flush after their END_STREAM (h2_sent.rs)
+    assert_eq!(st.service_ns.lock().unwrap().summary().n, 62);
 }
 
 /// Two 8 MB responses asked for at once (one write) on one connection, the first at urgency 5,
@@ -228,6 +230,7 @@ fn first_bytes_when_urgent_one_ends(scheme: &str) -> usize {
         s.write_all(&out).await.unwrap();
         let got = data_until_end(&mut s, 3).await;
         assert_eq!(got[&3], body);
+        assert!(srv.shared.stats.service_ns.lock().unwrap().summary().n >= 1, "the urgent one timed");
         got.get(&1).copied().unwrap_or(0)
     })
 }

@@ -27,6 +27,7 @@ pub mod accept;
 pub mod answers;
 pub mod h1;
 pub mod h2;
+mod h2_sent;
 #[cfg(test)]
 mod h2_tests;
 #[cfg(test)]
@@ -172,6 +173,7 @@ async fn serve(tcp: tokio::net::TcpStream, acceptor: Option<Arc<rustls::ServerCo
     if conn.alpn_protocol() == Some(b"h2") {
         st.h2_connections.fetch_add(1, Relaxed);
         h2::tune_socket(&shared, tls.get_ref().0);
+        tls.write_when_idle();
         h2::serve(tls, shared.clone(), sni, used, deadline).await;
     } else {
         st.h1_connections.fetch_add(1, Relaxed);

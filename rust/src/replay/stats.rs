@@ -61,8 +61,9 @@ pub struct Stats {
     pub not_found_urls: Mutex<Vec<(String, u64)>>,
     /// (URL cut like not_found_urls, response index, count), first-seen order (bounded).
     pub fallback_urls: Mutex<Vec<(String, usize, u64)>>,
-    /// Per-response service time in ns: request head parsed -> response handed
-    /// to the socket (think time excluded). Bounded sample (service.rs).
+    /// Per-response service time in ns: request head parsed -> its last byte handed to the
+    /// socket (TLS: to the TLS stream, flushed; h2: h2_sent.rs), think time excluded. Bounded
+    /// sample (service.rs).
     pub service_ns: Mutex<service::ServiceTimes>,
 }
 

@@ -15,6 +15,12 @@
 //! shutdown writes at once). h2's codec flushes after every DATA frame: a batch of responses
 //! would otherwise leave as a burst of partial segments, and Linux counts its congestion window
 //! in segments. A server (nginx, a CDN) writes such a batch at once; so does this one.
+//! h2 connections (`write_when_idle`) keep what is due a little longer: until a flush with
+//! nothing added since the last read (h2 reads first and flushes last in every poll of its
+//! connection: a poll that had nothing more to send) or COALESCE bytes. With server priorities a response hands the crate one 16 KiB chunk per poll,
+//! the next once the last has left its buffer: written at the next poll, every chunk went out
+//! alone (a syscall, a loopback delivery and a wake-up of the reader each). The frames' order
+//! is set before (as the crate takes them), so this changes where writes split, not the order.
 use rustls::ServerConnection;
 use std::io::{self, Read, Write};
 use std::pin::Pin;
@@ -30,6 +36,10 @@ pub struct TlsServerStream<IO> {
     early_bytes: Arc<AtomicU64>,
     /// Plaintext handed to rustls since the socket last took everything (see COALESCE).
     pending: usize,
+    /// What is due goes out at a flush that adds nothing, not at the next read (h2).
+    idle_writes: bool,
+    /// Plaintext handed to rustls since the last read.
+    fresh: bool,
 }
 
 /// How a connection's handshake went, as the server saw it.
@@ -134,6 +144,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsServerStream<IO> {
         }
     }
 
+    /// For a protocol that flushes at the end of every poll (h2): see the module comment.
+    pub fn write_when_idle(&mut self) {
+        self.idle_writes = true;
+    }
+
     pub fn get_ref(&self) -> (&IO, &ServerConnection) {
         (&self.io, &self.conn)
     }
@@ -146,7 +161,7 @@ pub async fn accept<IO: AsyncRead + AsyncWrite + Unpin>(
     early_bytes: Arc<AtomicU64>,
 ) -> io::Result<TlsServerStream<IO>> {
     let conn = ServerConnection::new(cfg).map_err(io::Error::other)?;
-    let mut s = TlsServerStream { io, conn, eof: false, early_bytes, pending: 0 };
+    let mut s = TlsServerStream { io, conn, eof: false, early_bytes, pending: 0, idle_writes: false, fresh: false };
     std::future::poll_fn(|cx| s.poll_handshake(cx)).await?;
     Ok(s)
 }
@@ -154,6 +169,7 @@ pub async fn accept<IO: AsyncRead + AsyncWrite + Unpin>(
 impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsServerStream<IO> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        this.fresh = false;
         loop {
             // early data precedes everything the client sends after its Finished
             if let Some(mut early) = this.conn.early_data() {
@@ -175,8 +191,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsServerStream<IO> {
                 Err(_) => {}
             }
             // what is due (responses flushed, tickets after the client's Finished) goes out first
-            if let Poll::Ready(Err(e)) = this.poll_write_tls(cx) {
-                return Poll::Ready(Err(e));
+            if !this.idle_writes {
+                if let Poll::Ready(Err(e)) = this.poll_write_tls(cx) {
+                    return Poll::Ready(Err(e));
+                }
             }
             if this.eof {
                 return Poll::Ready(Ok(()));
@@ -215,6 +233,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsServerStream<IO> {
         let r = this.poll_write_some(cx, &[io::IoSlice::new(buf)]);
         if let Poll::Ready(Ok(n)) = r {
             this.pending += n;
+            this.fresh |= n > 0;
         }
         r
     }
@@ -228,6 +247,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsServerStream<IO> {
         let r = this.poll_write_some(cx, bufs);
         if let Poll::Ready(Ok(n)) = r {
             this.pending += n;
+            this.fresh |= n > 0;
         }
         r
     }
@@ -237,11 +257,17 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsServerStream<IO> {
     }
 
     /// Marks what was written due: it goes out at the task's next poll of this stream (see the
-    /// module comment), which this wake-up makes sure of.
+    /// module comment), which this wake-up makes sure of; with `idle_writes`, at once if nothing
+    /// was added since the last read.
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         this.conn.writer().flush()?;
-        if this.conn.wants_write() {
+        if this.idle_writes && !this.fresh {
+            // Pending: the socket is full; its writability wakes the task, whose next flush retries
+            if let Poll::Ready(Err(e)) = this.poll_write_tls(cx) {
+                return Poll::Ready(Err(e));
+            }
+        } else if this.conn.wants_write() {
             cx.waker().wake_by_ref();
         }
         Poll::Ready(Ok(()))
