@@ -17,6 +17,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+// QUIC's TLS (issue 26 step 3). Until the replay over h3 (step 4) and the loader's QUIC
+// transport (step 8) use it, only its tests do.
+#[cfg_attr(not(test), allow(dead_code))]
+pub mod quic;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Output directory (created if missing).
@@ -229,6 +234,15 @@ pub enum ClientResumption {
     },
 }
 
+/// The CA certificate(s) in `ca`, as the roots a client trusts.
+fn root_store(ca: &Path) -> Result<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in load_certs(ca)? {
+        roots.add(c).with_context(|| format!("bad CA certificate in {}", ca.display()))?;
+    }
+    Ok(roots)
+}
+
 /// Client config trusting exactly the CA(s) in `ca`; `alpn`: the protocols offered, in order.
 #[cfg(test)]
 pub fn client_config(ca: &Path, alpn: &[&str]) -> Result<Arc<rustls::ClientConfig>> {
@@ -241,13 +255,9 @@ pub fn client_config_with(
     alpn: &[&str],
     resumption: &ClientResumption,
 ) -> Result<Arc<rustls::ClientConfig>> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in load_certs(ca)? {
-        roots.add(c).with_context(|| format!("bad CA certificate in {}", ca.display()))?;
-    }
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
+        .with_root_certificates(root_store(ca)?)
         .with_no_client_auth();
     cfg.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
     match resumption {
