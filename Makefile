@@ -25,7 +25,7 @@ test-rust:
 test-py:
 	$(PY) -m pytest -q -m "not slow" --durations=25 tests
 
-# The tests marked slow (Ray clusters, soak, long Chromium runs): CI runs them as a step of its own
+# The tests marked slow (Ray clusters, soak, long Chromium runs, `reproduce tfo` end to end): CI runs them as a step of its own
 # so that `make test` stays near 12 min on a fresh machine.
 test-slow: setup
 	$(PY) -m pytest -q -m slow --durations=25 tests
