@@ -20,13 +20,15 @@ test: setup
 test-rust:
 	cargo test --release --quiet
 
+# --durations: the 25 slowest tests (set-up, call and teardown apart) at the end of CI's log, to see
+# where the time goes.
 test-py:
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q -m "not slow" --durations=25 tests
 
-# The tests marked slow (Ray clusters, soak, long Chromium runs): CI runs them as a step of its own
+# The tests marked slow (Ray clusters, soak, long Chromium runs, `reproduce tfo` end to end): CI runs them as a step of its own
 # so that `make test` stays near 12 min on a fresh machine.
 test-slow: setup
-	$(PY) -m pytest -q -m slow tests
+	$(PY) -m pytest -q -m slow --durations=25 tests
 
 # `pytest -m "not root"` as a normal user (as root: as the user pltlab-ci, created if missing).
 test-user:

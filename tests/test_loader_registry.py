@@ -53,3 +53,21 @@ def test_the_table_stays_light_to_import():
     """`pltlab --help` reads the table (the client knob's choices): no pyroute2 behind it."""
     code = "import sys, pltlab.loaders.registry; assert 'pyroute2' not in sys.modules, 'pyroute2 loaded'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_command_that_draws_and_links_nothing_loads_neither(tmp_path):
+    """Every CLI command pays its imports at start-up (and the tests start the CLI hundreds of
+    times): matplotlib and pyroute2 are imported where a figure is
+    drawn or a link set up, not by a command refusing its experiment file."""
+    exp = tmp_path / "exp.toml"
+    exp.write_text('name = "x"\npages = ["p.har"]\nloss = nan\n')
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['pltlab', 'sweep', {str(exp)!r}]\n"
+        "try:\n    runpy.run_module('pltlab', run_name='__main__')\n"
+        "except SystemExit as e:\n    assert e.code == 2, e.code\n"
+        "assert not {'matplotlib', 'pyroute2'} & set(sys.modules), 'matplotlib or pyroute2 loaded'\n"
+    )
+    cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr
+    assert "key 'loss'" in cp.stderr

@@ -9,6 +9,7 @@ from tests.conftest import pltlab_cmd
 
 
 @pytest.mark.root
+@pytest.mark.slow  # the suite's longest test (6 real loads at 4 Mbit/s, twice the study): `make test-slow`
 def test_reproduce_tfo_json_one_page(tmp_path):
     out = tmp_path / "o"
     cp = pltlab_cmd("reproduce", "tfo", "--pages", "wikipedia", "--reps", "1", "--json", "-o", str(out), timeout=300)

@@ -11,8 +11,6 @@ import shutil
 import tempfile
 import time
 
-from pyroute2 import IPRoute
-
 from pltlab.net import names, nsutil
 from pltlab.net.topology import kill_netns_processes
 
@@ -27,6 +25,8 @@ def _found(run_id: str | None) -> dict[str, list[str]]:
         found["namespaces"] = sorted(
             n for n in os.listdir(nsutil.NETNS_DIR) if n.startswith(prefix) and names.run_id_of(n)
         )
+    from pyroute2 import IPRoute  # noqa: PLC0415 (heavy: loaded only to set up links)
+
     with IPRoute() as ipr:
         for link in ipr.get_links():
             name = link.get_attr("IFLA_IFNAME") or ""
@@ -91,6 +91,8 @@ def clean(run_id: str | None = None, force: bool = False) -> dict[str, int]:
         except OSError:
             pass
     if found["links"]:
+        from pyroute2 import IPRoute  # noqa: PLC0415 (heavy: loaded only to set up links)
+
         with IPRoute() as ipr:
             for name in found["links"]:
                 idx = ipr.link_lookup(ifname=name)

@@ -6,14 +6,25 @@ from __future__ import annotations
 import json
 import os
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
 from pltlab.run.flows import SHORT_BYTES
 from pltlab.studies.engine import lines, table
 from pltlab.studies.icw.parts import YAHOO_OBJECTS, total_bytes
+
+
+class _Pyplot:
+    """matplotlib.pyplot (Agg backend), imported on first use (as in pltlab.report.figures): not
+    paid by every CLI command at start-up."""
+
+    def __getattr__(self, name: str):
+        import matplotlib  # noqa: PLC0415 (heavy: loaded only to draw)
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: PLC0415
+
+        return getattr(matplotlib.pyplot, name)
+
+
+plt = _Pyplot()
 
 
 def _kb(n: int) -> str:
