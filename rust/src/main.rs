@@ -43,6 +43,13 @@ enum Cmd {
 }
 
 fn main() {
+    // A panic in any thread ends the process at once, as panic = "abort" would: no role limps on
+    // with a dead thread (the release profile unwinds so that tests share its build).
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Link(a) => link::run(a),
