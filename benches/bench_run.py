@@ -21,6 +21,7 @@ import sys
 from pltlab.archive import bundled
 from pltlab.archive.generate import generate
 from pltlab.net.wan import DEFAULT_CLIENT_RMEM
+from pltlab.run.point import Point
 from pltlab.run.runner import PageRunner, RunConfig, run_page
 
 PAPER = ("amazon", "nytimes", "wsj", "wikipedia")
@@ -233,7 +234,7 @@ def _runs(page, cfg):
     with PageRunner(page, dataclasses.replace(cfg, schemes="chromium", model="chromium")) as pr:
         for rep in range(1, cfg.reps + 1):
             for tfo in cfg.tfo_modes:
-                out.append(pr.load(tfo, rep))
+                out.append(pr.load(Point(tfo=tfo), rep))
     return out
 
 

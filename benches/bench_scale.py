@@ -19,6 +19,7 @@ figure on a shared machine; wall time beside it). One measurement per step and s
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +33,7 @@ from pltlab.replay import hosts, manifest
 
 SIZES = (2000, 5000, 20000)
 TARGET_S = 2.0
+RUNS = 3  # per size: the medians are the figures
 QUICK_SIZES = (500,)
 STEPS = ("import", "plan archive", "plan chromium", "manifest")
 
@@ -47,13 +49,13 @@ META = {
             "name": "CPU time of each step (import, plan archive, plan chromium, replay manifest) at 20,000 objects",
             "unit": "s",
             "target": ("<=", 2.0),
-            "on": "archive.generate(20,000 objects, 12 origins, depth 6, 2 % redirects) as a browser HAR; one run",
+            "on": "archive.generate(20,000 objects, 12 origins, depth 6, 2 % redirects) as a browser HAR; median of 3 runs",
         },
         "step": {
             "name": "CPU time of each step at 2,000 and 5,000 objects (linearity)",
             "unit": "s",
             "target": None,
-            "on": "the same generator; one run",
+            "on": "the same generator; median of 3 runs",
         },
     },
 }
@@ -70,6 +72,7 @@ def timed(fn):
 
 
 def run(n: int, d: str) -> dict:
+    os.makedirs(d)
     src, out = os.path.join(d, f"p{n}.har"), os.path.join(d, f"arc{n}")
     with open(src, "w") as f:
         json.dump(browser_har(page_for(n)), f)
@@ -89,13 +92,17 @@ def run(n: int, d: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sizes", nargs="*", type=int, metavar="N", help=f"objects per page (default {SIZES})")
+    ap.add_argument("--runs", type=int, default=None, help=f"runs per size, medians kept (default {RUNS}, quick 1)")
     ap.add_argument("--quick", action="store_true", help=f"one page of {QUICK_SIZES[0]} objects (plumbing check)")
     a = ap.parse_args(argv)
     sizes = a.sizes or (QUICK_SIZES if a.quick else SIZES)
+    runs = a.runs or (1 if a.quick else RUNS)
     with record.Bench(META, quick=a.quick) as b, tempfile.TemporaryDirectory() as d:
         for n in sizes:
-            figs = run(n, d)
-            mb = figs.pop("mb")
+            each = [run(n, os.path.join(d, f"{n}-{k}")) for k in range(runs)]
+            mb = each[0]["mb"]
+            # (this VM's CPU time for the same work varies by +-20 % run to run: medians)
+            figs = {step: tuple(statistics.median(r[step][i] for r in each) for i in (0, 1)) for step in STEPS}
             cells = "; ".join(f"{k} {w:.2f} s (cpu {c:.2f})" for k, (w, c) in figs.items())
             print(f"{n:>6} objects: {cells} (manifest {mb:.0f} MB)", flush=True)
             largest = n == max(sizes)
