@@ -121,20 +121,3 @@ def test_a_sweep_records_the_refused_aid_per_load_and_warns_once(tmp_path, monke
     assert len(lines) == 1, err.getvalue()
     assert lines[0].startswith("pltlab: warning: link emulator could not apply cpu (Invalid argument")
     assert lines[0].endswith("): link timing less precise; loads still checked for lateness")
-
-
-def test_an_older_results_database_gains_the_column(tmp_path):
-    from pltlab.experiments.results import Results
-
-    db = sqlite3.connect(tmp_path / "results.sqlite")
-    db.execute(
-        "CREATE TABLE runs (id INTEGER PRIMARY KEY, run_key TEXT NOT NULL, attempt INTEGER NOT NULL, "
-        "status TEXT NOT NULL, plt_ms REAL, UNIQUE(run_key, attempt))"
-    )
-    db.execute("INSERT INTO runs (run_key, attempt, status, plt_ms) VALUES ('k', 1, 'ok', 12.5)")
-    db.commit()
-    db.close()
-    res = Results(str(tmp_path))
-    res.add_run({"run_key": "k2", "attempt": 1, "status": "ok", "plt_ms": 20.0, "link_aids_missing": "idle_poll"}, [])
-    assert [(r["run_key"], r["link_aids_missing"]) for r in res.rows()] == [("k", None), ("k2", "idle_poll")]
-    res.close()

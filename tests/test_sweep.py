@@ -261,7 +261,17 @@ def test_results_database_of_an_earlier_version_gains_the_new_columns(tmp_path):
     db.close()
     res = Results(str(tmp_path))
     res.add_run(
-        {"run_key": "k2", "attempt": 1, "status": "ok", "plt_ms": 20.0, "tail_ms": 3.0, "network_plt_ms": 17.0}, []
+        {
+            "run_key": "k2",
+            "attempt": 1,
+            "status": "ok",
+            "plt_ms": 20.0,
+            "tail_ms": 3.0,
+            "network_plt_ms": 17.0,
+            "link_aids_missing": "idle_poll",
+        },
+        [],
     )
     rows = res.rows()
     assert [(r["run_key"], r["plt_ms"], r["tail_ms"]) for r in rows] == [("k", 12.5, None), ("k2", 20.0, 3.0)]
+    assert [r["link_aids_missing"] for r in rows] == [None, "idle_poll"]
