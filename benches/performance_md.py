@@ -114,7 +114,11 @@ def quiet_text(res: dict) -> str:
     q = res.get("quiet") or {}
     if not q:
         return "—"
-    nums = f"load {fmt(q.get('load1_start'))}, others {(q.get('others_cpu_share') or 0) * 100:.0f} %"
+    # files measured under the earlier rule have the load average at the start instead of busy_before
+    before = (
+        f"busy before {q['busy_before'] * 100:.0f} %" if q.get("busy_before") is not None else f"load {fmt(q.get('load1_start'))}"
+    )
+    nums = f"{before}, others {(q.get('others_cpu_share') or 0) * 100:.0f} %"
     return f"yes ({nums})" if q.get("quiet") else f"**no** ({nums})"
 
 
@@ -295,10 +299,11 @@ def how_to_read() -> str:
 - **target** and **met?**: `met` is computed by `benches/record.py` from the value and the target,
   never written by hand; a bench exits non-zero when a target is missed, and so does `make bench`.
   "no target" rows are context for the ones with a target.
-- **quiet?**: {record.QUIET_RULE}. The numbers behind the verdict (both load averages, the
-  others' share and their worst {record.WINDOW_S:g}-s window, the bench's own share, irq and steal
-  time) are in the file's `quiet` object. Figures from a machine that was not quiet are kept, and
-  say so.
+- **quiet?**: {record.QUIET_RULE}. The numbers behind the verdict (the busy share before the start,
+  both load averages, the others' share and their worst {record.WINDOW_S:g}-s window, the bench's own share, irq and steal
+  time) are in the file's `quiet` object; files measured before this rule judged the 1-minute load
+  average at the start instead (their `rule` says so; the table shows "load"). Figures from a
+  machine that was not quiet are kept, and say so.
 - **not measured yet (command)**: no result file yet: the command measures it. A bench whose
   precondition is absent here (not root, no corpus, no Ray, no curl) records "skipped" with the
   reason. `python3 benches/run.py --quick` runs every bench in a small form (a plumbing check; its

@@ -69,6 +69,8 @@ QUIET_FIELDS = {
     "quiet",
     "rule",
     "cpus",
+    "busy_before",
+    "idle_s",
     "load1_start",
     "load1_end",
     "others_cpu_share",
@@ -250,7 +252,8 @@ def test_quiet_rule_arithmetic():
     ticks = os.sysconf("SC_CLK_TCK")
     s = record.QuietSampler(root=os.getpid(), interval=1)
     s.cpus = 2
-    s.load_start, s.load_end = (0.5, 0.5, 0.5), (0.6, 0.5, 0.5)
+    s.load_start, s.load_end = (2.5, 0.5, 0.5), (0.6, 0.5, 0.5)  # the load average is recorded, not judged
+    s.busy_before = 0.05
 
     def cpu(busy, irq=0, steal=0):
         return {"busy": busy, "irq": irq, "steal": steal, "total": 0}
@@ -261,13 +264,62 @@ def test_quiet_rule_arithmetic():
     assert f["quiet"] is True and f["others_cpu_share"] == pytest.approx(0.075, abs=1e-3)
     assert f["own_cpu_share"] == pytest.approx(0.25, abs=1e-3) and f["steal_share"] == pytest.approx(0.025, abs=1e-3)
     assert f["others_cpu_share_worst_window"] == pytest.approx(0.1, abs=1e-3)  # 2 s of 20 in the second window
-    # others at 15 %: not quiet; nor with a load average above the CPUs at the start
+    assert f["load1_start"] == 2.5 and f["busy_before"] == 0.05
+    # others at 15 %: not quiet; nor with the machine busier than 10 % before the start
     s.samples = [(0.0, cpu(0), 0), (10.0, cpu(8 * ticks), 5 * ticks)]
     assert s.figures()["quiet"] is False
     s.samples = [(0.0, cpu(0), 0), (10.0, cpu(5 * ticks), 5 * ticks)]
     assert s.figures()["quiet"] is True
-    s.load_start = (2.5, 1.0, 1.0)
+    s.busy_before = 0.2
     assert s.figures()["quiet"] is False
+    s.busy_before = None  # not measured: not quiet
+    assert s.figures()["quiet"] is False
+
+
+def test_busy_before_sees_a_busy_machine():
+    burn = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 3: pass"
+    s = record.QuietSampler(root=os.getpid(), idle_s=1.0)
+    s.cpus = 1  # one CPU's worth of burning: at least about 100 % of one CPU, whatever the machine has
+    p = subprocess.Popen([sys.executable, "-c", burn])
+    try:
+        time.sleep(0.3)
+        assert s.measure_idle() >= 0.8
+    finally:
+        p.wait(timeout=30)
+
+
+@pytest.mark.root
+def test_processes_of_a_namespace_made_during_the_run_are_the_benchs(tmp_path):
+    """A process started with `ip netns exec` and re-parented away from the bench's tree (as
+    Chromium's are) counts as the bench's when its namespace appeared after the start."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    ns = f"plttest-quiet-{os.getpid()}"
+    s = record.QuietSampler(root=os.getpid(), idle_s=0)
+    s.start()
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    pidfile = tmp_path / "pid"
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\ntime.sleep(5)"
+    try:
+        # the shell leaves the burner behind: its parent becomes init (or a subreaper), not us
+        subprocess.run(
+            ["ip", "netns", "exec", ns, "sh", "-c", f'setsid {sys.executable} -c "$0" & echo $! > {pidfile}', burn],
+            check=True,
+            timeout=30,
+        )
+        pid = int(pidfile.read_text())
+        time.sleep(1.0)
+        assert pid not in record._tree(os.getpid(), record._proc_table())
+        own = s.own_cpu()
+        assert own - s.samples[0][2] >= 0.5 * os.sysconf("SC_CLK_TCK")
+    finally:
+        s.stop()
+        for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
+            try:
+                os.kill(int(p), 9)
+            except OSError:
+                pass
+        subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
 def test_the_tree_counts_its_children_once_reaped():
