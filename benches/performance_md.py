@@ -116,7 +116,9 @@ def quiet_text(res: dict) -> str:
         return "—"
     # files measured under the earlier rule have the load average at the start instead of busy_before
     before = (
-        f"busy before {q['busy_before'] * 100:.0f} %" if q.get("busy_before") is not None else f"load {fmt(q.get('load1_start'))}"
+        f"busy before {q['busy_before'] * 100:.0f} %"
+        if q.get("busy_before") is not None
+        else f"load {fmt(q.get('load1_start'))}"
     )
     nums = f"{before}, others {(q.get('others_cpu_share') or 0) * 100:.0f} %"
     return f"yes ({nums})" if q.get("quiet") else f"**no** ({nums})"
