@@ -133,9 +133,10 @@ def test_the_tfo_corpus_is_its_paper_list_read_by_the_registry():
 
 
 def test_a_json_har_is_parsed_once(tmp_path, monkeypatch):
-    """devtools.claims parses a .json to see whether it is a DevTools log; the HAR reader that
+    """The DevTools claim parses a .json to see whether it is a DevTools log; the HAR reader that
     follows takes that document instead of parsing the file again (a 20,000-entry .json: twice
-    the JSON work). A file changed in between is read again."""
+    the JSON work). Another look at the file (a new archives() call) reads it again; in a folder
+    of archives each is parsed when claimed and when loaded (no folder's documents held)."""
     from pltlab.archive import devtools as _devtools
     from pltlab.archive import har as _har
     from pltlab.archive.generate import browser_har, generate
@@ -146,12 +147,17 @@ def test_a_json_har_is_parsed_once(tmp_path, monkeypatch):
     real = _har.parse_json
     monkeypatch.setattr(_devtools, "parse_json", lambda *a, **k: parses.append(a[1]) or real(*a, **k))
     monkeypatch.setattr(_har, "parse_json", lambda *a, **k: parses.append(a[1]) or real(*a, **k))
-    [(p, fmt)] = formats.archives(str(path))
-    assert fmt.name == "har"
-    assert len(formats.load(p, fmt).pages[0].objects) == 5
+    [(a, fmt)] = formats.archives(str(path))
+    assert fmt.name == "har" and a.path == str(path)
+    assert len(formats.load(a, fmt).pages[0].objects) == 5
     assert parses == [str(path)]
     assert _devtools.claims(str(path)) is False
-    path.write_text(path.read_text() + " ")  # changed: its own parse
-    assert _devtools.take_parsed(str(path)) is None
-    assert len(formats.load(str(path), fmt).pages[0].objects) == 5
+    assert len(parses) == 2
+    path.write_text(path.read_text() + " ")  # changed: a new look reads it as it is now
+    [(a, fmt)] = formats.archives(str(path))
+    assert len(formats.load(a, fmt).pages[0].objects) == 5
     assert len(parses) == 3
+    (tmp_path / "other.har").write_text(path.read_text())
+    found = formats.archives(str(tmp_path))
+    assert [(os.path.basename(a.path), f.name) for a, f in found] == [("other.har", "har")]  # a .json is not listed
+    assert all(a.parsed() is None for a, _ in found)

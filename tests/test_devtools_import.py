@@ -338,7 +338,7 @@ def _corpus_logs():
 @pytest.mark.parametrize("name", _corpus_logs())
 def test_corpus_logs_import(name):
     path = os.path.join(DEVTOOLS, name)
-    events = devtools._unwrap(devtools._read_json(path))
+    events = devtools._unwrap(devtools.read_json(path))
     sent_n = sum(1 for e in events if e["method"] == "Network.requestWillBeSent")
     doc = devtools.to_har(events, path)
     entries = doc["log"]["entries"]

@@ -324,7 +324,7 @@ SQUOOSH = os.path.join(DEVTOOLS, "progressive-app.devtoolslog.json")
 
 
 def _real():
-    return devtools._unwrap(devtools._read_json(SQUOOSH))
+    return devtools._unwrap(devtools.read_json(SQUOOSH))
 
 
 @needs_corpus

@@ -261,7 +261,7 @@ OFFSETS = [-100.0, -1.0, -0.01, 0.01, 1.0, 3600.0, 1e5]  # one time moved (s)
 
 def _devtools_bases() -> list[list]:
     real = os.path.join(DEVTOOLS, "progressive-app.devtoolslog.json")
-    return [page_log()] + ([devtools._unwrap(devtools._read_json(real))] if os.path.isfile(real) else [])
+    return [page_log()] + ([devtools._unwrap(devtools.read_json(real))] if os.path.isfile(real) else [])
 
 
 DEVTOOLS_BASES = _devtools_bases()

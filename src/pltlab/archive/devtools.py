@@ -26,6 +26,7 @@ import re
 import statistics
 import zlib
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -84,9 +85,11 @@ def is_log_name(path: str) -> bool:
     return path.lower().endswith(NAME_SUFFIXES)
 
 
-def claims(path: str) -> bool:
+def claims(path: str, parse: Callable[[], object] | None = None) -> bool:
     """Whether `path` is to be read as a DevTools log: by its name, any `.json.gz`, or a `.json`
-    whose content is a list of CDP events (a HAR, even named .json, stays a HAR)."""
+    whose content is a list of CDP events (a HAR, even named .json, stays a HAR). ``parse``: what
+    reads the file's JSON (the caller's, so that the reader after this one need not parse it
+    again); by default `read_json(path)`."""
     low = path.lower()
     if is_log_name(low) or low.endswith(".json.gz"):
         return True
@@ -102,17 +105,16 @@ def claims(path: str) -> bool:
     if not head.startswith(b"{"):
         return False
     try:
-        doc = _read_json(path)
+        doc = parse() if parse is not None else read_json(path)
     except PltError:
         return False  # not JSON at all: the HAR reader reports it
-    _keep(path, doc)  # whichever reader follows (this one's or the HAR one's) does not parse it again
     return _unwrap(doc) is not None
 
 
-def load_pages(path: str) -> list[Page]:
-    """Every page of a DevTools log file, initiators completed as the HAR importer does."""
-    doc = take_parsed(path)
-    events = _unwrap(_read_json(path) if doc is None else doc)
+def load_pages(path: str, doc=None) -> list[Page]:
+    """Every page of a DevTools log file (``doc``: its JSON if already parsed), initiators
+    completed as the HAR importer does."""
+    events = _unwrap(read_json(path) if doc is None else doc)
     if events is None:
         raise PltError(f'{path}: not a DevTools log (expected a JSON list of events with "method" and "params")')
     doc = to_har(events, path)
@@ -129,36 +131,8 @@ def load_pages(path: str) -> list[Page]:
     return pages
 
 
-# The JSON document claims() parsed last, for the reader that follows it (one file: a .json of
-# 20,000 entries is parsed once, not twice); taken by that reader, dropped by the next claims().
-_parsed: list = []  # [(file identity, document)]
-
-
-def _identity(path: str) -> tuple | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def _keep(path: str, doc) -> None:
-    _parsed.clear()
-    key = _identity(path)
-    if key is not None:
-        _parsed.append((key, doc))
-
-
-def take_parsed(path: str):
-    """The document claims(path) parsed, if it was the last file claims() parsed and the file is
-    unchanged since; None otherwise (read it). Once: the caller may change it."""
-    if not _parsed:
-        return None
-    (key, doc) = _parsed.pop()
-    return doc if key == _identity(path) else None
-
-
-def _read_json(path: str):
+def read_json(path: str):
+    """A file's JSON document, gzip-compressed or not; any problem is one PltError naming it."""
     try:
         with open(path, "rb") as f:
             raw = f.read()

@@ -2,8 +2,8 @@
 `pltlab run`, sweeps, experiment files) name. Both go through `archive_of` and `pages_in`, so a
 file imports and resolves alike; nothing else looks at a file's name or content to pick a reader.
 
-A format claims a path (a file, or a folder that is one archive) and loads every page of it. A
-folder no format claims is a folder of archives: the files of it that some format lists."""
+A format claims an `Archive` (a file, or a folder that is one archive) and loads every page of it.
+A folder no format claims is a folder of archives: the files of it that some format lists."""
 
 from __future__ import annotations
 
@@ -31,32 +31,66 @@ def _never(name: str) -> bool:
     return False
 
 
+_UNREAD = object()
+
+
+class Archive:
+    """A path some format may read, with what claiming it learnt: a `.json` parsed to see whether
+    it is a DevTools log is parsed once, for whichever format then loads it (a HAR of 20,000
+    entries named .json: one parse, not two). Handed from `claims` to `load`, nothing kept
+    elsewhere."""
+
+    __slots__ = ("path", "_doc")
+
+    def __init__(self, path: str):
+        self.path = path
+        self._doc = _UNREAD
+
+    def json(self):
+        """The file's JSON document (gzip or not), parsed at the first call; PltError if it is none."""
+        if self._doc is _UNREAD:
+            self._doc = devtools.read_json(self.path)
+        return self._doc
+
+    def parsed(self):
+        """The document if a claim parsed it, else None (the reader parses, and reports, itself)."""
+        return None if self._doc is _UNREAD else self._doc
+
+    def forget(self) -> None:
+        self._doc = _UNREAD
+
+
 @dataclass(frozen=True)
 class ArchiveFormat:
     name: str
     what: str  # how messages name it: "a HAR file"
-    claims: Callable[[str], bool]  # a path (file or folder) it reads
-    load: Callable[[str], Loaded]  # every page of it; anything wrong is one PltError line
+    claims: Callable[[Archive], bool]  # an archive (file or folder) it reads
+    load: Callable[[Archive], Loaded]  # every page of it; anything wrong is one PltError line
     listed: Callable[[str], bool] = _never  # a file name it picks up in a folder of archives
     # What `pltlab import` adds to each loaded page (a run reads the file as it is).
     on_import: Callable[[Page], object] | None = None
 
 
-def _suffix(*ends: str) -> Callable[[str], bool]:
+def _named(*ends: str) -> Callable[[str], bool]:
     return lambda path: path.endswith(ends) and not os.path.isdir(path)
 
 
-def _devtools(path: str) -> Loaded:
-    return Loaded(devtools.load_pages(path))
+def _suffix(*ends: str) -> Callable[[Archive], bool]:
+    named = _named(*ends)
+    return lambda a: named(a.path)
 
 
-def _har(path: str) -> Loaded:
-    doc = devtools.take_parsed(path)  # a .json that devtools.claims parsed and did not claim
-    return Loaded(har_to_pages(load_har(path) if doc is None else checked_har(doc, path), path))
+def _devtools(a: Archive) -> Loaded:
+    return Loaded(devtools.load_pages(a.path, a.parsed()))
 
 
-def _seed(path: str) -> Loaded:
-    pages, report = seed.import_pages_file(path)
+def _har(a: Archive) -> Loaded:
+    doc = a.parsed()  # a .json that the DevTools claim parsed and did not claim
+    return Loaded(har_to_pages(load_har(a.path) if doc is None else checked_har(doc, a.path), a.path))
+
+
+def _seed(a: Archive) -> Loaded:
+    pages, report = seed.import_pages_file(a.path)
     return Loaded(pages, report["orphans"])
 
 
@@ -65,14 +99,14 @@ FORMATS: tuple[ArchiveFormat, ...] = (
     ArchiveFormat(
         "devtools",
         "a DevTools log (*.devtoolslog.json, *_devtools.json[.gz], .json.gz, a .json of CDP events)",
-        lambda path: not os.path.isdir(path) and devtools.claims(path),
+        lambda a: not os.path.isdir(a.path) and devtools.claims(a.path, a.json),
         _devtools,
         listed=devtools.is_log_name,
     ),
     # A HAR named for a run replays its initiators as recorded; import completes missing ones.
-    ArchiveFormat("har", "a HAR file (.har, .json)", _suffix(".har", ".json"), _har, _suffix(".har"), deps.complete),
+    ArchiveFormat("har", "a HAR file (.har, .json)", _suffix(".har", ".json"), _har, _named(".har"), deps.complete),
     # The seed fetch format (cs244-2013): <Name>.pages + <Name>/ + <Name>.fetchlog/.
-    ArchiveFormat("seed", "a seed .pages list", _suffix(".pages"), _seed, _suffix(".pages")),
+    ArchiveFormat("seed", "a seed .pages list", _suffix(".pages"), _seed, _named(".pages")),
 )
 BY_NAME = {f.name: f for f in FORMATS}
 # Page arguments read a file no format claims as HAR, as they always have (its errors say why).
@@ -85,15 +119,16 @@ def described(only_listed: bool = False) -> str:
     return " or ".join(whats) if len(whats) < 3 else ", ".join(whats[:-1]) + " or " + whats[-1]
 
 
-def archive_of(path: str, fallback: ArchiveFormat | None = None) -> ArchiveFormat | None:
+def archive_of(path: str | Archive, fallback: ArchiveFormat | None = None) -> ArchiveFormat | None:
     """The format that claims ``path``; else ``fallback`` for a file; None for a folder of archives."""
+    a = path if isinstance(path, Archive) else Archive(path)
     for f in FORMATS:
-        if f.claims(path):
+        if f.claims(a):
             return f
-    if os.path.isdir(path):
+    if os.path.isdir(a.path):
         return None
     if fallback is None:
-        raise PltError(f"{path}: unknown input (expected {described()})")
+        raise PltError(f"{a.path}: unknown input (expected {described()})")
     return fallback
 
 
@@ -106,19 +141,25 @@ def listed(folder: str) -> list[str]:
     return found
 
 
-def archives(path: str, fallback: ArchiveFormat | None = None) -> list[tuple[str, ArchiveFormat]]:
+def archives(path: str, fallback: ArchiveFormat | None = None) -> list[tuple[Archive, ArchiveFormat]]:
     """(archive, its format) for every archive ``path`` names: itself, or a folder's archives."""
     if not os.path.exists(path):
         raise PltError(f"{path}: no such file")
-    fmt = archive_of(path, fallback)
+    a = Archive(path)
+    fmt = archive_of(a, fallback)
     if fmt is not None:
-        return [(path, fmt)]
-    return [(p, archive_of(p, fallback)) for p in listed(path)]
+        return [(a, fmt)]
+    out = []
+    for p in listed(path):
+        a = Archive(p)
+        out.append((a, archive_of(a, fallback)))
+        a.forget()  # a folder's documents are not held until each is loaded: parsed again then
+    return out
 
 
-def load(path: str, fmt: ArchiveFormat, imported: bool = False) -> Loaded:
+def load(archive: str | Archive, fmt: ArchiveFormat, imported: bool = False) -> Loaded:
     """One archive's pages; ``imported``: with what `pltlab import` adds (``on_import``)."""
-    got = fmt.load(path)
+    got = fmt.load(archive if isinstance(archive, Archive) else Archive(archive))
     if imported and fmt.on_import is not None:
         for p in got.pages:
             fmt.on_import(p)

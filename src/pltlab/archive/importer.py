@@ -13,8 +13,9 @@ def load_inputs(paths: list[str]) -> tuple[list[Page], dict]:
     """Read and check every input before anything is written."""
     pages, report = [], {"orphans": [], "inputs": {}, "repairs": []}
     for given in paths:
-        for path, fmt in formats.archives(given):
-            got = formats.load(path, fmt, imported=True)
+        for archive, fmt in formats.archives(given):
+            got = formats.load(archive, fmt, imported=True)
+            path = archive.path
             ps = got.pages
             report["orphans"] += got.orphans
             report["inputs"][path] = len(ps)

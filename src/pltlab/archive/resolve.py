@@ -16,7 +16,7 @@ def _norm(url: str) -> str:
 def archive_pages(path: str) -> list[Page]:
     """Every page of an archive or a folder of archives (in the order `pltlab import` wrote them,
     then by file); a file no format claims is read as HAR."""
-    found = [(a, p) for a, fmt in formats.archives(path, formats.FALLBACK) for p in formats.load(a, fmt).pages]
+    found = [(a.path, p) for a, fmt in formats.archives(path, formats.FALLBACK) for p in formats.load(a, fmt).pages]
     if os.path.isdir(path):
         found.sort(key=order_key)
     return [p for _, p in found]

@@ -93,7 +93,7 @@ def _corpus_pages(path: str) -> list[PageEntry]:
     formats read a seed list (pltlab.archive.formats)."""
     seed = formats.BY_NAME["seed"]
     cands = [path, os.path.join(path, "Paper.pages"), os.path.join(path, "cs244-2013", "Paper.pages")]
-    pf = next((c for c in cands if os.path.isfile(c) and seed.claims(c)), None)
+    pf = next((c for c in cands if os.path.isfile(c) and seed.claims(formats.Archive(c))), None)
     if pf is None:
         raise PltError(f"--corpus {path}: no Paper.pages there (expected the cs244-2013 folder)")
     return [PageEntry(page_label(p.url), p) for p in formats.load(pf, seed).pages]
