@@ -14,8 +14,8 @@ from pltlab.archive.corpus import file_name
 from pltlab.archive.har import write_page
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
-from pltlab.loaders import chromium
 from pltlab.loaders import plan as plans
+from pltlab.loaders import registry
 from pltlab.loaders.compute_model import derive
 from pltlab.run.config import RunConfig
 from pltlab.run.runner import PageRunner
@@ -28,6 +28,7 @@ def calibrate(page: Page, loads: int = 3, rtt: str = "0ms", log=None) -> Page:
         raise PltError(f"invalid number of calibration loads {loads}: must be >= 1")
     cfg = RunConfig(rtt=rtt, client="chromium", schemes="chromium", model="chromium", reps=loads, tfo="off")
     results, browser = [], ""
+    loader = registry.get(cfg.client)
     with PageRunner(page, cfg) as pr:
         plan = plans.build(
             page,
@@ -40,9 +41,11 @@ def calibrate(page: Page, loads: int = 3, rtt: str = "0ms", log=None) -> Page:
         )
         for k in range(loads):
             try:
-                res = chromium.load(pr.topo, page, pr.host_ips, pr.replay.spki, tfo=False)
+                res = loader.load(pr.job(), None, tfo=False)
             except PltError as e:
                 raise PltError(f"calibrating {page.url}: load {k + 1} failed: {e}") from None
+            if res.get("document_problem"):
+                raise PltError(f"calibrating {page.url}: load {k + 1} failed: {res['document_problem']}")
             browser = res.get("browser") or browser
             results.append(res)
             if log:

@@ -156,18 +156,19 @@ class PageRunner:
                 self.pcaps.split()
         return False
 
-    def _job(self) -> Job:
+    def job(self) -> Job:
+        """What this runner's loads are of and over, for its loader (pltlab.loaders.loader)."""
         return Job(self.topo, self.loaded, self.host_ips, self.replay, self.https_hosts, self.cfg)
 
     def _load_once(self, tfo: bool, warmed=None) -> dict:
         loader = registry.get(self.cfg.client)
         if tfo not in self._plans:
-            self._plans[tfo] = loader.plan(self._job(), tfo)
-        return loader.load(self._job(), self._plans[tfo], tfo, warmed=warmed)
+            self._plans[tfo] = loader.plan(self.job(), tfo)
+        return loader.load(self.job(), self._plans[tfo], tfo, warmed=warmed)
 
     def warm_up(self) -> None:
         """The prior visit that caches a TFO cookie for every origin, whatever the client."""
-        registry.warm_tfo(self._job())
+        registry.warm_tfo(self.job())
         self.warmed = True
 
     def load(self, point: Point, rep: int) -> dict:
