@@ -207,6 +207,12 @@ TYPES = [
 ]
 
 
+# Fields Python has before the data plane reads them: HTTP/3's (issue 26 step 4 adds them to
+# replay/manifest.rs), written only where an address offers h3, which no loader asks for yet
+# (Loader.protocols). Each leaves this table when the schema has it (checked below).
+PENDING = {("manifest", None): {"quic"}, ("manifest", "Listen"): {"transport"}}
+
+
 @pytest.mark.parametrize("doc,part,cls", TYPES, ids=[f"{d}:{p or 'top'}" for d, p, _ in TYPES])
 def test_python_types_match_the_schema(schemas, doc, part, cls):
     """Every field of a Python document type is a key of the Rust type (a misspelt or new one
@@ -214,7 +220,10 @@ def test_python_types_match_the_schema(schemas, doc, part, cls):
     s = _def(schemas[doc], part)
     assert s["additionalProperties"] is False
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    assert set(fields) <= set(s["properties"]), set(fields) - set(s["properties"])
+    pending = PENDING.get((doc, part), set())
+    assert not pending & set(s["properties"]), f"the data plane has {pending & set(s['properties'])}: not pending"
+    assert all(fields[f].default is ABSENT for f in pending)  # (never written unless asked for)
+    assert set(fields) - pending <= set(s["properties"]), set(fields) - pending - set(s["properties"])
     for key in s.get("required", []):
         assert key in fields and fields[key].default is not ABSENT, key
 

@@ -102,6 +102,9 @@ def test_runconfig_holds_parsed_values():
         "model": "archive",
         "schemes": "recorded",
         "hosts": "recorded",
+        "quic_cc": "cubic",  # (protocol recorded: QUIC's knobs apply to any h3 origins)
+        "quic_icw": 10,
+        "h3_discovery": "forced",
         "calibrated": True,
     }
     assert RunConfig(rate="4mbit").columns()["rate_up_bps"] == 4_000_000  # the uplink: the downlink's
@@ -515,6 +518,9 @@ def test_report_labels_are_the_knobs():
         "warm",
         "overrides",
         "hosts",
+        "quic_cc",
+        "quic_icw",
+        "h3_discovery",
     )
 
 

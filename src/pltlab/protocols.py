@@ -1,7 +1,13 @@
 """HTTP versions: one table, the one place a protocol is named. A row: the `protocol` knob's value,
 its ALPN id (also the name loaders report per request), its transport, whether it multiplexes
 requests on a connection, the recorded protocols (HAR `httpVersion`) replayed as it, and the
-knobs that apply to it alone. HTTP/3 joins as a row (transport udp) plus its own modules.
+knobs that apply to it alone. HTTP/3 is a row of its own (transport udp), its replay and loader
+their own modules (docs/dataplane-interfaces.md "HTTP/3 over QUIC").
+
+Knobs by transport (``TRANSPORT_KNOBS``): the kernel's TCP settings apply to the tcp rows only,
+QUIC's own to the udp row. ``applies`` answers from the table; ``not_applying`` says which knobs of
+a run are set where they do not apply (refused where the run or experiment is built), and a knob
+that does not apply to a run holds ``NA`` in its results column.
 
 The validity rule (``expected``): a request to an https origin goes over the protocol its replay
 address offers (ALPN), any other over the fallback (HTTP/1.1).
@@ -22,6 +28,7 @@ class Protocol:
     multiplexed: bool  # many requests at once on one connection
     recorded: tuple[str, ...]  # recorded protocols (lower case) replayed as this one
     knobs: tuple[str, ...] = ()  # knobs that apply to this protocol only
+    title: str = ""  # its name in words ("HTTP/3")
 
     def offers(self) -> list[str]:
         """The ALPN ids a replay address of this protocol offers, preferred first (the fallback
@@ -31,12 +38,31 @@ class Protocol:
 
 FALLBACK_ALPN = "http/1.1"
 PROTOCOLS = (
-    Protocol("h1", FALLBACK_ALPN, "tcp", False, ("http/1.0", "http/1.1")),
-    # (h3 and spdy recordings: replayed as h2 until HTTP/3 is a row of its own)
-    Protocol("h2", "h2", "tcp", True, ("h2", "h3", "spdy"), knobs=("server_priority",)),
+    Protocol("h1", FALLBACK_ALPN, "tcp", False, ("http/1.0", "http/1.1"), title="HTTP/1.1"),
+    Protocol("h2", "h2", "tcp", True, ("h2", "spdy"), knobs=("server_priority",), title="HTTP/2"),
+    # QUIC on UDP 443 beside TCP: the address's TCP keeps offering the latest tcp row (``over_tcp``)
+    Protocol("h3", "h3", "udp", True, ("h3",), knobs=("server_priority",), title="HTTP/3"),
 )
 BY_NAME = {p.name: p for p in PROTOCOLS}
 RECORDED = "recorded"  # the knob's value: each origin over what its page recorded
+NA = "n/a"  # a results column's value where its knob does not apply (another transport's)
+
+# The knobs of one transport, each with why it is that transport's alone (the refusal's words).
+TRANSPORT_KNOBS: dict[str, dict[str, str]] = {
+    "tcp": {
+        "tfo": "TFO is TCP's; QUIC's handshake is its own",
+        "warm": "TFO cookies are TCP's",
+        "icw": "the kernel's initial congestion window is TCP's; QUIC's is quic_icw",
+        "cc": "the kernel's congestion control is TCP's; QUIC's is quic_cc",
+        "client_rmem": "the client's TCP receive buffer (net.ipv4.tcp_rmem) is TCP's; QUIC's windows are its own",
+    },
+    "udp": {
+        "quic_cc": "QUIC's congestion control (the replay's and the loader's, in user space); TCP's is cc",
+        "quic_icw": "QUIC's initial window; TCP's is icw",
+        "h3_discovery": "how a client comes to use HTTP/3 on an h3 address (QUIC's)",
+    },
+}
+KNOB_TRANSPORT = {k: t for t, ks in TRANSPORT_KNOBS.items() for k in ks}
 CHOICES = (RECORDED, *BY_NAME)
 FALLBACK = next(p for p in PROTOCOLS if p.alpn == FALLBACK_ALPN)
 
@@ -71,10 +97,41 @@ def preferred(a: Protocol, b: Protocol) -> Protocol:
     return a if PROTOCOLS.index(a) >= PROTOCOLS.index(b) else b
 
 
+def over_tcp(p: Protocol) -> Protocol:
+    """What an address offering ``p`` offers over TCP: ``p`` itself, or for a udp row the latest
+    tcp row (an h3 address keeps serving h2 and HTTP/1.1 over TCP)."""
+    return p if p.transport == "tcp" else [q for q in PROTOCOLS if q.transport == "tcp"][-1]
+
+
+def speakable(p: Protocol, spoken) -> Protocol:
+    """``p``, or if a loader does not speak it (``spoken``: the rows' names it speaks; None: all)
+    the latest row before it that it speaks: what "recorded" replays a recording as."""
+    if spoken is None or p.name in spoken:
+        return p
+    before = [q for q in PROTOCOLS[: PROTOCOLS.index(p)] if q.name in spoken]
+    return before[-1] if before else FALLBACK
+
+
 def applies(protocol: str, knob: str) -> bool:
-    """Whether ``knob`` matters under the protocol knob's value ``protocol`` (a knob no row claims:
-    always; "recorded": wherever some row claims it)."""
-    claimed = [p for p in PROTOCOLS if knob in p.knobs]
-    if not claimed:
+    """Whether ``knob`` matters under the protocol knob's value ``protocol``: a knob a row claims
+    only under it, a transport's knob only under that transport's rows, any other always.
+    "recorded": wherever some row could (its origins may be of either transport)."""
+    if protocol == RECORDED:
         return True
-    return protocol == RECORDED or any(p.name == protocol for p in claimed)
+    p = get(protocol)
+    claimed = [q for q in PROTOCOLS if knob in q.knobs]
+    if claimed and p not in claimed:
+        return False
+    return KNOB_TRANSPORT.get(knob, p.transport) == p.transport
+
+
+def not_applying(protocol: str, knob: str) -> str | None:
+    """Why ``knob`` does not apply under ``protocol`` (one line: "tfo does not apply to protocol
+    h3: TFO is TCP's; ..."), or None where it does."""
+    if applies(protocol, knob):
+        return None
+    why = TRANSPORT_KNOBS.get(KNOB_TRANSPORT.get(knob, ""), {}).get(knob)
+    if why is None:
+        rows = ", ".join(q.name for q in PROTOCOLS if knob in q.knobs)
+        why = f"it is {rows}'s"
+    return f"{knob} does not apply to protocol {protocol}: {why}"

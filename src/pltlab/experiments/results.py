@@ -14,11 +14,13 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
-from pltlab import files
+from pltlab import files, protocols
 from pltlab.errors import PltError
 from pltlab.run import knobs
 
 DB_NAME = "results.sqlite"
+# the results columns of the knobs of QUIC alone (pltlab.protocols.TRANSPORT_KNOBS)
+_QUIC_COLUMNS = {knobs.KNOBS[n].column for n in protocols.TRANSPORT_KNOBS["udp"] if knobs.KNOBS[n].column}
 
 RUN_COLUMNS = {
     "run_key": "TEXT NOT NULL",
@@ -214,12 +216,14 @@ class Results:
             CREATE TABLE IF NOT EXISTS runners (run_id TEXT PRIMARY KEY, opened REAL, closed REAL);
             CREATE TABLE IF NOT EXISTS hars (run_id INTEGER PRIMARY KEY, har BLOB);
         """)
-        # a database of an earlier version (resumed): add the columns it lacks
+        # a database of an earlier version (resumed): add the columns it lacks; a QUIC knob's
+        # says n/a in its rows (every run before HTTP/3 was over TCP: pltlab.protocols)
         for table, want in (("runs", RUN_COLUMNS), ("requests", REQUEST_COLUMNS)):
             have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
             for k, v in want.items():
                 if k not in have:
-                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {k} {v.replace(' NOT NULL', '')}")
+                    na = f" DEFAULT '{protocols.NA}'" if table == "runs" and k in _QUIC_COLUMNS else ""
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {k} {v.replace(' NOT NULL', '')}{na}")
         self.db.commit()
 
     def close(self) -> None:
@@ -325,6 +329,9 @@ def export(out_dir: str) -> list[str]:
     try:
         for table in ("runs", "requests"):
             df = pd.read_sql_query(f"SELECT * FROM {table} ORDER BY id", db)
+            for c in df.columns:  # a knob's numbers beside n/a (pltlab.protocols.NA): text, for Parquet
+                if df[c].dtype == object and len({type(v) for v in df[c].dropna()}) > 1:
+                    df[c] = df[c].map(lambda v: v if v is None or isinstance(v, str) else str(v))
             for ext in ("csv", "parquet"):
                 path = os.path.join(out_dir, f"{table}.{ext}")
                 with files.replaced(path) as tmp:

@@ -42,7 +42,7 @@ import tomllib
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from pltlab import units
+from pltlab import protocols, units
 from pltlab.archive import bundled
 from pltlab.archive import resolve as resolver
 from pltlab.archive.model import Page
@@ -274,10 +274,19 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
             if isinstance(target, int) and any(target >= len(p.page.hosts) for p in pages):
                 raise bad("origin_rtt", f"origin index {target} exceeds a page's number of hosts")
     names = [k.name for k in POINT_KNOBS]
-    configs = [
-        Config(**{knobs.KNOBS[n].field: v for n, v in zip(names, point)})
-        for point in itertools.product(*(lists[n] for n in names))
-    ]
+    try:  # (a knob of the other transport than a configuration's protocol: refused, pltlab.protocols)
+        configs = [
+            Config(**{knobs.KNOBS[n].field: v for n, v in zip(names, point)})
+            for point in itertools.product(*(lists[n] for n in names))
+        ]
+    except PltError as e:
+        raise PltError(f"{where}: {e}") from None
+    quic = [c.protocol for c in configs if not protocols.applies(c.protocol, "tfo")]
+    if "tfo" not in doc and len(quic) == len(configs):  # (TFO applies to none: its default "both" is off)
+        scalars["tfo"] = (False,)
+    elif True in scalars["tfo"] and quic:
+        default = " (both, the default)" if "tfo" not in doc else ""
+        raise bad("tfo", f'{protocols.not_applying(quic[0], "tfo")}: TFO on asked for{default}; set tfo = "off"')
     settings = {n: v for n, v in scalars.items() if n not in _OWN + ("tfo",) and v != knobs.KNOBS[n].value}
     compare = doc.get("compare")
     if compare is not None:
@@ -285,6 +294,10 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
             compare = knobs.axis(compare).name
         except PltError as e:
             raise bad("compare", str(e)) from None
+        for c in configs:  # (comparing a knob that does not apply: refused)
+            why = protocols.not_applying(c.protocol, compare) if compare in protocols.KNOB_TRANSPORT else None
+            if why:
+                raise bad("compare", why)
         listed = scalars["tfo"] if compare == "tfo" else lists[compare]
         if len(listed) < 2:
             k = knobs.KNOBS[compare]

@@ -29,7 +29,7 @@ def show(col: str, v) -> str:
     if col == "tfo":
         return {None: "", 0: "TFO off", 1: "TFO on"}.get(None if v is None else int(bool(v)), "")
     k = knobs.by_column(col)
-    return k.describe(v) if k and k.describe else f"{col} {v}"
+    return k.words(v) if k else f"{col} {v}"
 
 
 def _label(run: dict, col: str = "tfo") -> str:

@@ -87,4 +87,7 @@ LOADER = Builtin(
     timings="plan",
     connections=True,
     default_protocol=protocols.FALLBACK_ALPN,
+    title="the built-in loader",
+    protocols=("h1", "h2"),
+    protocols_later="issue 26 step 8",
 )

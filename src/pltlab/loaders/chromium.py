@@ -220,4 +220,7 @@ LOADER = ChromiumLoader(
     timings="cdp",
     connections=False,
     default_protocol=None,
+    title="Chromium",
+    protocols=("h1", "h2"),  # (launched with --disable-quic: loaders/browser/flags.py)
+    protocols_later="issue 26 step 9",
 )

@@ -12,6 +12,10 @@ Facts (what the rest of pltlab may assume of a loader's records):
   ResourceTiming spans, byte counts decoded).
 - connections: it reports per-connection facts (the HAR's `_connections`).
 - default_protocol: what a request record without a protocol went over (None: not said).
+- protocols: the rows of pltlab.protocols it speaks (knob ``protocol``); a run asking for another
+  is refused (``protocol_problem``, naming ``protocols_later``: when it will), and "recorded"
+  replays a recording of another as the latest row before it that the loader speaks
+  (protocols.speakable).
 
 Behaviour: `plan(job, tfo)` (None unless planned), `load(job, plan, tfo, warmed)`, and the rules
 that are the loader's own: `document_problem`, `tls_problem`, `tls_note`; the rules every loader
@@ -23,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pltlab import protocols as rows
 from pltlab.archive.model import Page
 from pltlab.loaders import validity
 
@@ -51,6 +56,17 @@ class Loader:
     timings: str  # "plan" or "cdp"
     connections: bool
     default_protocol: str | None
+    title: str = ""  # in sentences ("the built-in loader")
+    protocols: tuple[str, ...] = ("h1", "h2")
+    protocols_later: str = ""  # where the protocols it does not speak yet are planned
+
+    def protocol_problem(self, protocol: str) -> str | None:
+        """Why this loader cannot load over the protocol knob's value ``protocol`` (one line), or
+        None."""
+        if protocol == rows.RECORDED or protocol in self.protocols:
+            return None
+        later = f" ({self.protocols_later})" if self.protocols_later else ""
+        return f"protocol {protocol}: {self.title or self.name} does not speak {rows.get(protocol).title} yet{later}"
 
     def plan(self, job: Job, tfo: bool) -> dict | None:
         """The plan a load at ``tfo`` executes (the runner keeps it per TFO mode); None: none."""

@@ -81,7 +81,8 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
         https_hosts=https_hosts,
         model=cfg.model,
         calibrated=cfg.calibrated,
-        offered=manifest.address_protocols([page], host_ips, cfg.protocol),
+        # (as the replay offers them to this loader: h3 recordings as h2 until it speaks h3)
+        offered=manifest.address_protocols([page], host_ips, cfg.protocol, loader_of(cfg.client).protocols),
         tls_mode=cfg.tls,
     )
     return built, plans.plan_objects(page, host_ips, https_hosts), one_way

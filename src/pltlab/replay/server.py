@@ -37,6 +37,8 @@ class ReplayServer:
         protocol: str = "recorded",
         h2_priority: str = "rfc9218",
         request_timeout_s: int = 120,
+        quic: dict | None = None,
+        spoken=None,
     ):
         self.topo, self.workdir = topo, workdir
         # Every host gets a certificate: a browser may upgrade any host to https (HSTS preload).
@@ -51,6 +53,8 @@ class ReplayServer:
             protocol=protocol,
             h2_priority=h2_priority,
             request_timeout_s=request_timeout_s,
+            spoken=spoken,  # (the loader's protocols: "recorded" replays others as it can load them)
+            **(quic or {}),  # quic_cc, quic_icw, h3_discovery
         )
         # what each address's https offers (ALPN), for the plans and the loads' protocol checks
         self.offered = manifest.offered(self.manifest)

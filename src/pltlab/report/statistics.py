@@ -7,6 +7,7 @@ import sqlite3
 from pltlab.errors import PltError
 from pltlab.experiments import results, stats
 from pltlab.experiments.results import DB_NAME
+from pltlab.protocols import NA
 from pltlab.run import knobs
 
 # Configuration columns besides the RTT (the point knobs' columns): the ones that vary name a
@@ -47,7 +48,7 @@ def load_requests(out_dir: str, run_ids: list[int]) -> dict[int, list[dict]]:
 
 def _fmt_dim(column: str, v) -> str:
     k = knobs.by_column(column)
-    return k.describe(v) if k and k.describe else f"{column} {v}"
+    return k.words(v) if k else f"{column} {v}"
 
 
 BASELINES = knobs.BASELINES
@@ -113,7 +114,9 @@ def analyse(runs: list[dict], by: str = "tfo") -> dict:
     # runs of a kind that measures no PLT (flows) have none
     ok = [r for r in runs if r["status"] == "ok" and r["valid"] and r["plt_ms"] is not None]
     # (.get: a database older than a knob has no column for it)
-    dims = [k for k in DIMS if k != by]
+    # (a knob n/a in some runs, of the other transport than theirs, is at its default in the others:
+    # it tells no configurations apart, so runs over TCP and over QUIC pair)
+    dims = [k for k in DIMS if k != by and not any(r.get(k) == NA for r in ok)]
     varying = [k for k in dims if len({json.dumps(r.get(k)) for r in runs if r["status"] == "ok"}) > 1]
     values = sorted({json.dumps(value(r, by)) for r in ok})
     if by == "tfo":  # (TFO off is the baseline even where a folder has TFO on only)

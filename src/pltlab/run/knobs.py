@@ -47,6 +47,12 @@ SCOPES = ("run", "shell", "sweep")
 PROTOCOLS = protocols.CHOICES
 TLS_MODES = ("full", "resume", "0rtt")
 SERVER_PRIORITIES = ("rfc9218", "round-robin")  # replay/priority.rs
+QUIC_CC = ("cubic", "newreno", "bbr")  # quinn's congestion controllers (the manifest's quic.cc)
+# QUIC's initial window in packets of 1200 bytes (QUIC's initial datagram size): at least RFC 9002's
+# minimum window of 2 packets, at most the TCP icw knob's 1024 (units.MAX_ICW). 10 is quinn's own
+# default (12,000 bytes: 14,720 clamped to 2..10 x 1200, RFC 9002 §7.2) and the kernel's TCP one.
+MIN_QUIC_ICW, MAX_QUIC_ICW = 2, units.MAX_ICW
+H3_DISCOVERY = ("forced", "alt-svc")  # the client told to use QUIC, or learning it from Alt-Svc
 UNPRELOADED = "unpreloaded"  # knob hosts: names on the HSTS preload list renamed (archive.rename)
 HOSTS = ("recorded", UNPRELOADED)
 _HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
@@ -346,7 +352,17 @@ class Knob:
         return self.defaults.get(scope, self.default)
 
     def column_value(self, cfg):
+        """Its results column's value for runs of ``cfg``: protocols.NA where it does not apply
+        (a knob of the other transport than the run's protocol's: pltlab.protocols)."""
+        if self.name in protocols.KNOB_TRANSPORT and not applies(cfg, self.name):
+            return protocols.NA
         return self.to_column(cfg) if self.to_column else getattr(cfg, self.field)
+
+    def words(self, v) -> str:
+        """A column value in a configuration's name (``describe``, else "NAME VALUE"; n/a as such)."""
+        if v == protocols.NA:
+            return f"{self.label} {protocols.NA}"
+        return self.describe(v) if self.describe else f"{self.name} {v}"
 
 
 _ALL = (
@@ -436,7 +452,7 @@ _ALL = (
         "tfo",
         _tfo,
         "both",
-        "TCP Fast Open: on, off or both (both: each repetition loads with and without).",
+        "TCP Fast Open: on, off or both (both: each repetition loads with and without; protocol h3: off).",
         type=tuple,
         field="tfo_modes",
         label="TFO",
@@ -489,8 +505,9 @@ _ALL = (
         "protocol",
         _choice(PROTOCOLS, "protocol"),
         "recorded",
-        "HTTP version on https origins: recorded (h2 where the page used h2, h3 or spdy), h1 or h2 "
-        "(plain http is always HTTP/1.1).",
+        "HTTP version on https origins: recorded (what the page used: h2 for spdy, h3 where the "
+        "loader speaks it, else h2), h1, h2 or h3 (QUIC on UDP 443 beside TCP; TCP's knobs do not "
+        "apply, QUIC's quic_* do). Plain http is always HTTP/1.1.",
         type=str,
         label="protocol",
         column="protocol",
@@ -643,6 +660,49 @@ _ALL = (
         label="host names",
         column="hosts",
         describe=lambda v: "hosts renamed out of the HSTS preload list" if v == UNPRELOADED else f"hosts {v}",
+        sweep=True,
+        scopes=("run", "sweep"),
+    ),
+    # -- QUIC (protocol h3: pltlab.protocols.TRANSPORT_KNOBS) --
+    Knob(
+        "quic_cc",
+        _choice(QUIC_CC, "QUIC congestion control"),
+        "cubic",
+        f"QUIC's congestion control (replay and loader, protocol h3): {', '.join(QUIC_CC)}.",
+        type=str,
+        label="QUIC congestion control",
+        column="quic_cc",
+        describe=lambda v: f"QUIC cc {v}",
+        sweep=True,
+        scopes=("run", "sweep"),
+    ),
+    Knob(
+        "quic_icw",
+        _int(MIN_QUIC_ICW, MAX_QUIC_ICW, " packets"),
+        10,
+        "QUIC's initial congestion window (protocol h3) in packets of 1200 bytes; 10 = quinn's "
+        "default (12,000 bytes), the counterpart of TCP's 10 segments.",
+        type=int,
+        unit="packets",
+        label="QUIC initial window",
+        column="quic_icw",
+        sql="INTEGER",
+        describe=lambda v: f"QUIC initial window {v}",
+        sweep=True,
+        scopes=("run", "sweep"),
+        cli_type=int,
+    ),
+    Knob(
+        "h3_discovery",
+        _choice(H3_DISCOVERY, "HTTP/3 discovery"),
+        "forced",
+        "How the client comes to use HTTP/3 on h3 addresses: forced (told to, from the first "
+        'request) or alt-svc (responses without an Alt-Svc header get `h3=":443"`: the first '
+        "request goes over TCP).",
+        type=str,
+        label="HTTP/3 discovery",
+        column="h3_discovery",
+        describe=lambda v: f"h3 discovery {v}",
         sweep=True,
         scopes=("run", "sweep"),
     ),
@@ -877,7 +937,43 @@ def parse(values: dict, ks=None, where: str = "") -> dict[str, Any]:
                 f"{where + ': ' if where else ''}{trace} and {opt} both set the "
                 f"{trace[6:]}link's rate: give one of them"
             )
+    problem = _transport_problem(out, ks, given)
+    if problem is None and out.get("protocol") is not None and out.get("client") is not None:
+        problem = LOADERS[out["client"]].protocol_problem(out["protocol"])
+    if problem:
+        raise PltError(f"{where + ': ' if where else ''}{problem}")
     return out
+
+
+def _transport_problem(out: dict, ks, given: dict) -> str | None:
+    """Why a knob of the other transport than the protocol's is set (pltlab.protocols: "tfo does
+    not apply to protocol h3: ..."), or None. At its default such a knob is left as it is (its
+    results column says n/a: ``applies``); TFO, whose default asks for both modes, is off when not
+    given (a QUIC load uses no TFO)."""
+    proto = out.get("protocol")
+    if proto is None or proto == protocols.RECORDED:
+        return None
+    for k in ks:
+        why = protocols.not_applying(proto, k.name) if k.name in protocols.KNOB_TRANSPORT else None
+        if why is None:
+            continue
+        v = out[k.field]
+        if k.many:  # (tfo: the modes)
+            if True not in v:
+                continue
+            if k.name not in given:
+                out[k.field] = (False,)
+                continue
+        elif v == k.value:
+            continue
+        return why
+    return None
+
+
+def applies(cfg, name: str) -> bool:
+    """Whether knob ``name`` applies to runs of ``cfg`` (a RunConfig or anything with a
+    ``protocol``): its results column holds protocols.NA where not (RunConfig.columns)."""
+    return protocols.applies(getattr(cfg, "protocol", protocols.RECORDED), name)
 
 
 def _copy(v):

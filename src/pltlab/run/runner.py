@@ -123,6 +123,12 @@ class PageRunner:
                 protocol=self.cfg.protocol,
                 h2_priority=self.cfg.server_priority,
                 request_timeout_s=self.cfg.server_timeout_s,
+                quic={
+                    "quic_cc": self.cfg.quic_cc,
+                    "quic_icw": self.cfg.quic_icw,
+                    "h3_discovery": self.cfg.h3_discovery,
+                },
+                spoken=registry.get(self.cfg.client).protocols,
             )
             self.replay.start()
             self.topo.watch("replay server", self.replay.proc, self.replay.error)
