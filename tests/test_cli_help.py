@@ -43,3 +43,71 @@ def test_shell_without_a_command_is_one_error_line():
         assert cp.returncode == 2 and len(lines) == 1, cp.stderr
         assert lines[0].startswith("pltlab: error:") and "needs a command" in lines[0]
     assert not leaked(before)
+
+
+def test_help_groups_every_command_by_task():
+    """`pltlab --help` lists each top-level command once, under its task's panel, panels in the
+    order pages, network, experiments, results, maintenance; each line one sentence."""
+    import re
+
+    from pltlab.cli import PANELS
+
+    top = {c[0] for c in COMMANDS if len(c) == 1}
+    grouped = [n for names in PANELS.values() for n in names]
+    assert sorted(grouped) == sorted(top), set(grouped) ^ top  # none missing, none twice, none stale
+    out = CliRunner().invoke(app, ["--help"], terminal_width=200).stdout
+    heads = [m.group(1) for m in re.finditer(r"╭─ (\w+) ─", out)]
+    assert heads == ["Options", "Pages", "Network", "Experiments", "Results", "Maintenance"]
+    for panel, names in PANELS.items():
+        body = out.split(f"╭─ {panel} ─", 1)[1].split("╰", 1)[0]
+        listed = re.findall(r"^│ ([a-z-]+) ", body, re.M)
+        assert listed == list(names), (panel, listed)
+    # one line per command at this width: the first sentence, not the whole docstring
+    for line in out.splitlines():
+        if line.startswith("│ import "):
+            assert "repaired" not in line and line.rstrip(" │").endswith("archive directory")
+
+
+def test_shell_completion_script():
+    """typer's completion: the script for bash names the command's completion variable."""
+    res = pltlab_cmd("--show-completion", "bash")
+    assert res.returncode == 0, res.stderr
+    assert "_PLTLAB_COMPLETE" in res.stdout and "complete" in res.stdout
+
+
+def _on_a_terminal(args: list[str], **env_extra: str) -> str:
+    """What a command writes to a terminal (a pseudo-terminal: rich colours only terminals)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    env.update(TERM="xterm-256color", COLUMNS="100", **env_extra)
+    leader, follower = pty.openpty()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pltlab", *args], stdin=follower, stdout=follower, stderr=follower, env=env
+    )
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other end closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    p.wait(timeout=60)
+    return out.decode(errors="replace")
+
+
+def test_no_color_is_respected():
+    """NO_COLOR (no-color.org): no colour escape on a terminal; without it the same output has some."""
+    import re
+
+    colour = re.compile(r"\x1b\[(?:\d+;)*(?:3[0-7]|9[0-7]|38;[25]|4[0-7]|10[0-7])[;m]")
+    for args in (["--help"], ["run", "--help"]):
+        assert colour.search(_on_a_terminal(args)), args  # (the check can fail)
+        assert not colour.search(_on_a_terminal(args, NO_COLOR="1")), args

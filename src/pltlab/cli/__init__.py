@@ -1,6 +1,7 @@
 """The `pltlab` command line."""
 
 import json
+import re
 import signal
 import sys
 from typing import Annotated
@@ -15,10 +16,10 @@ from pltlab.cli.options import knob_options
 from pltlab.errors import PltError
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # typer's --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="pltlab: page-load-time lab for TCP latency features over emulated WANs.",
+    help="pltlab: page-load-time lab for the latency features of the web's transports over emulated WANs.",
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
 )
 err = Console(stderr=True)
@@ -243,10 +244,51 @@ _predict_commands.register(app)
 _compare_commands.register(app)
 _export_commands.register(app)
 
+# `pltlab --help` by task: each command's panel, declared once here (a command missing from it
+# fails tests/test_cli_help.py). Its line there is the first sentence of its help.
+PANELS = {
+    "Pages": ("import", "record", "pages", "calibrate"),
+    "Network": ("shell", "check", "knobs"),
+    "Experiments": ("run", "sweep", "reproduce", "cluster"),
+    "Results": ("report", "explain", "predict", "compare", "export", "salvage"),
+    "Maintenance": ("clean", "version"),
+}
+
+
+def _first_sentence(text: str, most: int = 120) -> str:
+    """A command's line in `pltlab --help`: its help's first sentence; when that is long, what
+    comes before its first colon."""
+    flat = " ".join((text or "").split())
+    m = re.match(r"(.+?[.!?])(?=\s+[A-Z(]|$)", flat)
+    first = m.group(1) if m else flat
+    if len(first) > most and ": " in first:
+        first = first.split(": ", 1)[0]
+    return first
+
+
+def _group_commands() -> None:
+    order = {name: i for i, name in enumerate(n for names in PANELS.values() for n in names)}
+    panel_of = {name: panel for panel, names in PANELS.items() for name in names}
+
+    def name_of(c) -> str:
+        return c.name or c.callback.__name__.replace("_", "-")
+
+    for c in app.registered_commands:
+        c.rich_help_panel = panel_of.get(name_of(c))
+        if c.short_help is None:
+            c.short_help = _first_sentence(c.help or c.callback.__doc__ or "")
+    for g in app.registered_groups:
+        g.rich_help_panel = panel_of.get(g.name)
+    # panels appear in the order of their first command
+    app.registered_commands.sort(key=lambda c: order.get(name_of(c), len(order)))
+
+
+_group_commands()
+
 
 def main() -> None:
     try:
-        app()
+        app(prog_name="pltlab")  # (as `python -m pltlab` too: help and completion name the command)
     except PltError as e:
         err.print(f"pltlab: error: {e}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
