@@ -111,3 +111,26 @@ def test_no_color_is_respected():
     for args in (["--help"], ["run", "--help"]):
         assert colour.search(_on_a_terminal(args)), args  # (the check can fail)
         assert not colour.search(_on_a_terminal(args, NO_COLOR="1")), args
+
+
+def test_steps_bar_shows_count_and_eta(monkeypatch):
+    """The bar of calibrate and record: done/total, elapsed and ETA, drawn on a terminal only."""
+    import io
+
+    from rich.console import Console
+
+    from pltlab.cli import progress
+
+    buf = io.StringIO()
+    monkeypatch.setattr(progress, "stderr_console", lambda: Console(file=buf, force_terminal=True, width=100))
+    with progress.Steps("calibration loads") as bar:
+        bar.total(3)
+        bar.advance()
+        bar.prog.refresh()
+    out = buf.getvalue()
+    assert "calibration loads" in out and "1/3" in out and "ETA" in out
+    buf2 = io.StringIO()
+    monkeypatch.setattr(progress, "stderr_console", lambda: Console(file=buf2, force_terminal=False))
+    with progress.Steps("pages recorded", total=2) as bar:
+        bar.advance()
+    assert buf2.getvalue() == ""  # no terminal: nothing drawn

@@ -4,6 +4,7 @@ pltlab.cli). Each parses, calls one function of pltlab.archive or pltlab.loaders
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated
 
 import typer
@@ -73,30 +74,38 @@ def record(
 ):
     """Record pages with headless Chromium (fresh profile, cache off): every response with
     headers, body and initiator, HTTP and HTTPS. Writes the archive only if every page loads."""
+    from pltlab.cli.progress import Steps
     from pltlab.loaders.browser import parse_host_rules
+    from pltlab.loaders.record import read_targets
     from pltlab.loaders.record import record as record_pages
 
+    bar = Steps("pages recorded", total=len(read_targets(targets)))
+
     def progress(p):
+        bar.advance()
         if not as_json:
             s = p.summary()
             plt = f"{p.on_load_ms:.0f} ms" if p.on_load_ms else "no load event"
-            print(
-                f"{p.url}: {s['objects']} objects, {s['origins']} origins, {s['bytes']} bytes, "
-                f"load {plt}" + (f", {len(p.extras['failed'])} failed" if p.extras.get("failed") else ""),
-                flush=True,
+            line = f"{p.url}: {s['objects']} objects, {s['origins']} origins, {s['bytes']} bytes, load {plt}" + (
+                f", {len(p.extras['failed'])} failed" if p.extras.get("failed") else ""
             )
+            if sys.stdout.isatty():  # the bar's terminal: printed above it
+                bar.lines.print(line, highlight=False, markup=False)
+            else:
+                print(line, flush=True)
 
-    rep = record_pages(
-        targets,
-        out,
-        progress=progress,
-        netns=netns,
-        host_rules=parse_host_rules(host_rule or []),
-        spki=spki or [],
-        quiet_ms=quiet_ms,
-        timeout_s=timeout,
-        executable=chromium,
-    )
+    with bar:
+        rep = record_pages(
+            targets,
+            out,
+            progress=progress,
+            netns=netns,
+            host_rules=parse_host_rules(host_rule or []),
+            spki=spki or [],
+            quiet_ms=quiet_ms,
+            timeout_s=timeout,
+            executable=chromium,
+        )
     if as_json:
         print(json.dumps(rep))
         return

@@ -15,7 +15,7 @@ from rich.table import Table
 from pltlab import units
 from pltlab.cli.cluster import CONNECT_TIMEOUT_S, ClusterOpt, ConnectTimeoutOpt, SlotsOpt
 from pltlab.cli.options import CorpusOpt, knob_options
-from pltlab.cli.progress import LoadProgress, working
+from pltlab.cli.progress import LoadProgress, Steps, working
 from pltlab.errors import PltError
 
 
@@ -152,7 +152,8 @@ def calibrate(
     units.duration_us(rtt, "--rtt")  # before anything is made
     out_dir = os.path.abspath(output)
     check_out_dir(out_dir)
-    log = Console(stderr=True)
+    bar = Steps("calibration loads")
+    log = bar.lines
 
     def on_page(d):
         if not as_json:
@@ -163,15 +164,21 @@ def calibrate(
                 highlight=False,
             )
 
-    done = calibrate_pages(
-        pages,
-        out_dir,
-        loads=loads,
-        rtt=rtt,
-        corpus=corpus,
-        log=lambda m: log.print(m, highlight=False),
-        on_page=on_page,
-    )
+    def on_load(msg: str) -> None:
+        log.print(msg, highlight=False)
+        bar.advance()
+
+    with bar:
+        done = calibrate_pages(
+            pages,
+            out_dir,
+            loads=loads,
+            rtt=rtt,
+            corpus=corpus,
+            log=on_load,
+            on_page=on_page,
+            on_todo=lambda n: bar.total(n * loads),
+        )
     if as_json:
         print(json.dumps({"pages": done}))
 

@@ -1,4 +1,4 @@
-"""Progress displays of `pltlab run` and `pltlab report`: on stderr, drawn only when stderr is a
+"""Progress displays of `pltlab run`, `pltlab report`, `calibrate` and `record`: on stderr, drawn only when stderr is a
 terminal (rich draws nothing into a pipe or file), and never touching stdout: what a command
 prints there (tables, --json) stays as it is."""
 
@@ -64,3 +64,36 @@ def working(what: str):
         return
     with err.status(what):
         yield
+
+
+class Steps:
+    """A bar of ``total`` steps (set later with ``total()`` when not known yet) with elapsed time
+    and ETA; ``lines`` prints above it (the bar's console: stderr). Nothing drawn unless stderr
+    is a terminal."""
+
+    def __init__(self, what: str, total: int | None = None):
+        self.err = stderr_console()
+        self.prog = Progress(
+            *bar_columns(),
+            console=self.err,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+            disable=not self.err.is_terminal,
+        )
+        self.task = self.prog.add_task(what, total=total)
+        self.lines = self.err
+
+    def __enter__(self):
+        self.prog.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.prog.stop()
+        return False
+
+    def total(self, n: int) -> None:
+        self.prog.update(self.task, total=n)
+
+    def advance(self, description: str | None = None) -> None:
+        self.prog.update(self.task, advance=1, **({"description": description} if description else {}))

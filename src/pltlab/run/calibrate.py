@@ -68,12 +68,21 @@ def calibrate(page: Page, loads: int = 3, rtt: str = "0ms", log=None) -> Page:
 
 
 def calibrate_pages(
-    pages: list[str], out_dir: str, loads: int = 3, rtt: str = "0ms", corpus: str | None = None, log=None, on_page=None
+    pages: list[str],
+    out_dir: str,
+    loads: int = 3,
+    rtt: str = "0ms",
+    corpus: str | None = None,
+    log=None,
+    on_page=None,
+    on_todo=None,
 ) -> list[dict]:
     """Calibrate every page ``pages`` name (HAR files, corpus directories, bundled names) and write
     each, calibrated, into ``out_dir`` (NAME.har: a bundled page's or a single-page file's name,
     else one made from its URL). Returns one entry per page: its URL, file and calibration."""
     todo = [(what, p) for what in pages for p in resolver.resolve(what, corpus)]
+    if on_todo:
+        on_todo(len(todo))
     os.makedirs(out_dir, exist_ok=True)
     taken: set[str] = set()
     done = []
