@@ -5,7 +5,7 @@ PY ?= python3
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 LINT_PY := src tests benches
 
-.PHONY: setup demo test test-rust test-py test-slow test-user bench clean \
+.PHONY: setup demo test test-rust test-py test-slow test-user test-wheel bench clean \
 	lint lint-ruff lint-format lint-imports lint-rustfmt lint-clippy
 
 setup:
@@ -33,6 +33,11 @@ test-slow: setup
 # `pytest -m "not root"` as a normal user (as root: as the user pltlab-ci, created if missing).
 test-user:
 	PY=$(PY) bash scripts/test-as-user.sh
+
+# `make test-wheel` (as root): the built wheel in a fresh virtual environment, its non-root
+# commands as a normal user, its root commands refused in one line (scripts/test-wheel.sh).
+test-wheel:
+	PY=$(PY) bash scripts/test-wheel.sh
 
 # Every check, even after one failed (make -k): `make lint` after `make setup`.
 lint:

@@ -58,6 +58,15 @@ def _driver():
     return driver
 
 
+def require_root_here(cluster: str | None) -> None:
+    """Loads that run on this machine (no --cluster) need root: refused in one line before
+    anything is written."""
+    if cluster is None:
+        from pltlab.net.topology import require_root
+
+        require_root()
+
+
 def executor(cluster: str | None, slots: int, connect_timeout: float = CONNECT_TIMEOUT_S, keep_up: bool = False):
     """The sweep's executor: None (this machine) without --cluster. ``keep_up``: for several
     experiments in a row (the caller closes it)."""

@@ -200,13 +200,14 @@ def sweep(
     connect_timeout: ConnectTimeoutOpt = CONNECT_TIMEOUT_S,
 ):
     """Run an experiment file's full cross product into an SQLite results database."""
-    from pltlab.cli.cluster import executor
+    from pltlab.cli.cluster import executor, require_root_here
     from pltlab.experiments import lock, spec
     from pltlab.experiments import sweep as sweeper
     from pltlab.report import summary
 
     exp = spec.load(file)
     out_dir = output or sweeper.default_out(exp)
+    require_root_here(cluster)  # before the folder is made
     with lock.held(out_dir, "sweep"):  # from the checks to the report: one writer per folder
         sweeper.prepare(exp, out_dir, resume)  # refuse before printing anything
         ex = executor(cluster, slots, connect_timeout)

@@ -99,7 +99,7 @@ def reproduce(name: str, values: dict) -> dict:
     its report and print what it found (``json``: one JSON object); returns that object."""
     from rich.console import Console
 
-    from pltlab.cli.cluster import executor
+    from pltlab.cli.cluster import executor, require_root_here
     from pltlab.experiments import lock
     from pltlab.experiments.sweep import check_out_dir
     from pltlab.studies import STUDIES, engine
@@ -113,6 +113,7 @@ def reproduce(name: str, values: dict) -> dict:
     exps = study.experiments(p)
     out_dir = output or os.path.join("results", time.strftime(f"{exps[0][1].name}-%Y%m%d-%H%M%S"))  # (-today)
     check_out_dir(out_dir)
+    require_root_here(cluster[0])  # before the folder is made
     with lock.held(out_dir, f"reproduce {name}"):  # until its report is written: one writer per folder
         recorded = engine.as_json(p)
         engine.prepare(name, recorded, exps, out_dir, resume)  # everything checked before anything runs

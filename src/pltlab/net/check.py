@@ -18,7 +18,7 @@ import shutil
 from pltlab import dataplane
 from pltlab.errors import PltError
 from pltlab.net import lateness, names, netem, nsutil, probes
-from pltlab.net.topology import Topology
+from pltlab.net.topology import Topology, require_root
 from pltlab.net.wan import LinkSpec, TcpKnobs, TopologySpec
 
 RTTS_MS = (20, 100, 200)
@@ -226,8 +226,7 @@ def throughput_test(seconds: float, backend: str, sched_fifo: bool) -> float:
 
 def run_check(quick: bool = False, backend: str = "auto", sched_fifo: bool = True, progress=None) -> dict:
     say = progress or (lambda msg: None)
-    if os.geteuid() != 0:
-        raise PltError("pltlab needs root (network namespaces, TUN devices)")
+    require_root()
     result: dict = {"env": environment()}
     if not result["env"]["tun"]:
         raise PltError("/dev/net/tun is missing: the link emulator needs TUN devices")

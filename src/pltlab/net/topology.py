@@ -37,6 +37,13 @@ def _tcp_knob_metrics(cc: str, initcwnd: int | None, initrwnd: int | None) -> di
     return m
 
 
+def require_root() -> None:
+    """One error line unless this process may build emulated WANs (checked before anything is
+    made: a sweep refuses at once instead of failing every load)."""
+    if os.geteuid() != 0:
+        raise PltError("pltlab needs root (network namespaces, TUN devices)")
+
+
 class Topology:
     """One run's namespaces, link and processes. Use as a context manager: teardown is guaranteed
     on normal exit, exceptions, SIGINT and SIGTERM; after SIGKILL, `pltlab clean` removes leftovers.
@@ -98,8 +105,7 @@ class Topology:
         return False
 
     def up(self) -> "Topology":
-        if os.geteuid() != 0:
-            raise PltError("pltlab needs root (network namespaces, TUN devices)")
+        require_root()
         try:  # claims the run id: a run never removes another one's folder
             os.mkdir(self.workdir)
         except FileExistsError:
