@@ -147,8 +147,8 @@ def test_reproduce_tfo_on_todays_web_is_one_experiment():
         study.experiment(tls="resume")
     with pytest.raises(PltError, match="--protocol h2 is for the built-in loader"):
         study.experiment(protocol="h2", client="chromium")
-    with pytest.raises(PltError, match="invalid --protocol 'h3'"):
-        study.experiment(protocol="h3")
+    with pytest.raises(PltError, match="invalid --protocol 'h4'"):
+        study.experiment(protocol="h4")
 
 
 def test_tls_note_says_how_many_connections_chromium_resumed():

@@ -58,10 +58,12 @@ def _driver():
     return driver
 
 
-def require_root_here(cluster: str | None) -> None:
-    """Loads that run on this machine (no --cluster) need root: refused in one line before
-    anything is written."""
-    if cluster is None:
+def require_root_here(cluster: str | None, kinds: list[str]) -> None:
+    """Loads of these measurement kinds that run on this machine (no --cluster) and build
+    emulated WANs need root: refused in one line before anything runs."""
+    from pltlab.run import kinds as registry
+
+    if cluster is None and any(registry.needs_root(k) for k in kinds):
         from pltlab.net.topology import require_root
 
         require_root()

@@ -207,9 +207,9 @@ def sweep(
 
     exp = spec.load(file)
     out_dir = output or sweeper.default_out(exp)
-    require_root_here(cluster)  # before the folder is made
     with lock.held(out_dir, "sweep"):  # from the checks to the report: one writer per folder
         sweeper.prepare(exp, out_dir, resume)  # refuse before printing anything
+        require_root_here(cluster, [exp.kind])  # (a folder the lock made is removed again)
         ex = executor(cluster, slots, connect_timeout)
         out = Console(stderr=True)
         out.print(

@@ -113,10 +113,10 @@ def reproduce(name: str, values: dict) -> dict:
     exps = study.experiments(p)
     out_dir = output or os.path.join("results", time.strftime(f"{exps[0][1].name}-%Y%m%d-%H%M%S"))  # (-today)
     check_out_dir(out_dir)
-    require_root_here(cluster[0])  # before the folder is made
     with lock.held(out_dir, f"reproduce {name}"):  # until its report is written: one writer per folder
         recorded = engine.as_json(p)
         engine.prepare(name, recorded, exps, out_dir, resume)  # everything checked before anything runs
+        require_root_here(cluster[0], [x[1].kind for x in exps])  # (a folder the lock made is removed again)
         ex = executor(*cluster, keep_up=True)  # (--cluster: one Ray session, each node checked once)
         err = Console(stderr=True)
         err.print(study.announce(p, exps, out_dir, resume), highlight=False)

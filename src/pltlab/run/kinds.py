@@ -34,6 +34,12 @@ def check(kind: str) -> str:
     return kind
 
 
+def needs_root(kind: str) -> bool:
+    """Whether the runs of ``kind`` need root here (they build emulated WANs): the runner class's
+    ``needs_root``, False if it does not say."""
+    return bool(getattr(KINDS[check(kind)], "needs_root", False))
+
+
 def runner(kind: str, page: Page, cfg: RunConfig):
     """A runner of ``kind`` for ``page`` under ``cfg`` (not yet entered)."""
     return KINDS[check(kind)](page, cfg)

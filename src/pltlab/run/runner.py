@@ -89,6 +89,7 @@ class PageRunner:
     """Topology + replay for one page and one link configuration; loads it on demand."""
 
     per_load_pcap = True  # cfg.pcap: a folder getting one pcap per load (run.loadpcaps)
+    needs_root = True  # it builds an emulated WAN (pltlab.run.kinds.needs_root)
 
     def __init__(self, page: Page, cfg: RunConfig):
         self.page, self.cfg = page, cfg

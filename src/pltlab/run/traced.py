@@ -37,6 +37,8 @@ class FreshTopologies:
     """Base of the kinds whose every load builds its own topology under the runner's run id
     (``topo.run_id``, as the sweep reads it); ``cfg.seed + rep - 1`` is load ``rep``'s link seed."""
 
+    needs_root = True  # each load builds an emulated WAN (pltlab.run.kinds.needs_root)
+
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
         self.topo = SimpleNamespace(run_id=names.new_run_id(), link_stats=None)
