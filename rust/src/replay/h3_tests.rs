@@ -286,3 +286,26 @@ fn quic_settings_serve() {
         });
     }
 }
+
+/// `quic.retry_above` 0: every new connection is sent a Retry first, then served;
+/// `quic.max_connections` 1: a second connection while one is open is refused (without a Retry).
+#[test]
+fn quic_limits_retry_and_refuse() {
+    let extra = serde_json::json!({"quic": {"retry_above": 0, "max_connections": 1}});
+    let srv = start_server_with(listen_h3(), responses(), extra);
+    rt().block_on(async {
+        let c = client(&srv);
+        let mut conn = c.connect(srv.addrs[2], false).await;
+        let (s, _, body) = conn.get("GET", "https://a.test/a", None).await;
+        assert_eq!((s, body.len()), (200, 40000));
+        let refused = c.handshake(srv.addrs[2]).await;
+        assert!(matches!(refused, Err(quinn::ConnectionError::ConnectionClosed(_))), "{refused:?}");
+        conn.close().await;
+    });
+    let st = &srv.shared.stats;
+    wait_for(|| st.quic_refused.load(Relaxed) == 1);
+    let j = st.json();
+    // (the refused one is refused before any Retry)
+    assert_eq!((j["quic_retries"].as_u64(), j["quic_refused"].as_u64()), (Some(1), Some(1)), "{j}");
+    assert_eq!((j["quic_connections"].as_u64(), j["quic_full"].as_u64()), (Some(1), Some(1)), "{j}");
+}

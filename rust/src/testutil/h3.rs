@@ -52,6 +52,12 @@ impl H3Client {
         H3Client::new(ca)
     }
 
+    /// A QUIC connection to `addr` for host a.test, its handshake awaited (no h3): the error
+    /// if the server refused or failed it.
+    pub async fn handshake(&self, addr: SocketAddr) -> Result<quinn::Connection, quinn::ConnectionError> {
+        self.ep.connect_with(self.no_early.clone(), addr, "a.test").unwrap().await
+    }
+
     /// A connection to `addr` for host a.test: with `early_data`, resumed ClientHellos offer
     /// early data and the connection is usable at once (0-RTT) when the ticket allows it.
     pub async fn connect(&self, addr: SocketAddr, early_data: bool) -> H3Conn {
