@@ -207,10 +207,9 @@ TYPES = [
 ]
 
 
-# Fields Python has before the data plane reads them: HTTP/3's (issue 26 step 4 adds them to
-# replay/manifest.rs), written only where an address offers h3, which no loader asks for yet
-# (Loader.protocols). Each leaves this table when the schema has it (checked below).
-PENDING = {("manifest", None): {"quic"}, ("manifest", "Listen"): {"transport"}}
+# Fields Python has before the data plane reads them (none now); each leaves this table when the
+# schema has it (checked below).
+PENDING: dict = {}
 
 
 @pytest.mark.parametrize("doc,part,cls", TYPES, ids=[f"{d}:{p or 'top'}" for d, p, _ in TYPES])
