@@ -5,6 +5,8 @@ import base64
 import html
 import os
 
+from pltlab.experiments import stats
+
 CSS = """*{box-sizing:border-box}
 body{font-family:sans-serif;max-width:1240px;margin:1.5em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;max-width:100%}td,th{border:1px solid #bbb;padding:3px 8px;text-align:right;overflow-wrap:anywhere}
@@ -82,12 +84,12 @@ def sentences(items: list[tuple[str, str]]) -> str:
 
 
 def sections(
-    analysis, meta, headline, stats, figures, notes_, extra=(), waterfalls="", warning=None
+    analysis, meta, headline, stats_, figures, notes_, extra=(), waterfalls="", warning=None
 ) -> list[tuple[str, str]]:
     """The sweep report, headline first: the warning where n < 5, one sentence per page, the PLT
     table and the improvement vs RTT; then the waterfalls, statistics, ``extra`` (a study's
     sections, what each feature saves), validity, other figures, experiment file, environment.
-    ``headline``: (sentences, headers, rows); ``stats``: (headers, rows)."""
+    ``headline``: (sentences, headers, rows); ``stats_``: (headers, rows)."""
     said, h_headers, h_rows = headline
     pngs = [p for p in figures if p.endswith(".png") and not os.path.basename(p).startswith("requests-")]
     first = [p for p in pngs if os.path.basename(p).startswith("improvement-vs-rtt")]
@@ -96,12 +98,12 @@ def sections(
     return [
         ("", top),
         (
-            "PLT table (means; improvement = 1 − PLT_TFO / PLT_noTFO, signed; 95 % bootstrap CI)",
+            f"PLT table (means; improvement = 1 − PLT_TFO / PLT_noTFO, signed; {stats.INTERVAL})",
             _table(h_headers, h_rows),
         ),
         *([("Improvement vs RTT", images(first))] if first else []),
         *([("Waterfalls: the median load, TFO off vs on", waterfalls)] if waterfalls else []),
-        ("Statistics per side (n, mean, median, geometric mean, 95 % bootstrap CI of the mean)", _table(*stats)),
+        (f"Statistics per side (n, mean, median, geometric mean, {stats.INTERVAL} of the mean)", _table(*stats_)),
         *[(s["title"], section(s)) for s in extra],
         ("Validity", notes(notes_)),
         *([("Figures", images(rest))] if rest else []),
