@@ -297,7 +297,8 @@ def test_study_report_renders_in_headless_chromium(tmp_path):
         "1 invalid",
     ):
         assert s in text, s
-    assert "<li class=bad>bad: {&quot;ok&quot;: false}</li>" in (tmp_path / "report.html").read_text()
+    # (escaped by the templates: Jinja2 autoescape writes " as &#34;)
+    assert "<li class=bad>bad: {&#34;ok&#34;: false}</li>" in (tmp_path / "report.html").read_text()
 
 
 def _group(page, rtt, off, on, config=""):
@@ -435,3 +436,24 @@ def test_report_of_a_real_sweep_in_headless_chromium(tmp_path):
     # drawn from the HARs stored with the runs: their connections' SYN-with-data facts (TFO marks)
     assert charts[0]["tfo"] == 0 and 1 <= charts[1]["tfo"] <= 6
     assert all(_not_blank(s) for s in r["shots"]) and r["layout"]["scroll"] <= 1280
+
+
+def test_report_html_comes_from_autoescaped_templates_shipped_with_the_package():
+    import importlib.resources
+
+    from pltlab.report import html
+
+    names = {p.name for p in importlib.resources.files("pltlab.report").joinpath("templates").iterdir()}
+    assert {"page.html.j2", "parts.html.j2", "waterfalls.html.j2", "compare_intro.html.j2"} <= names
+    page = html.render(
+        "<b>title</b>",
+        [
+            ("a & b", html._table(["<h>"], [["<script>x</script>"], ["n < 5: no CI"]])),
+            ("", html.notes([("bad <i>", True), ("good", False)]) + html.pre("<pre>")),
+        ],
+    )
+    assert "<title>&lt;b&gt;title&lt;/b&gt;</title>" in page and "<h2>a &amp; b</h2>" in page
+    assert "<th>&lt;h&gt;</th>" in page and "<td>&lt;script&gt;x&lt;/script&gt;</td>" in page
+    assert '<td class="noci">n &lt; 5: no CI</td>' in page  # (the class by the cell's text, as before)
+    assert "<li class=bad>bad &lt;i&gt;</li>" in page and "<li>good</li>" in page and "<pre>&lt;pre&gt;</pre>" in page
+    assert "<script>" not in page

@@ -9,10 +9,11 @@ folder of TFO off against one of TFO on); with one folder, its two values of tha
 sides (A: the baseline, pltlab.report.statistics.baseline; B: the other value).
 """
 
-import html as _html
 import json
 import os
 import statistics
+
+from markupsafe import Markup
 
 from pltlab.errors import PltError
 from pltlab.experiments import stats
@@ -208,12 +209,8 @@ def notes(res: dict) -> list[str]:
 def to_html(res: dict) -> str:
     """A self-contained page: the two folders, the table, the notes."""
     dims = f"{res['a']['label']} (A) vs {res['b']['label']} (B)" if res["compared"] else "nothing (same knobs)"
-    intro = (
-        f"<p>Compared: <b>{_html.escape(dims)}</b>. B − A &lt; 0: B loads faster. Rows matched on page, RTT, TFO"
-        + (f" and {_html.escape(', '.join(res['context']))}" if res["context"] else "")
-        + f"; {_html.escape(stats.INTERVAL)}s of the difference of the means.</p>"
-    )
-    warn = "".join(html.warn(n) for n in notes(res))
+    intro = html.template("compare_intro.html.j2", dims=dims, context=res["context"], interval=stats.INTERVAL)
+    warn = Markup("").join(html.warn(n) for n in notes(res))
     return html.render(
         f"pltlab compare: {title(res)}",
         [("", intro + warn), ("PLT, A vs B", html._table(HEADERS, table_rows(res)))],

@@ -140,6 +140,7 @@ def compact_stats(analysis: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def markdown(headers: list[str], rows: list[list[str]]) -> str:
+    # by hand: a padded pipe table in 5 lines (pandas' to_markdown needs tabulate, another dependency)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
