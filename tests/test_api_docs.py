@@ -89,6 +89,12 @@ def test_the_blocks_run_in_order(tmp_path, monkeypatch, capsys):
     assert len(ns["runs"]) == 8 and set(ns["runs"]["rtt_ms"]) == {20.0, 100.0}
     assert os.path.isfile(ns["built"]["files"]["report.html"])
     assert (tmp_path / "results" / "tfo-demo" / "runs.parquet").is_file()
+    # pltlab.results.open: the same runs as SQL gives, the requests of every load, TFO's saving
+    res = ns["folder"]
+    assert len(res.runs) == 8 and list(res.runs["plt_ms"]) == list(ns["runs"].sort_values("id")["plt_ms"])
+    assert len(res.loads()) == 8 and len(res.requests) == 8 and set(res.requests["run_id"]) == set(res.runs["id"])
+    assert res.meta["name"] == "tfo-demo" and len(ns["first"]) == 1
+    assert (ns["plt"][1] - ns["plt"][0]).tolist() == [-20.0, -100.0]  # the stand-in loads: TFO one RTT faster
 
 
 @pytest.mark.slow
@@ -107,3 +113,11 @@ def test_the_blocks_run_for_real(tmp_path, monkeypatch):
         exec(compile(b, "docs/api.md", "exec"), ns)  # noqa: S102
     assert all(r["valid"] for r in ns["runs"].to_dict("records"))
     assert ns["stats"]["runs"] == 8 and ns["stats"]["failed"] == 0
+
+
+def test_results_open_is_one_line_without_a_database(tmp_path):
+    import pltlab.results
+    from pltlab.errors import PltError
+
+    with pytest.raises(PltError, match="no results.sqlite in this folder"):
+        pltlab.results.open(str(tmp_path))

@@ -248,7 +248,7 @@ def test_study_sections_in_the_sweep_report(tmp_path):
     _db(tmp_path)
     built = build(str(tmp_path), study_sections=tfo_study.sections)
     page = (tmp_path / "report.html").read_text()
-    assert "TFO improvement with its 95 % bootstrap CI" in page and tfo_study.PAPER["source"] in page
+    assert "TFO improvement with its 95 % BCa bootstrap interval" in page and tfo_study.PAPER["source"] in page
     assert page.index("PLT table") < page.index("Published: ") < page.index("Validity")
     assert built["seeds"][0] == ["a", "20", "100", "80", "20.0"]
 
@@ -297,7 +297,8 @@ def test_study_report_renders_in_headless_chromium(tmp_path):
         "1 invalid",
     ):
         assert s in text, s
-    assert "<li class=bad>bad: {&quot;ok&quot;: false}</li>" in (tmp_path / "report.html").read_text()
+    # (escaped by the templates: Jinja2 autoescape writes " as &#34;)
+    assert "<li class=bad>bad: {&#34;ok&#34;: false}</li>" in (tmp_path / "report.html").read_text()
 
 
 def _group(page, rtt, off, on, config=""):
@@ -333,7 +334,7 @@ def test_no_interval_and_a_warning_where_a_side_has_fewer_than_5_loads():
     assert "1 of 2 row(s)" in w and "b @ 20 ms (n = 3 / 3)" in w and "a @" not in w
     assert headline.warning({"rows": [five]}) is None
     said = dict(headline.sentences(a))
-    assert said["a"].startswith("a: TFO saves 100 ms = 1.0 RTT at 100 ms RTT (33.3 %, 95 % CI [")
+    assert said["a"].startswith("a: TFO saves 100 ms = 1.0 RTT at 100 ms RTT (33.3 %, 95 % BCa bootstrap interval [")
     assert said["b"] == "b: TFO saves 20 ms = 1.0 RTT at 20 ms RTT (20.0 %, n = 3 / 3: no CI)."
     # the explain hook's words follow where it has some
     said = dict(headline.sentences(a, lambda page, gs: "From explain." if page == "b" else None))
@@ -425,7 +426,7 @@ def test_report_of_a_real_sweep_in_headless_chromium(tmp_path):
     assert cp.returncode == 0, cp.stderr
     r = _render(out / "report.html")
     assert not r["errors"], r["errors"]
-    assert "Fewer than 5" not in r["text"] and "no CI" not in r["text"] and "95 % CI [" in r["text"]
+    assert "Fewer than 5" not in r["text"] and "no CI" not in r["text"] and "95 % BCa bootstrap interval [" in r["text"]
     # pltlab explain's words in the headline and its critical path in the waterfalls (the loads have a graph)
     assert "At 20 ms the median TFO load (run #" in r["text"] and "new connections were off the path" in r["text"]
     assert r["text"].count(f"({why.SOURCE})") == 2
@@ -435,3 +436,24 @@ def test_report_of_a_real_sweep_in_headless_chromium(tmp_path):
     # drawn from the HARs stored with the runs: their connections' SYN-with-data facts (TFO marks)
     assert charts[0]["tfo"] == 0 and 1 <= charts[1]["tfo"] <= 6
     assert all(_not_blank(s) for s in r["shots"]) and r["layout"]["scroll"] <= 1280
+
+
+def test_report_html_comes_from_autoescaped_templates_shipped_with_the_package():
+    import importlib.resources
+
+    from pltlab.report import html
+
+    names = {p.name for p in importlib.resources.files("pltlab.report").joinpath("templates").iterdir()}
+    assert {"page.html.j2", "parts.html.j2", "waterfalls.html.j2", "compare_intro.html.j2"} <= names
+    page = html.render(
+        "<b>title</b>",
+        [
+            ("a & b", html._table(["<h>"], [["<script>x</script>"], ["n < 5: no CI"]])),
+            ("", html.notes([("bad <i>", True), ("good", False)]) + html.pre("<pre>")),
+        ],
+    )
+    assert "<title>&lt;b&gt;title&lt;/b&gt;</title>" in page and "<h2>a &amp; b</h2>" in page
+    assert "<th>&lt;h&gt;</th>" in page and "<td>&lt;script&gt;x&lt;/script&gt;</td>" in page
+    assert '<td class="noci">n &lt; 5: no CI</td>' in page  # (the class by the cell's text, as before)
+    assert "<li class=bad>bad &lt;i&gt;</li>" in page and "<li>good</li>" in page and "<pre>&lt;pre&gt;</pre>" in page
+    assert "<script>" not in page

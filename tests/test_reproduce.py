@@ -29,7 +29,7 @@ def test_reproduce_tfo_json_one_page(tmp_path):
     assert imps[0] < imps[2]  # grows with RTT
     assert (out / "report.html").is_file() and (out / "table.md").is_file()
     html = (out / "report.html").read_text()  # the study's comparison with the paper is in the report
-    assert "TFO improvement with its 95 % bootstrap CI" in html and "Published: " in html
+    assert "TFO improvement with its 95 % BCa bootstrap interval" in html and "Published: " in html
     assert json.loads((out / "study.json").read_text())["study"] == "tfo"
     # run through the experiment engine: resumable; a finished run resumed runs nothing more
     cp = pltlab_cmd(

@@ -232,6 +232,7 @@ def js_url(url: str) -> str:
 
 
 def _html(st: Structure, o: Obj, kids: list[Obj], rng) -> bytes:
+    # by hand, not a template engine: a body's bytes are sized to the recorded size, tag by tag
     head, body, later = [], [], []
     fonts = 0
     for c in kids:
@@ -333,6 +334,7 @@ def _pad_text(doc: str, open_: str, close: str, tail: str, size: int, rng) -> by
 
 
 def _png_chunk(kind_: bytes, data: bytes) -> bytes:
+    # by hand: a 1x1 image padded to a recorded size; an image library adds a dependency for 20 lines
     return struct.pack(">I", len(data)) + kind_ + data + struct.pack(">I", zlib.crc32(kind_ + data))
 
 

@@ -46,6 +46,7 @@ def supported(value: str) -> bool:
 
 def _gzip(data: bytes, level: int, pad: int = 0) -> bytes:
     """A gzip member; ``pad`` > 0 adds a header comment of that many bytes (NUL included)."""
+    # by hand: the gzip module writes no header comment, the padding that makes a body its recorded size
     flg, extra = 0, b""
     if pad > 0:
         flg, extra = 0x10, b"p" * (pad - 1) + b"\x00"
@@ -66,6 +67,7 @@ def _deflate(data: bytes, level: int, pad: int = 0) -> bytes:
 
 def _zstd(data: bytes, level: int, pad: int = 0) -> bytes:
     frame = zstandard.ZstdCompressor(level=level).compress(data)
+    # (by hand: zstandard writes no skippable frames, the padding that makes a body its recorded size)
     if pad >= 8:  # a skippable frame (magic 0x184D2A50): decoders skip its payload
         frame = struct.pack("<II", 0x184D2A50, pad - 8) + b"\x00" * (pad - 8) + frame
     return frame

@@ -1,15 +1,27 @@
-"""Statistics of measurements, one implementation for every study: the geometric mean, percentile
-bootstrap intervals (of a mean, a geometric mean, or any statistic of several resampled samples),
-quantiles, and the signed improvement of TFO over no TFO (1 - PLT_tfo / PLT_notfo; a slowdown is
-negative)."""
+"""Statistics of measurements, one implementation for every study: the geometric mean, BCa
+bootstrap intervals (scipy.stats.bootstrap, method "BCa": of a mean, a geometric mean, or any
+statistic of several samples resampled independently), quantiles, the signed improvement of TFO
+over no TFO (1 - PLT_tfo / PLT_notfo; a slowdown is negative), and the one rule of where an
+interval is shown (``shown``: every side has MIN_N values or more), which console summaries,
+JSON, tables and figures alike follow."""
 
 import math
 import statistics
+import warnings
 
 import numpy as np
+from scipy import stats as _scipy
 
 BOOT = 10_000  # bootstrap resamples
 LEVEL = 0.95
+INTERVAL = "95 % BCa bootstrap interval"  # what every interval is, as tables and legends name it
+MIN_N = 5  # values per side below which no interval is shown (one of 2 to 4 values understates the uncertainty)
+NO_CI = f"n < {MIN_N}: no CI"  # what a table shows instead
+
+
+def shown(*ns: int) -> bool:
+    """Whether an interval of samples of these sizes is shown (the one rule, MIN_N)."""
+    return bool(ns) and min(ns) >= MIN_N
 
 
 def geomean(v) -> float:
@@ -26,63 +38,66 @@ def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def _interval(samples: np.ndarray) -> tuple[float, float]:
-    a = (1 - LEVEL) / 2
-    lo, hi = np.quantile(samples, [a, 1 - a])
-    return float(lo), float(hi)
+def bca(stat, *samples, seed: int = 0, n: int = BOOT) -> tuple[float, float] | None:
+    """The BCa bootstrap interval (LEVEL) of ``stat(*samples, axis=-1)`` (vectorized: each sample
+    an array whose last axis holds its values), every sample resampled independently with ``n``
+    resamples from one generator seeded with ``seed``. Fallbacks: where no sample has any spread
+    (every value equal, a single value included) the interval is the point itself; where BCa has
+    no answer (a sample of one value beside others, or a degenerate bootstrap distribution): None."""
+    xs = [np.asarray(s, dtype=float) for s in samples]
+    if not xs or any(len(x) == 0 for x in xs):
+        return None
+    if all(np.all(x == x[0]) for x in xs):
+        p = float(stat(*xs, axis=-1))
+        return p, p
+    if any(len(x) < 2 for x in xs):
+        return None
+    with warnings.catch_warnings():  # (a degenerate distribution: scipy warns and gives nan, handled below)
+        warnings.simplefilter("ignore")
+        ci = _scipy.bootstrap(
+            xs, stat, n_resamples=n, confidence_level=LEVEL, method="BCa", vectorized=True, rng=_rng(seed)
+        ).confidence_interval
+    lo, hi = float(ci.low), float(ci.high)
+    return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
 
 
-def bootstrap(stat, *samples, n: int = BOOT, seed: int = 0) -> np.ndarray:
-    """``stat`` over ``n`` resamples (with replacement) of every sample, drawn one after the other
-    from one generator seeded with ``seed``. A sample is a sequence of values or of rows (a
-    (k, m) array: rows resampled whole); ``stat`` receives one (n, k[, m]) array per sample and
-    returns n values."""
-    rng = _rng(seed)
-    draws = []
-    for s in samples:
-        x = np.asarray(s, dtype=float)
-        draws.append(x[rng.integers(0, len(x), size=(n, len(x)))])
-    return stat(*draws)
+def _mean(x, axis=-1):
+    return np.mean(x, axis=axis)
 
 
-def interval(boots) -> tuple[float, float]:
-    """The percentile interval (LEVEL) of bootstrap values."""
-    return _interval(np.asarray(boots, dtype=float))
-
-
-def boot_means(v, n: int = BOOT, seed: int = 0) -> np.ndarray:
-    """Means of n resamples (with replacement) of v."""
-    return bootstrap(lambda x: x.mean(axis=1), v, n=n, seed=seed)
+def _nan2(ci) -> tuple[float, float]:
+    return ci if ci is not None else (float("nan"), float("nan"))
 
 
 def mean_ci(v, seed: int = 0) -> tuple[float, float]:
-    """Percentile-bootstrap 95 % interval of the mean."""
-    if len(v) == 0:
-        return float("nan"), float("nan")
-    return _interval(boot_means(v, seed=seed))
+    """BCa bootstrap 95 % interval of the mean (nan, nan: none, see ``bca``)."""
+    return _nan2(bca(_mean, list(v), seed=seed))
 
 
 def geomean_ci(v, seed: int = 0) -> tuple[float, float]:
-    """Percentile-bootstrap 95 % interval of the geometric mean (positive values)."""
+    """BCa bootstrap 95 % interval of the geometric mean (positive values)."""
     v = list(v)
     if not v or min(v) <= 0:
         return float("nan"), float("nan")
-    if len(v) == 1:  # exactly the value (exp(log(x)) may differ from x in its last bit)
+    if len(set(v)) == 1:  # exactly the value (exp(log(x)) may differ from x in its last bit)
         return v[0], v[0]
-    return _interval(np.exp(boot_means(np.log(v), seed=seed)))
+    return _nan2(bca(lambda x, axis=-1: np.exp(np.mean(x, axis=axis)), np.log(v), seed=seed))
+
+
+def _ci(ci) -> list:
+    return [None, None] if ci is None else [ci[0], ci[1]]
 
 
 def summary(v, seed: int = 0) -> dict:
     v = list(v)
     if not v:
         return {"n": 0, "mean": None, "median": None, "geomean": None, "ci": [None, None]}
-    lo, hi = mean_ci(v, seed)
     return {
         "n": len(v),
         "mean": statistics.fmean(v),
         "median": statistics.median(v),
         "geomean": geomean(v),
-        "ci": [lo, hi],
+        "ci": _ci(bca(_mean, v, seed=seed)),
     }
 
 
@@ -95,13 +110,20 @@ def geo_summary(v, seed: int = 0) -> dict:
     return {"n": len(v), "geomean": geomean(v), "ci": [lo, hi]}
 
 
+def _improvement(tfo, notfo, axis=-1):
+    return 1 - np.mean(tfo, axis=axis) / np.mean(notfo, axis=axis)
+
+
 def improvement(tfo, notfo, seed: int = 0) -> dict:
-    """1 - mean(tfo) / mean(notfo) with a bootstrap 95 % interval (both sides resampled
+    """1 - mean(tfo) / mean(notfo) with its BCa bootstrap 95 % interval (both sides resampled
     independently)."""
     tfo, notfo = list(tfo), list(notfo)
     if not tfo or not notfo:
         return {"improvement": None, "ci": [None, None]}
     point = 1 - statistics.fmean(tfo) / statistics.fmean(notfo)
-    b = 1 - boot_means(tfo, seed=seed) / boot_means(notfo, seed=seed + 1)
-    lo, hi = _interval(b)
-    return {"improvement": point, "ci": [lo, hi]}
+    return {"improvement": point, "ci": _ci(bca(_improvement, tfo, notfo, seed=seed))}
+
+
+def diff_of_means(a, b, seed: int = 0) -> tuple[float, float] | None:
+    """BCa bootstrap 95 % interval of mean(b) - mean(a) (samples resampled independently)."""
+    return bca(lambda x, y, axis=-1: np.mean(y, axis=axis) - np.mean(x, axis=axis), list(a), list(b), seed=seed)

@@ -7,7 +7,7 @@ import os
 
 from pltlab import files
 from pltlab.errors import PltError
-from pltlab.experiments import lock
+from pltlab.experiments import lock, stats
 from pltlab.experiments.results import DB_NAME
 from pltlab.net import lateness
 from pltlab.report import effects, figures, headline, html, nodes, tables, waterfalls, why
@@ -164,7 +164,7 @@ def _build(out_dir: str, study_sections=None, col: str | None = None) -> dict:
     if eff:
         extra.append(
             {
-                "title": "What each feature saves (paired by page, RTT, other knobs and repetition; 95 % CIs)",
+                "title": f"What each feature saves (paired by page, RTT, other knobs and repetition; {stats.INTERVAL}s)",
                 "headers": effects.HEADERS,
                 "rows": eff_rows,
             }

@@ -1,6 +1,6 @@
 """`pltlab compare DIR_A DIR_B`: the same pages and configurations measured in two results folders
 that differ in any dimension (initcwnd, cc, protocol, loader, ...), side by side: each side's mean
-PLT, the difference B − A with a 95 % bootstrap interval and the relative change. Rows are matched
+PLT, the difference B − A with a 95 % BCa bootstrap interval and the relative change. Rows are matched
 on page, RTT, TFO and every other knob whose values the folders share; the knobs whose values
 differ between the folders are the ones compared (each must have one value per folder).
 
@@ -9,10 +9,11 @@ folder of TFO off against one of TFO on); with one folder, its two values of tha
 sides (A: the baseline, pltlab.report.statistics.baseline; B: the other value).
 """
 
-import html as _html
 import json
 import os
 import statistics
+
+from markupsafe import Markup
 
 from pltlab.errors import PltError
 from pltlab.experiments import stats
@@ -27,7 +28,7 @@ HEADERS = [
     "A: mean (ms)",
     "B: mean (ms)",
     "B − A (ms)",
-    "95 % CI (ms)",
+    f"{stats.INTERVAL} (ms)",
     "change (%)",
 ]
 
@@ -118,9 +119,9 @@ def compare(dir_a: str, dir_b: str | None = None, by: str | None = None) -> dict
             continue
         ma, mb = statistics.fmean(va), statistics.fmean(vb)
         ci = None
-        if headline.enough(len(va), len(vb)):
-            boots = stats.bootstrap(lambda x, y: y.mean(axis=1) - x.mean(axis=1), va, vb, seed=i * 7919)
-            ci = list(stats.interval(boots))
+        if stats.shown(len(va), len(vb)):
+            got = stats.diff_of_means(va, vb, seed=i * 7919)
+            ci = None if got is None else list(got)
         rows.append(
             {
                 "page": page,
@@ -194,8 +195,8 @@ def notes(res: dict) -> list[str]:
         out.append("The folders share every knob's values: B − A is run-to-run (or machine/version) variation.")
     if res["few"]:
         out.append(
-            f"{len(res['few'])} of {len(res['rows'])} row(s) have fewer than {headline.MIN_N} valid loads on a side: "
-            "no interval shown there (a bootstrap interval of so few loads understates the uncertainty)."
+            f"{len(res['few'])} of {len(res['rows'])} row(s) have fewer than {stats.MIN_N} valid loads on a side: "
+            f"no interval shown there (a {stats.INTERVAL} of so few loads understates the uncertainty)."
         )
     for side in ("a", "b"):
         only = res[f"only_{side}"]
@@ -208,12 +209,8 @@ def notes(res: dict) -> list[str]:
 def to_html(res: dict) -> str:
     """A self-contained page: the two folders, the table, the notes."""
     dims = f"{res['a']['label']} (A) vs {res['b']['label']} (B)" if res["compared"] else "nothing (same knobs)"
-    intro = (
-        f"<p>Compared: <b>{_html.escape(dims)}</b>. B − A &lt; 0: B loads faster. Rows matched on page, RTT, TFO"
-        + (f" and {_html.escape(', '.join(res['context']))}" if res["context"] else "")
-        + "; 95 % bootstrap intervals of the difference of the means.</p>"
-    )
-    warn = "".join(html.warn(n) for n in notes(res))
+    intro = html.template("compare_intro.html.j2", dims=dims, context=res["context"], interval=stats.INTERVAL)
+    warn = Markup("").join(html.warn(n) for n in notes(res))
     return html.render(
         f"pltlab compare: {title(res)}",
         [("", intro + warn), ("PLT, A vs B", html._table(HEADERS, table_rows(res)))],
@@ -222,5 +219,6 @@ def to_html(res: dict) -> str:
 
 def to_json(res: dict) -> dict:
     return {k: res[k] for k in ("a", "b", "compared", "context", "rows", "only_a", "only_b")} | {
-        "min_n_for_ci": headline.MIN_N
+        "min_n_for_ci": stats.MIN_N,
+        "interval": stats.INTERVAL,
     }

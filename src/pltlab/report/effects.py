@@ -10,6 +10,7 @@ pages' pairs in round trips (saved ms / RTT), so pages of any size weigh alike.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 
 from pltlab.experiments import stats
@@ -104,9 +105,9 @@ HEADERS = [
     "RTT (ms)",
     "n",
     "saved (ms)",
-    "95 % CI (ms)",
+    f"{stats.INTERVAL} (ms)",
     "saved (RTTs)",
-    "95 % CI (RTTs)",
+    f"{stats.INTERVAL} (RTTs)",
 ]
 
 
@@ -114,11 +115,13 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
     def f(x, d):
         return "" if x is None else f"{x:.{d}f}"
 
-    def ci(r, key, d):  # no interval of fewer than headline.MIN_N pairs
+    def ci(r, key, point, d):  # no interval of fewer than MIN_N pairs (stats.shown)
         lo, hi = r[key]
-        if lo is None:
+        if r[point] is None:
             return ""
-        return headline.NO_CI if r["n"] < headline.MIN_N else f"[{lo:.{d}f}, {hi:.{d}f}]"
+        if not stats.shown(r["n"]):
+            return headline.NO_CI
+        return "-" if lo is None or math.isnan(lo) else f"[{lo:.{d}f}, {hi:.{d}f}]"
 
     return [
         [
@@ -128,9 +131,9 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
             f"{r['rtt_ms']:g}",
             str(r["n"]),
             f(r["saved_ms"], 1),
-            ci(r, "ci", 1),
+            ci(r, "ci", "saved_ms", 1),
             f(r["saved_rtts"], 2),
-            ci(r, "rtts_ci", 2),
+            ci(r, "rtts_ci", "saved_rtts", 2),
         ]
         for r in rows
     ]

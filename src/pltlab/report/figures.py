@@ -1,9 +1,10 @@
 """matplotlib figures (PNG and SVG) of an experiment: request waterfalls (TFO vs no TFO side by
-side), PLT vs RTT with CI whiskers, improvement vs RTT per page."""
+side), PLT vs RTT with whiskers (95 % BCa bootstrap intervals), improvement vs RTT per page."""
 
 import os
 import re
 
+from pltlab.experiments import stats
 from pltlab.report.headline import MIN_N
 
 
@@ -92,13 +93,13 @@ def waterfall(group: dict, requests: dict, folder: str, suffix: str = "") -> lis
 def _err(summary: dict) -> tuple[float, float]:
     """The whiskers of a mean: none below MIN_N values (their bootstrap interval means nothing)."""
     m, (lo, hi) = summary["mean"], summary["ci"]
-    if summary["n"] < MIN_N or lo is None:
+    if not stats.shown(summary["n"]) or lo is None:
         return 0.0, 0.0
     return m - lo, hi - m
 
 
 def _few_note(ax, n_min: int) -> None:
-    if n_min < MIN_N:
+    if not stats.shown(n_min):
         ax.text(
             0.01, 0.01, f"n < {MIN_N} somewhere: no whiskers there", transform=ax.transAxes, fontsize=7, color="#a00"
         )
@@ -134,7 +135,7 @@ def plt_vs_rtt(rows: list[dict], folder: str) -> list[str]:
         )
         ax.set_title(page)
         ax.set_xlabel("RTT (ms)")
-        ax.set_ylabel("page load time (s), mean with 95 % CI")
+        ax.set_ylabel(f"page load time (s), mean with {stats.INTERVAL}", fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -151,8 +152,8 @@ def improvement_vs_rtt(rows: list[dict], folder: str) -> list[str]:
     for name, gs in sorted(lines.items()):
         gs = sorted(gs, key=lambda g: g["rtt_ms"])
         y = [g["improvement"] * 100 for g in gs]
-        ok = [min(g["base"]["n"], g["alt"]["n"]) >= MIN_N for g in gs]  # else no whiskers
-        # (max: a percentile interval may miss the point estimate by a rounding's width)
+        ok = [stats.shown(g["base"]["n"], g["alt"]["n"]) and g["improvement_ci"][0] is not None for g in gs]
+        # (else no whiskers; max: a BCa interval may miss the point estimate by a rounding's width)
         lo = [max(y_ - g["improvement_ci"][0] * 100, 0) if k else 0 for y_, g, k in zip(y, gs, ok)]
         hi = [max(g["improvement_ci"][1] * 100 - y_, 0) if k else 0 for y_, g, k in zip(y, gs, ok)]
         ax.errorbar([g["rtt_ms"] for g in gs], y, yerr=[lo, hi], marker="o", capsize=4, label=name)
@@ -161,11 +162,11 @@ def improvement_vs_rtt(rows: list[dict], folder: str) -> list[str]:
     ax.set_xlabel("RTT (ms)")
     if tfo:
         ax.set_ylabel("improvement 1 − PLT_TFO / PLT_noTFO (%)")
-        ax.set_title("TFO improvement vs RTT (95 % bootstrap CI; negative = slower with TFO)")
+        ax.set_title(f"TFO improvement vs RTT ({stats.INTERVAL}; negative = slower with TFO)", fontsize=10)
     else:
         base, alt = rows[0]["labels"] if rows else ("baseline", "other")
         ax.set_ylabel(f"improvement 1 − PLT({alt}) / PLT({base}) (%)")
-        ax.set_title(f"{alt} vs {base}: improvement vs RTT (95 % bootstrap CI; negative = slower)")
+        ax.set_title(f"{alt} vs {base}: improvement vs RTT ({stats.INTERVAL}; negative = slower)", fontsize=10)
     ax.grid(alpha=0.3)
     if lines:
         ax.legend(fontsize=8)
@@ -175,7 +176,7 @@ def improvement_vs_rtt(rows: list[dict], folder: str) -> list[str]:
 
 def effects_vs_rtt(rows: list[dict], folder: str) -> list[str]:
     """Round trips each feature saves (all pages pooled, every other knob at its baseline) vs RTT,
-    with 95 % CIs: pltlab.report.effects."""
+    with 95 % BCa bootstrap intervals: pltlab.report.effects."""
     rows = [r for r in rows if r["page"] == "all pages" and r.get("baseline_context")]
     if not rows:
         return []
@@ -184,7 +185,7 @@ def effects_vs_rtt(rows: list[dict], folder: str) -> list[str]:
         pts = sorted((r for r in rows if r["feature"] == feature), key=lambda r: r["rtt_ms"])
         x = [r["rtt_ms"] for r in pts]
         y = [r["saved_rtts"] for r in pts]
-        ok = [r["n"] >= MIN_N for r in pts]  # else no whiskers
+        ok = [stats.shown(r["n"]) and r["rtts_ci"][0] is not None and r["rtts_ci"][0] == r["rtts_ci"][0] for r in pts]
         err = [
             [r["saved_rtts"] - r["rtts_ci"][0] if k else 0 for r, k in zip(pts, ok)],
             [r["rtts_ci"][1] - r["saved_rtts"] if k else 0 for r, k in zip(pts, ok)],
@@ -194,7 +195,7 @@ def effects_vs_rtt(rows: list[dict], folder: str) -> list[str]:
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_xlabel("RTT (ms)")
     ax.set_ylabel("PLT saved (round trips)")
-    ax.set_title("What each feature saves (mean over pages, 95 % CI)")
+    ax.set_title(f"What each feature saves (mean over pages, {stats.INTERVAL})", fontsize=10)
     ax.legend(fontsize=7)
     return _save(fig, folder, "effects-vs-rtt")
 

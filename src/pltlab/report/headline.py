@@ -1,10 +1,14 @@
 """The report's headline: the PLT table with the improvement and its interval, one sentence per page,
 and the warning wherever a side has fewer than MIN_N loads (a bootstrap interval of 2 or 3 values
-says nothing about the uncertainty: such intervals are not shown)."""
+says nothing about the uncertainty: such intervals are not shown; the rule is
+pltlab.experiments.stats.shown, the console's too)."""
 
 from collections.abc import Callable
 
-MIN_N = 5  # loads per side below which no interval is shown
+from pltlab.experiments import stats
+
+MIN_N = stats.MIN_N  # loads per side below which no interval is shown (stats.shown)
+CI = f"{stats.INTERVAL} (%)"
 
 HEADERS = [
     "Page",
@@ -14,9 +18,9 @@ HEADERS = [
     "PLT: TFO (ms)",
     "saved (ms)",
     "Improv. (%)",
-    "95 % CI (%)",
+    CI,
 ]
-NO_CI = f"n < {MIN_N}: no CI"
+NO_CI = stats.NO_CI
 
 
 def headers(analysis: dict) -> list[str]:
@@ -32,7 +36,7 @@ def headers(analysis: dict) -> list[str]:
         f"PLT: {alt} (ms)",
         "saved (ms)",
         "Improv. (%)",
-        "95 % CI (%)",
+        CI,
     ]
 
 
@@ -45,7 +49,7 @@ def subject(g: dict) -> str:
 
 
 def enough(*ns: int) -> bool:
-    return min(ns) >= MIN_N
+    return stats.shown(*ns)
 
 
 def _name(g: dict) -> str:
@@ -64,10 +68,12 @@ def saved_ms(g: dict) -> float | None:
 def ci_text(g: dict) -> str:
     """The improvement's interval, or why there is none."""
     lo, hi = g["improvement_ci"]
-    if g["improvement"] is None or lo is None:
+    if g["improvement"] is None:
         return "-"
     if not enough(g["base"]["n"], g["alt"]["n"]):
         return NO_CI
+    if lo is None:  # (BCa had no answer: stats.bca)
+        return "-"
     return f"[{lo * 100:.1f}, {hi * 100:.1f}]"
 
 
@@ -103,7 +109,7 @@ def warning(analysis: dict) -> str | None:
     shown = ", ".join(few[:6]) + (f" and {len(few) - 6} more" if len(few) > 6 else "")
     return (
         f"Fewer than {MIN_N} valid loads per side in {len(few)} of {len(analysis['rows'])} row(s): {shown}. "
-        f"A bootstrap interval of so few loads understates the uncertainty, so none is shown there "
+        f"A {stats.INTERVAL} of so few loads understates the uncertainty, so none is shown there "
         f"(tables say '{NO_CI}', figures draw no whiskers); run more repetitions to get one."
     )
 
@@ -116,7 +122,7 @@ def _point(g: dict) -> str:
     verb = "saves" if saved >= 0 else "costs"
     rtts = f" = {abs(saved) / rtt:.1f} RTT" if rtt else ""
     ci = ci_text(g)
-    ci = f", 95 % CI {ci} %" if ci.startswith("[") else f", n = {g['base']['n']} / {g['alt']['n']}: no CI"
+    ci = f", {stats.INTERVAL} {ci} %" if ci.startswith("[") else f", n = {g['base']['n']} / {g['alt']['n']}: no CI"
     lo, hi = g["improvement_ci"]
     unclear = enough(g["base"]["n"], g["alt"]["n"]) and lo is not None and lo < 0 < hi
     return (

@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import os
 
+from pltlab.experiments import stats
 from pltlab.report import effects, tables
 
 
+def _shown(ci, *ns: int) -> list:
+    """An interval as the report shows it: none ([None, None]) where a side has fewer than MIN_N
+    values (stats.shown: the rule of the tables and the console alike)."""
+    return list(ci) if stats.shown(*ns) else [None, None]
+
+
 def _side(s: dict) -> dict:
-    return {k: s[k] for k in ("n", "mean", "median", "geomean")} | {"ci95": list(s["ci"])}
+    return {k: s[k] for k in ("n", "mean", "median", "geomean")} | {"ci95": _shown(s["ci"], s["n"])}
 
 
 def plt_rows(analysis: dict) -> list[dict]:
@@ -29,7 +36,7 @@ def plt_rows(analysis: dict) -> list[dict]:
             "base": _side(g["base"]) | {"value": g["values"][0]},
             "alt": _side(g["alt"]) | {"value": g["values"][1]},
             "improvement": g["improvement"],
-            "improvement_ci95": list(g["improvement_ci"]),
+            "improvement_ci95": _shown(g["improvement_ci"], g["base"]["n"], g["alt"]["n"]),
         }
         if g["by"] == "tfo":
             row.update(tfo_off=_side(g["base"]), tfo_on=_side(g["alt"]))
@@ -52,7 +59,13 @@ def report(out_dir: str, built: dict) -> dict:
             "failed": len(a["failed_final"]),
         },
         "plt": plt_rows(a),
-        "effects": [{k: v for k, v in e.items() if _plain(v)} for e in built.get("effects") or []],
+        "effects": [
+            {k: v for k, v in e.items() if _plain(v)}
+            | {"ci": _shown(e["ci"], e["n"]), "rtts_ci": _shown(e["rtts_ci"], e["n"])}
+            for e in built.get("effects") or []
+        ],
+        "interval": stats.INTERVAL,  # what every interval here is; none where a side has n < min_n_for_ci
+        "min_n_for_ci": stats.MIN_N,
         "tables": {  # as table.md, stats.md and effects.md print them
             "plt": {"headers": tables.seed_headers(a), "rows": built["seeds"]},
             "stats": {"headers": tables.stats_headers(a), "rows": built["stats"]},

@@ -4,6 +4,7 @@ statistics table, as rows of text for Markdown, CSV, the console and HTML."""
 import csv
 import io
 
+from pltlab.experiments import stats
 from pltlab.report import headline
 from pltlab.run import knobs
 
@@ -90,9 +91,11 @@ def stats_rows(analysis: dict) -> list[list[str]]:
     out = []
     for g in analysis["rows"]:
         imp = g["improvement"]
-        lo, hi = g["improvement_ci"]
+        # (intervals as the report shows them: "-" where a side has fewer than MIN_N loads, stats.shown)
+        lo, hi = g["improvement_ci"] if stats.shown(g["base"]["n"], g["alt"]["n"]) else (None, None)
         for tfo in (False, True):
             s = g["alt" if tfo else "base"]
+            s = s | {"ci": s["ci"] if stats.shown(s["n"]) else [None, None]}
             out.append(
                 [
                     g["page"],
@@ -116,13 +119,13 @@ COMPACT_STATS_HEADERS = [
     "mean (ms)",
     "median (ms)",
     "geomean (ms)",
-    "95 % CI of the mean",
+    f"{stats.INTERVAL} of the mean (ms)",
 ]
 
 
 def compact_stats(analysis: dict) -> tuple[list[str], list[list[str]]]:
     """The statistics for the HTML report, one row per side in 8 columns that fit the page (the
-    13-column table stays in stats.md/csv); no interval where n < headline.MIN_N."""
+    13-column table stays in stats.md/csv); no interval where n < MIN_N (stats.shown)."""
     out = []
     for g in analysis["rows"]:
         for tfo in (False, True):
@@ -130,13 +133,14 @@ def compact_stats(analysis: dict) -> tuple[list[str], list[list[str]]]:
             if not s["n"]:
                 continue
             lo, hi = s["ci"]
-            ci = headline.NO_CI if s["n"] < headline.MIN_N else f"[{_f(lo, 1)}, {_f(hi, 1)}]"
+            ci = headline.NO_CI if not stats.shown(s["n"]) else f"[{_f(lo, 1)}, {_f(hi, 1)}]"
             out.append([_name(g), *_side(g, tfo), ci])
     by = "TFO" if analysis["by"] == "tfo" else _by_name(analysis)
     return [by if h == "TFO" else h for h in COMPACT_STATS_HEADERS], out
 
 
 def markdown(headers: list[str], rows: list[list[str]]) -> str:
+    # by hand: a padded pipe table in 5 lines (pandas' to_markdown needs tabulate, another dependency)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"

@@ -6,12 +6,13 @@ that works offline). Both sides share one time axis; a click on a request opens 
 import base64
 import datetime
 import gzip
-import html
 import importlib.resources
 import json
 import math
 
-from pltlab.report import figures, hars, why
+from markupsafe import Markup
+
+from pltlab.report import figures, hars, html, why
 from pltlab.report import statistics as an
 
 SIDES = ((False, "TFO off"), (True, "TFO on"))
@@ -102,54 +103,52 @@ def _side_name(g: dict, side: bool) -> str:
 
 
 def section(out_dir: str, rows: list[dict]) -> tuple[str, int]:
-    """The waterfalls' HTML (data and script included) and the number of loads drawn."""
+    """The waterfalls' HTML (data and script included; templates/waterfalls.html.j2) and the
+    number of loads drawn."""
     picks = {(i, tfo): figures.median_run(g["runs"][tfo]) for i, g in enumerate(rows) for tfo, _ in SIDES}
     names = {(i, side): _side_name(g, side) for i, g in enumerate(rows) for side, _ in SIDES}
     runs = [r for r in picks.values() if r]
     if not runs:
-        return "<p>No valid load to draw.</p>", 0
+        return html.para("No valid load to draw."), 0
     loaded = {rid: _keep(_mark(h, why.path_requests(out_dir, rid))) for rid, h in hars.for_runs(out_dir, runs).items()}
     store = {str(rid): _pack(h) for rid, h in loaded.items()}
-    parts = [
-        "<p>The median load of each side (the run id names it: <code>pltlab explain DIR#ID</code>), "
-        "both on one time axis. Click a request for its details; "
-        '<span class="on-path-key">marked rows</span> are on the critical path (the chain of '
-        'requests that ends the load); <span class="tfo-key">green URLs</span> opened a connection with '
-        "TFO.</p>",
-        '<div id="pc-legend"></div>',
-    ]
+    shown = []
     for i, g in enumerate(rows):
         sides = [(tfo, names[(i, tfo)], picks[(i, tfo)]) for tfo, _ in SIDES if picks[(i, tfo)]]
         ends = [t[1] for _, _, r in sides for t in _times(loaded[r["id"]])] + [r["plt_ms"] for _, _, r in sides]
-        axis = max(ends, default=0)
         cfg = f" ({g['config']})" if g["config"] else ""
         summary = f"{g['page']} @ {g['rtt_ms']:g} ms RTT{cfg}, median loads: " + " vs ".join(
             f"{name} {r['plt_ms']:.0f} ms" for _, name, r in sides
         )
-        body = []
+        drawn = []
         for tfo, name, r in sides:
             har = loaded[r["id"]]
             path, source = critical_path(har)
-            n = len(g["runs"][tfo])
             entries = har["log"]["entries"]
-            new = sum(1 for e in entries if e.get("_new_connection"))
-            conns = f", {new} new connection(s)" if new else ""
-            body.append(
-                f"<h4>{html.escape(name)}: run #{r['id']} (median of {n} load(s)), PLT {r['plt_ms']:.0f} ms, "
-                f"{len(entries)} request(s){conns}; critical path: {len(path)} request(s) "
-                f"({html.escape(source)})</h4>"
-                f'<div class="pc" data-har="{r["id"]}" data-len="{axis:.0f}" data-path="{json.dumps(path)}" '
-                f'data-tfo="{json.dumps(syn_data(har))}"></div>'
+            drawn.append(
+                {
+                    "name": name,
+                    "run_id": r["id"],
+                    "n": len(g["runs"][tfo]),
+                    "plt_ms": r["plt_ms"],
+                    "requests": len(entries),
+                    "new": sum(1 for e in entries if e.get("_new_connection")),
+                    "path": path,
+                    "source": source,
+                    "tfo": syn_data(har),
+                }
             )
-        parts.append(
-            f'<details class="wf"{" open" if i == 0 else ""}><summary>{html.escape(summary)}</summary>'
-            + "".join(body)
-            + "</details>"
-        )
-    data = json.dumps(store).replace("</", "<\\/")
-    parts.append(f'<script type="application/json" id="pltlab-hars">{data}</script>')
-    parts.append(f"<script>{_vendor('perf-cascade.min.js')}</script><script>{SCRIPT}</script>")
-    return "".join(parts), len(runs)
+        shown.append({"summary": summary, "axis": max(ends, default=0), "sides": drawn})
+    out = html.template(
+        "waterfalls.html.j2",
+        rows=shown,
+        # a script element's text is not HTML (no entities): the JSON and scripts go in as they are,
+        # "</" escaped in the JSON so that no string in it ends the element
+        data=Markup(json.dumps(store).replace("</", "<\\/")),
+        vendor_js=Markup(_vendor("perf-cascade.min.js")),
+        script=Markup(SCRIPT),
+    )
+    return out, len(runs)
 
 
 def css() -> str:
@@ -165,6 +164,7 @@ details.wf summary{cursor:pointer;font-weight:bold}details.wf h4{margin:.8em 0 .
 #pc-legend ul{display:flex;flex-wrap:wrap;gap:.3em 1em;padding:0;list-style:none;font-size:90%}
 """
 
+# (script and style as text, inlined by waterfalls.html.j2: the report stays one file that works offline)
 # Decode each load's HAR (gzip, base64) when its <details> is opened, draw it with the shared
 # axis (fixedLengthMs), then mark the critical path's rows.
 SCRIPT = """(function(){

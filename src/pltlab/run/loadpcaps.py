@@ -22,13 +22,12 @@ import json
 import os
 import re
 import shutil
-import struct
 import tempfile
 
 from pltlab import files
 from pltlab.errors import PltError
 from pltlab.net import names
-from pltlab.run.pcaptrace import ACK, SYN, read_header
+from pltlab.run.pcaptrace import ACK, SYN, records, tcp_of
 
 FOLDER = "pcap"  # an experiment's per-load pcaps: OUT_DIR/pcap (experiment key pcap = true)
 
@@ -89,10 +88,9 @@ class LoadPcaps:
 
 
 def split(whole: str, loads: dict[str, tuple[float, float]]) -> list[str]:
-    """Cut ``whole`` (a raw-IP pcap) into one file per (start, end) interval, as the module says."""
-    with open(whole, "rb") as f:
-        data = f.read()
-    bo, tps = read_header(whole, data)
+    """Cut ``whole`` (a raw-IP pcap) into one file per (start, end) interval, as the module says:
+    its file header and records copied as they are (pltlab.run.pcaptrace.records, dpkt)."""
+    head, recs = records(whole)
     order = sorted(loads.items(), key=lambda kv: kv[1][0])
     starts = [iv[0] for _, iv in order]
     chunks: list[list[bytes]] = [[] for _ in order]
@@ -102,14 +100,8 @@ def split(whole: str, loads: dict[str, tuple[float, float]]) -> list[str]:
         return i if i >= 0 and t <= order[i][1][1] else None
 
     owner: dict[tuple, int | None] = {}  # TCP connection (either direction) -> load
-    hdr = struct.Struct(bo + "IIII")
-    off = 24
-    while off + 16 <= len(data):
-        sec, frac, incl, _ = hdr.unpack_from(data, off)
-        rec = data[off : off + 16 + incl]
-        off += 16 + incl
-        t = sec + frac / tps
-        tcp = _tcp_key(rec[16:])
+    for t, rec, pkt in recs:
+        tcp = _tcp_key(pkt)
         if tcp is None:
             i = load_at(t)
         else:
@@ -120,21 +112,19 @@ def split(whole: str, loads: dict[str, tuple[float, float]]) -> list[str]:
         if i is not None:
             chunks[i].append(rec)
     out = []
-    for (path, _), recs in zip(order, chunks):
+    for (path, _), kept in zip(order, chunks):
         with files.replaced(path) as tmp, open(tmp, "wb") as f:
-            f.write(data[:24])
-            f.writelines(recs)
+            f.write(head)
+            f.writelines(kept)
         out.append(path)
     return out
 
 
 def _tcp_key(p: bytes) -> tuple[tuple, int] | None:
     """(the connection's key, the same both ways; TCP flags) of an IPv4 TCP packet, else None."""
-    if len(p) < 20 or p[0] >> 4 != 4 or p[9] != 6:
+    got = tcp_of(p)
+    if got is None:
         return None
-    ihl = (p[0] & 0x0F) * 4
-    if len(p) < ihl + 14:
-        return None
-    sport, dport = struct.unpack_from("!HH", p, ihl)
-    a, b = (p[12:16], sport), (p[16:20], dport)
-    return (min(a, b), max(a, b)), p[ihl + 13] & 0x3F
+    ip, tcp = got
+    a, b = (ip.src, tcp.sport), (ip.dst, tcp.dport)
+    return (min(a, b), max(a, b)), tcp.flags & 0x3F

@@ -14,20 +14,21 @@ data segment instead.
 
 from __future__ import annotations
 
-import ipaddress
-import struct
+import decimal
+import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+import dpkt
 
 from pltlab.errors import PltError
 
-SYN, ACK, FIN, RST = 0x02, 0x10, 0x01, 0x04
-_MAGICS = {  # magic as read little-endian -> (byte order, ticks per second)
-    0xA1B2C3D4: ("<", 1_000_000),
-    0xA1B23C4D: ("<", 1_000_000_000),
-    0xD4C3B2A1: (">", 1_000_000),
-    0x4D3CB2A1: (">", 1_000_000_000),
-}
-RAW_LINKTYPES = (101, 228)
+SYN, ACK, FIN, RST = dpkt.tcp.TH_SYN, dpkt.tcp.TH_ACK, dpkt.tcp.TH_FIN, dpkt.tcp.TH_RST
+LINKTYPE_RAW = 101  # the file's value (dpkt.pcap.DLT_RAW is the platform's DLT: 12 or 14 on some)
+RAW_LINKTYPES = (LINKTYPE_RAW, dpkt.pcap.DLT_IPV4)  # 228: raw IPv4
+_NANO = (dpkt.pcap.TCPDUMP_MAGIC_NANO, dpkt.pcap.PMUDPCT_MAGIC_NANO)
+_SWAPPED = (dpkt.pcap.PMUDPCT_MAGIC, dpkt.pcap.PMUDPCT_MAGIC_NANO, dpkt.pcap.PACPDOM_MAGIC)
+FILE_HEADER = len(dpkt.pcap.FileHdr())  # 24 bytes
 
 
 @dataclass(frozen=True)
@@ -43,61 +44,88 @@ class Segment:
     payload: int  # TCP payload bytes (from the IP total length, not the captured length)
 
 
-def read_header(path: str, data: bytes) -> tuple[str, int]:
-    """(struct byte order, timestamp ticks per second) of the raw-IP pcap ``data`` read from
-    ``path`` (named in the errors); its records start at offset 24."""
-    if len(data) < 24:
-        raise PltError(f"packet trace {path}: no pcap header")
-    magic = struct.unpack_from("<I", data)[0]
-    if magic not in _MAGICS:
-        raise PltError(f"packet trace {path}: not a pcap file (magic {magic:08x})")
-    bo, tps = _MAGICS[magic]
-    linktype = struct.unpack_from(bo + "I", data, 20)[0]
-    if linktype not in RAW_LINKTYPES:
-        raise PltError(f"packet trace {path}: link type {linktype}, expected raw IP (101)")
-    return bo, tps
+def _file_header(path: str, head: bytes) -> tuple[type, int]:
+    """(dpkt's record header class, timestamp ticks per second) of the raw-IP pcap whose first
+    bytes are ``head`` (``path`` named in the errors)."""
+    try:
+        fh = dpkt.pcap.FileHdr(head)
+    except dpkt.UnpackError:
+        raise PltError(f"packet trace {path}: no pcap header") from None
+    if fh.magic not in dpkt.pcap.MAGIC_TO_PKT_HDR:
+        raise PltError(f"packet trace {path}: not a pcap file (magic {int.from_bytes(head[:4], 'little'):08x})")
+    magic = fh.magic  # as read in network byte order: it says the file's byte order
+    if magic in _SWAPPED:  # a little-endian file: its header read so, as dpkt's Reader does
+        fh = dpkt.pcap.LEFileHdr(head)
+    if fh.linktype not in RAW_LINKTYPES:
+        raise PltError(f"packet trace {path}: link type {fh.linktype}, expected raw IP (101)")
+    return dpkt.pcap.MAGIC_TO_PKT_HDR[magic], 1_000_000_000 if magic in _NANO else 1_000_000
+
+
+def records(path: str) -> tuple[bytes, Iterator[tuple[float, bytes, bytes]]]:
+    """(the file header, its records: (time, the record as in the file, header and packet, the
+    packet)) of a raw-IP pcap, by dpkt's definitions of the format. dpkt's Reader gives a packet's
+    time and captured bytes only: the per-load cut (pltlab.run.loadpcaps) copies each record
+    whole (its original length and nanoseconds as written), so the records are read here with
+    dpkt's header classes, as its Reader reads them."""
+    try:
+        f = open(path, "rb")  # (closed by the iterator)
+    except OSError as e:
+        raise PltError(f"cannot read packet trace {path}: {e.strerror}") from None
+    try:
+        head = f.read(FILE_HEADER)
+        ph, tps = _file_header(path, head)
+    except BaseException:
+        f.close()
+        raise
+
+    def it() -> Iterator[tuple[float, bytes, bytes]]:
+        with f:
+            while True:
+                raw = f.read(ph.__hdr_len__)
+                if len(raw) < ph.__hdr_len__:  # the end (or a record header cut short: a killed writer)
+                    return
+                h = ph(raw)
+                pkt = f.read(h.caplen)
+                yield h.tv_sec + h.tv_usec / tps, raw + pkt, pkt
+
+    return head, it()
 
 
 def read_pcap(path: str) -> list[Segment]:
     """The IPv4 TCP segments of a pcap (other packets skipped), in file order."""
+    _, recs = records(path)
+    return [seg for t, _, pkt in recs if (seg := _tcp(t, pkt)) is not None]
+
+
+def tcp_of(p: bytes) -> tuple[dpkt.ip.IP, dpkt.tcp.TCP] | None:
+    """The IPv4 header and TCP header of a raw IP packet (dpkt), else None: not IPv4 TCP, or its
+    headers malformed or cut short. The TCP header is read from the captured bytes whatever the
+    IP total length says (a packet captured whole, or cut by the snap length)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise PltError(f"cannot read packet trace {path}: {e.strerror}") from None
-    bo, tps = read_header(path, data)
-    out, off, n = [], 24, len(data)
-    hdr = struct.Struct(bo + "IIII")
-    while off + 16 <= n:
-        sec, frac, incl, _orig = hdr.unpack_from(data, off)
-        off += 16
-        pkt = data[off : off + incl]
-        off += incl
-        seg = _tcp(sec + frac / tps, pkt)
-        if seg is not None:
-            out.append(seg)
-    return out
+        ip = dpkt.ip.IP(p)
+        if ip.v != 4 or ip.p != dpkt.ip.IP_PROTO_TCP:
+            return None
+        return ip, dpkt.tcp.TCP(p[ip.hl * 4 :])
+    except dpkt.UnpackError:
+        return None
 
 
 def _tcp(t: float, p: bytes) -> Segment | None:
-    if len(p) < 20 or p[0] >> 4 != 4:
+    got = tcp_of(p)
+    if got is None:
         return None
-    ihl = (p[0] & 0x0F) * 4
-    total = struct.unpack_from("!H", p, 2)[0] or len(p)
-    if p[9] != 6 or len(p) < ihl + 20:
-        return None
-    sport, dport, seq, ack, off_flags = struct.unpack_from("!HHIIH", p, ihl)
-    doff = (off_flags >> 12) * 4
+    ip, tcp = got
+    total = ip.len or len(p)
     return Segment(
         t,
-        str(ipaddress.IPv4Address(p[12:16])),
-        str(ipaddress.IPv4Address(p[16:20])),
-        sport,
-        dport,
-        seq,
-        ack,
-        off_flags & 0x3F,
-        max(0, total - ihl - doff),
+        socket.inet_ntoa(ip.src),
+        socket.inet_ntoa(ip.dst),
+        tcp.sport,
+        tcp.dport,
+        tcp.seq,
+        tcp.ack,
+        tcp.flags & 0x3F,
+        max(0, total - ip.hl * 4 - tcp.off * 4),
     )
 
 
@@ -194,30 +222,26 @@ def plt_from_pcap(path: str, client_ip: str | None = "198.18.0.1", ports=(80, 44
 
 # ---- writing (tests and synthetic traces) ------------------------------------------------
 def write_pcap(path: str, packets: list[tuple[float, bytes]]) -> None:
-    """A nanosecond LINKTYPE_RAW pcap like the emulator's, from (time, IP packet) pairs."""
+    """A nanosecond LINKTYPE_RAW pcap like the emulator's, from (time, IP packet) pairs (dpkt's
+    Writer; times to the nanosecond as the emulator writes them)."""
     with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 101))
+        w = dpkt.pcap.Writer(f, snaplen=262144, linktype=LINKTYPE_RAW, nano=True)
         for t, p in packets:
-            ns = round(t * 1e9)
-            f.write(struct.pack("<IIII", ns // 1_000_000_000, ns % 1_000_000_000, len(p), len(p)))
-            f.write(p)
+            w.writepkt(p, decimal.Decimal(round(t * 1e9)) / 1_000_000_000)
 
 
 def ipv4_tcp(src: str, dst: str, sport: int, dport: int, seq: int, ack: int, flags: int, payload: int = 0) -> bytes:
-    """An IPv4/TCP packet (checksums zero) with ``payload`` zero bytes."""
-    tcp = struct.pack("!HHIIHHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, (5 << 12) | flags, 65535, 0, 0)
-    total = 20 + len(tcp) + payload
-    ip = struct.pack(
-        "!BBHHHBBH4s4s",
-        0x45,
-        0,
-        total,
-        0,
-        0x4000,
-        64,
-        6,
-        0,
-        ipaddress.IPv4Address(src).packed,
-        ipaddress.IPv4Address(dst).packed,
+    """An IPv4/TCP packet (dpkt: checksums computed) with ``payload`` zero bytes."""
+    tcp = dpkt.tcp.TCP(
+        sport=sport,
+        dport=dport,
+        seq=seq & 0xFFFFFFFF,
+        ack=ack & 0xFFFFFFFF,
+        flags=flags,
+        win=65535,
+        data=bytes(payload),
     )
-    return ip + tcp + bytes(payload)
+    ip = dpkt.ip.IP(
+        src=socket.inet_aton(src), dst=socket.inet_aton(dst), p=dpkt.ip.IP_PROTO_TCP, ttl=64, df=1, data=tcp
+    )
+    return bytes(ip)

@@ -29,6 +29,7 @@ import os
 from pltlab import protocols, units
 from pltlab.archive import bundled, formats
 from pltlab.errors import PltError
+from pltlab.experiments import stats
 from pltlab.experiments.spec import Config, Experiment, PageEntry, page_label
 from pltlab.loaders.registry import get as loader_of
 from pltlab.run.knobs import UNPRELOADED
@@ -243,8 +244,12 @@ def experiments(params: dict) -> list[tuple[str, Experiment]]:
 
 
 def rows(analysis: dict) -> list[dict]:
+    """The table's rows as `reproduce tfo` prints them (--json, the console, the report's section):
+    the improvement's interval only where both sides have MIN_N loads (stats.shown: the report's
+    rule), else [None, None]."""
     out = []
     for g in analysis["rows"]:
+        shown = stats.shown(g["base"]["n"], g["alt"]["n"])
         out.append(
             {
                 "page": g["page"],
@@ -252,7 +257,7 @@ def rows(analysis: dict) -> list[dict]:
                 "plt_notfo_ms": _r(g["base"]["mean"]),
                 "plt_tfo_ms": _r(g["alt"]["mean"]),
                 "improvement": _r(g["improvement"], 4),
-                "improvement_ci": [_r(x, 4) for x in g["improvement_ci"]],
+                "improvement_ci": [_r(x, 4) if shown else None for x in g["improvement_ci"]],
                 "n": min(g["base"]["n"], g["alt"]["n"]),
             }
         )
@@ -269,19 +274,23 @@ def conclusions(analysis: dict, checks: list[str]) -> list[str]:
     departs from the paper, the report's checks and why results can differ."""
     rs = rows(analysis)
     lo, hi = PAPER["improvement_range"]
-    ci = ", ".join(
-        f"{r['page']}@{r['rtt_ms']:g}: [{r['improvement_ci'][0]:.1%}, {r['improvement_ci'][1]:.1%}]"
-        for r in rs
-        if r["improvement_ci"][0] is not None
-    )
+    ci = ", ".join(f"{r['page']}@{r['rtt_ms']:g}: {_ci(r)}" for r in rs if r["improvement"] is not None)
     return [
         f"Published ({PAPER['source']}): improvements from {lo:.0%} to {hi:.0%}, {PAPER['trend']}.",
-        f"95 % CIs of the improvement: {ci}",
+        f"{stats.INTERVAL}s of the improvement: {ci}",
         "Differences from the paper: " + "; ".join(differences(rs)),
         *(f"Check: {c}" for c in checks),  # savings the handshakes cannot account for, uplink queueing
         "Why results can differ:",
         *(f"  - {w}" for w in WHY),
     ]
+
+
+def _ci(r: dict) -> str:
+    """A row's interval as text, or why none is shown (n < MIN_N, stats.shown; or BCa had none)."""
+    lo, hi = r["improvement_ci"]
+    if not stats.shown(r["n"]):
+        return stats.NO_CI
+    return "-" if lo is None else f"[{lo:.1%}, {hi:.1%}]"
 
 
 def _r(x, nd: int = 1):
@@ -324,13 +333,13 @@ def sections(analysis: dict) -> list[dict]:
             r["page"],
             f"{r['rtt_ms']:g}",
             "-" if r["improvement"] is None else f"{r['improvement']:.1%}",
-            "-" if r["improvement_ci"][0] is None else f"[{r['improvement_ci'][0]:.1%}, {r['improvement_ci'][1]:.1%}]",
+            "-" if r["improvement"] is None else _ci(r),
             str(r["n"]),
         ]
         for r in rs
     ]
     return [
-        table("TFO improvement with its 95 % bootstrap CI", ["page", "RTT ms", "improvement", "95 % CI", "n"], ci),
+        table(f"TFO improvement with its {stats.INTERVAL}", ["page", "RTT ms", "improvement", stats.INTERVAL, "n"], ci),
         lines(
             f"Published: {PAPER['source']}",
             [f"improvements from {lo:.0%} to {hi:.0%}, {PAPER['trend']}"]

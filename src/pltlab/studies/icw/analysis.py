@@ -6,6 +6,7 @@ Statistics: pltlab.experiments.stats only."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -121,19 +122,30 @@ def _fair(pt: dict, r: dict, seed: int, rate: str) -> dict:
     long_kbs = m["long_bytes"] / m["long_seconds"] / 1000 if m["long_seconds"] else 0.0
     short_kbs = dl[:, 0].sum() / dl[:, 1].sum()  # time-weighted: all bytes / all download time
     ratio = short_kbs / long_kbs if long_kbs > 0 else float("inf")
-    # CI of the ratio: resample the downloads (sum bytes / sum ms) and the long flow's 1-s
-    # interval rates (their mean; probe bulk has none: its rate is taken as fixed)
-    if iv:
-        boots = stats.bootstrap(
-            lambda d, i: d[..., 0].sum(axis=1) / d[..., 1].sum(axis=1) / i.mean(axis=1), dl, iv, seed=seed
+
+    # CI of the ratio: resample the downloads (sum bytes / sum ms: rows resampled whole, as their
+    # indices) and the long flow's 1-s interval rates (their mean; probe bulk has none: its rate
+    # is taken as fixed)
+    def rows(i):
+        return dl[np.asarray(i, dtype=int)]
+
+    if long_kbs <= 0 and not iv:
+        ci = (math.inf, math.inf)
+    elif iv:
+        ci = stats.bca(
+            lambda i, v, axis=-1: rows(i)[..., 0].sum(-1) / rows(i)[..., 1].sum(-1) / v.mean(axis=axis),
+            np.arange(len(dl)),
+            iv,
+            seed=seed,
         )
     else:
-        boots = (
-            stats.bootstrap(lambda d: d[..., 0].sum(axis=1) / d[..., 1].sum(axis=1) / long_kbs, dl, seed=seed)
-            if long_kbs > 0
-            else np.array([np.inf])
+        ci = stats.bca(
+            lambda i, axis=-1: rows(i)[..., 0].sum(-1) / rows(i)[..., 1].sum(-1) / long_kbs,
+            np.arange(len(dl)),
+            seed=seed,
         )
-    ci = stats.interval(boots)
+    if ci is None:
+        ci = (math.nan, math.nan)
     return {
         "icw": pt["icw"],
         "seconds": m["seconds"],

@@ -4,8 +4,10 @@ fairness) and the JSON objects `pltlab reproduce icw` writes (results.json) and 
 from __future__ import annotations
 
 import json
+import math
 import os
 
+from pltlab.experiments import stats
 from pltlab.run.flows import SHORT_BYTES
 from pltlab.studies.engine import lines, table
 from pltlab.studies.icw.parts import YAHOO_OBJECTS, total_bytes
@@ -32,10 +34,24 @@ def _kb(n: int) -> str:
     return f"{n // 1024} KB" if n % 1024 == 0 else f"{n} B"
 
 
+def _shown(ci, n: int) -> bool:
+    """Whether an interval is shown: n >= MIN_N (stats.shown, the TFO report's rule) and one exists."""
+    return stats.shown(n) and ci[0] is not None and not math.isnan(ci[0])
+
+
 def _fmt_ci(p) -> str:
     if not p.get("n"):
         return "failed"
+    if not _shown(p["ci"], p["n"]):
+        return f"{p['plt_ms']:.0f} ({stats.NO_CI})" if not stats.shown(p["n"]) else f"{p['plt_ms']:.0f}"
     return f"{p['plt_ms']:.0f} [{p['ci'][0]:.0f}, {p['ci'][1]:.0f}]"
+
+
+def _fmt_ratio(f) -> str:
+    ci = f["ratio_ci"]
+    if not _shown(ci, f["short_downloads"]):
+        return f"{f['ratio']:.2f}" + (f" ({stats.NO_CI})" if not stats.shown(f["short_downloads"]) else "")
+    return f"{f['ratio']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
 def _f(v, fmt: str = ".0f") -> str:
@@ -68,7 +84,7 @@ def sections(res: dict) -> list[dict]:
         by = {(p["icw"], p["rtt_ms"]): p for p in rtt_pts}
         out.append(
             table(
-                "PLT vs RTT (Fig. 19): trace PLT, ms, geometric mean [95% CI]",
+                f"PLT vs RTT (Fig. 19): trace PLT, ms, geometric mean [{stats.INTERVAL}]",
                 ["RTT ms"] + [f"ICW {i}" for i in icws],
                 [[f"{r:g}"] + [_fmt_ci(by[(i, r)]) for i in icws] for r in rtts],
             )
@@ -104,7 +120,7 @@ def sections(res: dict) -> list[dict]:
         by = {(p["icw"], p["loss"]): p for p in loss_pts}
         out.append(
             table(
-                f"PLT vs loss at {loss_pts[0]['rtt_ms']:g} ms RTT (Fig. 20): trace PLT, ms [95% CI]",
+                f"PLT vs loss at {loss_pts[0]['rtt_ms']:g} ms RTT (Fig. 20): trace PLT, ms [{stats.INTERVAL}]",
                 ["loss"] + [f"ICW {i}" for i in icws],
                 [[f"{lo:.0%}"] + [_fmt_ci(by[(i, lo)]) for i in icws] for lo in losses],
             )
@@ -127,14 +143,22 @@ def sections(res: dict) -> list[dict]:
         out.append(
             table(
                 f"Fairness: long flow vs back-to-back {size} downloads (KB/s = 1000 B/s)",
-                ["ICW", "seconds", "long KB/s", "short KB/s", "short/long [95% CI]", "downloads", "short median KB/s"],
+                [
+                    "ICW",
+                    "seconds",
+                    "long KB/s",
+                    "short KB/s",
+                    f"short/long [{stats.INTERVAL}]",
+                    "downloads",
+                    "short median KB/s",
+                ],
                 [
                     [
                         str(f["icw"]),
                         f"{f['seconds']:g}",
                         f"{f['long_kbyte_s']:.1f}",
                         f"{f['short_kbyte_s']:.1f}",
-                        f"{f['ratio']:.2f} [{f['ratio_ci'][0]:.2f}, {f['ratio_ci'][1]:.2f}]",
+                        _fmt_ratio(f),
                         str(f["short_downloads"]),
                         f"{f['short_median_kbyte_s']:.1f}",
                     ]
@@ -173,7 +197,11 @@ def figures(res: dict, out_dir: str) -> list[str]:
             pts = sorted((p for p in points if p["icw"] == icw and p.get("n")), key=lambda p: p[xkey])
             x = [p[xkey] * xscale for p in pts]
             y = [p["plt_ms"] / 1000 for p in pts]
-            err = [[(p["plt_ms"] - p["ci"][0]) / 1000 for p in pts], [(p["ci"][1] - p["plt_ms"]) / 1000 for p in pts]]
+            ok = [_shown(p["ci"], p["n"]) for p in pts]  # else no whiskers (stats.shown)
+            err = [
+                [(p["plt_ms"] - p["ci"][0]) / 1000 if k else 0 for p, k in zip(pts, ok)],
+                [(p["ci"][1] - p["plt_ms"]) / 1000 if k else 0 for p, k in zip(pts, ok)],
+            ]
             ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=f"ICW {icw}")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("page load time (s, trace)" + (", log scale" if logy else ""))
