@@ -105,4 +105,3 @@ def dechunk(data: bytes) -> tuple[bytes, bool]:
 def chunk(body: bytes) -> bytes:
     """``body`` as one chunk and the last chunk."""
     return (f"{len(body):x}\r\n".encode() + body + CRLF if body else b"") + b"0\r\n\r\n"
-
