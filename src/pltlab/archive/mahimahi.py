@@ -242,8 +242,11 @@ def response_parts(o: Obj, fit: wire.Fit) -> tuple[list[tuple[str, str]], bytes]
         if low == "content-encoding" and not fit.encoding:
             continue
         if low in _FRAMING and not no_body:
-            if not framed:
-                hs.append(("Transfer-Encoding", "chunked") if chunked else ("Content-Length", str(len(fit.wire))))
+            if not framed:  # in the place and spelling recorded where it is the same header
+                if chunked:
+                    hs.append((k, v) if low == "transfer-encoding" else ("Transfer-Encoding", "chunked"))
+                else:
+                    hs.append((k if low == "content-length" else "Content-Length", str(len(fit.wire))))
                 framed = True
             continue
         hs.append((k, v))
