@@ -227,3 +227,46 @@ def test_mm_record_helper_writes_what_mahimahi_reads(tmp_path):
         raw = f.read()
     assert raw[:1] == b"\x0a"  # field 1 (ip), length-delimited
     assert mahimahi.parse(path).request.first_line == b"GET / HTTP/1.1"
+
+
+def test_a_renamed_body_is_encoded_again_and_an_unchanged_one_kept(tmp_path):
+    """Renaming hosts (HSTS preload, archive/rename.py) changes text bodies: their recorded wire
+    bytes no longer match and are dropped; other bodies keep theirs."""
+    from pltlab.archive.model import Obj, Page
+    from pltlab.archive.rename import Renaming
+
+    named = b"a { background: url(https://www.a.test/x.png) }"
+    page = Page(
+        url="https://www.a.test/",
+        objects=[
+            Obj(url="https://www.a.test/", mime="text/html", body=b"<p>"),
+            Obj(
+                url="https://www.a.test/n.css",
+                mime="text/css",
+                body=named,
+                encoding="gzip",
+                wire_body=gzip.compress(named),
+            ),
+            Obj(url="https://www.a.test/k.css", mime="text/css", body=CSS, encoding="gzip", wire_body=CSS_GZ),
+        ],
+    )
+    renamed = Renaming((("www.a.test", "xww.a.test"),)).page(page)
+    assert renamed.objects[1].wire_body is None and b"xww.a.test" in renamed.objects[1].body
+    assert renamed.objects[2].wire_body == CSS_GZ
+
+
+def test_a_corpus_wire_field_that_is_not_base64_is_one_error(tmp_path):
+    import json
+
+    from pltlab.archive.har import load, page_to_har
+
+    (page,), _ = importer.load_inputs([mm_folder(str(tmp_path / "rec"))])
+    doc = page_to_har(page)
+    entry = next(e for e in doc["log"]["entries"] if "wire" in e["_pltlab"])
+    entry["_pltlab"]["wire"] = "%%"
+    path = tmp_path / "p.har"
+    path.write_text(json.dumps(doc))
+    from pltlab.archive.har import har_to_pages
+
+    with pytest.raises(PltError, match=r"p.har: entry \d+: _pltlab.wire is not base64"):
+        har_to_pages(load(str(path)), str(path))

@@ -23,7 +23,6 @@ an object of its page."""
 from __future__ import annotations
 
 import os
-import zlib
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit
 
@@ -65,7 +64,7 @@ def _decoded(data: bytes, enc: str, counts: repairs.Counts) -> tuple[bytes | Non
         return None, data
     try:
         return wire.decode(data, enc), data
-    except (zlib.error, ValueError, Exception):  # brotli.error, zstd.ZstdError: corrupt data
+    except Exception:  # zlib.error, brotli.error, zstandard.ZstdError, ValueError: not that coding
         counts.add(repairs.UNDECODABLE)
         return None, data
 
@@ -258,10 +257,10 @@ def _likely_document(objs: list[Obj]) -> Obj:
         ref = request_header(o, "referer")
         if ref:
             named[strip_fragment(ref)] = named.get(strip_fragment(ref), 0) + 1
-    html = [o for o in objs if kind(o.mime, o.url) == "html" and o.status < 400]
+    html = [(i, o) for i, o in enumerate(objs) if kind(o.mime, o.url) == "html" and o.status < 400]
     if not html:
         return objs[0]
-    return max(html, key=lambda o: (named.get(strip_fragment(o.url), 0), -objs.index(o)))
+    return max(html, key=lambda io: (named.get(strip_fragment(io[1].url), 0), -io[0]))[1]
 
 
 def pages(
