@@ -216,6 +216,12 @@ def test_cli_import_and_export_mahimahi(tmp_path):
     assert cp.returncode != 0 and "7: a run, not a page: --format mahimahi exports a page" in cp.stderr
     cp = pltlab_cmd("export", "google", "--format", "mahimahi")
     assert cp.returncode != 0 and "--format mahimahi writes a Mahimahi record folder" in cp.stderr
+    cp = pltlab_cmd("export", "google", "--format", "har", "--user-agent", "x", "-o", str(tmp_path / "g.har"))
+    assert cp.returncode != 0 and "--user-agent: --format har writes no request headers" in cp.stderr
+    cp = pltlab_cmd("export", "google", "--format", "har", "-o", str(tmp_path / "g.har"))
+    assert cp.returncode == 0 and (tmp_path / "g.har").is_file(), cp.stderr
+    cp = pltlab_cmd("import", folder + "/", "--url", "https://www.a.test/", "-o", str(tmp_path / "c2"))
+    assert cp.returncode == 0 and "https://www.a.test/: 7 objects" in cp.stdout and f"[{folder}#1]" in cp.stdout
     cp = pltlab_cmd("export", "google", "--format", "pcap", "-o", "x")
     assert cp.returncode != 0 and "--format pcap: unknown (a run: har-load; a page: mahimahi, wpr or har)" in cp.stderr
 

@@ -210,6 +210,7 @@ class ExportFormat:
     name: str
     what: str  # how messages and help name it
     write: Callable[..., dict]  # (pages, out, user_agent=None) -> {"page", "files", "out", "notes"}
+    user_agent: bool = True  # it writes request headers (`--user-agent` sets theirs)
 
 
 def _har_page(pages: list[Page], out: str, user_agent: str | None = None) -> dict:
@@ -225,6 +226,6 @@ def _har_page(pages: list[Page], out: str, user_agent: str | None = None) -> dic
 EXPORTS: tuple[ExportFormat, ...] = (
     ExportFormat("mahimahi", "a Mahimahi record folder (mm-webreplay DIR serves it)", mahimahi.write),
     ExportFormat("wpr", "a Web Page Replay archive (wpr replay serves it)", wpr.write),
-    ExportFormat("har", "the page's HAR 1.2 as pltlab stores it", _har_page),
+    ExportFormat("har", "the page's HAR 1.2 as pltlab stores it", _har_page, user_agent=False),
 )
 EXPORT_BY_NAME = {f.name: f for f in EXPORTS}

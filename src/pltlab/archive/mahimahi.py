@@ -193,7 +193,7 @@ def load(folder: str, url: str | None = None) -> list[Page]:
             continue
         objs.append(o)
         counts[id(o)] = c
-    return exchanges.pages(objs, counts, dropped, folder, named=url, one=True)
+    return exchanges.pages(objs, counts, dropped, folder.rstrip("/") or folder, named=url, one=True)
 
 
 # ---- writing ---------------------------------------------------------------------------------

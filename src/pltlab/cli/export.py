@@ -104,6 +104,8 @@ def export(
         raise PltError(f"--format {fmt}: unknown (a run: {LOAD_HAR}; a page: {_page_formats()})")
     if results_dir is not None:
         raise PltError(f"--dir names a run's results folder (--format {LOAD_HAR}), not a page's")
+    if user_agent is not None and not ex.user_agent:
+        raise PltError(f"--user-agent: --format {fmt} writes no request headers")
     if _looks_like_run(ref, results_dir) and not os.path.exists(ref):
         raise PltError(
             f"{ref}: a run, not a page: --format {fmt} exports a page (an archive, a bundled page or a page "
