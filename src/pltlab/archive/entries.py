@@ -383,7 +383,9 @@ def read_entry(
     status_text = text(resp.get("statusText"), where, "response.statusText")
     if _CONTROL.search(status_text):
         raise PltError(f"{where}: response.statusText {show(status_text)} has control characters")
+    wire_body = None
     if own:
+        wire_body = _own_wire(ext.pop("wire", None), where)
         cached = bool(ext.pop("from_cache", False))
         enc = ext.pop("encoding", enc)
         if ext.pop("body", None) == "size-only":
@@ -465,11 +467,24 @@ def read_entry(
         server_ip=ip.strip().strip("[]") if isinstance(ip, str) else "",
         from_cache=cached,
         request_body=_request_body(req, counts),
+        wire_body=wire_body,
     )
     # Its URL's scheme, host and port (Obj._parts), which every origin and plan asks for, from the
     # split urls.check made (urls.split keeps its last one).
     o._parts()
     return o
+
+
+def _own_wire(v, where: str) -> bytes | None:
+    """A file of ours: `_pltlab.wire`, the encoded body as recorded (base64)."""
+    if v is None:
+        return None
+    try:
+        if not isinstance(v, str):
+            raise ValueError
+        return base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError):
+        raise PltError(f"{where}: _pltlab.wire is not base64 (the body as recorded on the wire)") from None
 
 
 def _own_sizes(resp: dict, content: dict, enc: str, body: bytes | None) -> tuple[int, int | None]:

@@ -2,7 +2,8 @@
 
 Our own fields: `_initiator` ({"type", "url"}, Chrome's convention) and `_pltlab` (start/end
 relative to the page start, whether the body is known, whether the recording got it from its
-cache, provenance) on entries and pages; Chromium's measured compute (pltlab.loaders.compute_model):
+cache, provenance, `wire`: the encoded body as recorded on the wire, base64, where an archive kept
+it) on entries and pages; Chromium's measured compute (pltlab.loaders.compute_model):
 `_pltlab_compute_ms` (ms >= 0) on entries and `_pltlab_calibration` ({"tail_ms", "browser",
 "machine", ...}) on the page. Sizes are written as the HAR spec has them: response.bodySize =
 the encoded body on the wire (-1: not recorded), content.size = the decoded body,
@@ -102,6 +103,8 @@ def _entry(o: Obj, start: datetime) -> dict:
         ext["from_cache"] = True
     if o.encoding != content_encoding(o.headers, {}):
         ext["encoding"] = o.encoding  # set without its header: kept beside them
+    if o.wire_body is not None:
+        ext["wire"] = base64.b64encode(o.wire_body).decode("ascii")
     init = {"type": o.initiator_type or ("other" if o.initiator is None else "parser")}
     if o.initiator:
         init["url"] = o.initiator

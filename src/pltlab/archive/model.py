@@ -45,6 +45,10 @@ class Obj:
     server_ip: str = ""  # the address the recording browser talked to (HAR serverIPAddress)
     from_cache: bool = False  # the recording got it from its cache (304, or nothing transferred)
     request_body: bytes | None = None  # POST/PUT body as recorded (postData), for matching
+    # The body exactly as it crossed the wire with its Content-Encoding (chunk framing removed),
+    # where the recording kept it (Mahimahi, Web Page Replay): the replay sends these bytes as
+    # they are (archive.wire). None: encoded from `body` at the recorded transfer size.
+    wire_body: bytes | None = None
 
     def __post_init__(self):
         if self.body is not None:

@@ -172,13 +172,15 @@ class Renaming:
         text_body = o.body is not None and (
             kind(o.mime, o.url) in TEXT_KINDS or o.mime.lower().startswith("text/") or "xml" in o.mime.lower()
         )
+        body = self.data(o.body) if text_body else o.body
         return dataclasses.replace(
             o,
             url=self.text(o.url),
             initiator=None if o.initiator is None else self.text(o.initiator),
             redirect_url=self.text(o.redirect_url),
             headers=[(k, self.text(v)) for k, v in o.headers],
-            body=self.data(o.body) if text_body else o.body,
+            body=body,
+            wire_body=o.wire_body if body == o.body else None,  # a renamed body is encoded again
             request_body=None if o.request_body is None else self.data(o.request_body),
             extras=self.value(o.extras),
         )

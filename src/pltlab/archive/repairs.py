@@ -32,6 +32,21 @@ BAD_BASE64 = "body not valid base64: replayed at the recorded size"
 TRUNCATED = "body truncated by the exporter: replayed at the recorded size"
 LONGER = "body longer than the recorded content size: replayed at the recorded size"
 
+# Bodies recorded as on the wire (Mahimahi, Web Page Replay: pltlab.archive.exchanges).
+CHUNKS_BROKEN = "chunked body framing broken or cut short: the complete chunks kept"
+PAST_LENGTH = "body longer than its Content-Length: cut to it"
+SHORT_OF_LENGTH = "body shorter than its Content-Length (recording cut short): replayed as recorded"
+UNDECODABLE = "body does not decode with its Content-Encoding: replayed as recorded, decoded size unknown"
+UNKNOWN_CODING = (
+    "Content-Encoding pltlab does not decode (compress, sdch, ...): replayed as recorded, decoded size unknown"
+)
+NO_HOST = "no Host header: the recorded server address used as the host"
+# Pages of recordings without timings (pltlab.archive.exchanges.split).
+OTHER_NAVIGATIONS = (
+    "top-level document requests besides the page's (no Referer): kept as objects of the page (--url names another)"
+)
+UNPLACED = "requests whose Referer leads to no navigation: put in the archive's first page"
+
 # Sizes (pltlab.archive.sizes).
 NO_TRANSFER_SIZE = "no transfer size recorded: the content size was used"
 NO_CONTENT_SIZE = "no content size recorded: the transfer size was used"

@@ -193,11 +193,14 @@ NO_BODY = (204, 304)
 
 
 def for_object(page, o, structure: synth.Structure | None = None) -> Fit:
-    """What the replay sends as ``o``'s body. An encoding this module cannot produce (sdch,
+    """What the replay sends as ``o``'s body: the recorded wire bytes where the archive kept them
+    (Obj.wire_body), else encoded here. An encoding this module cannot produce (sdch,
     compress, ...) is served decoded (Fit.encoding ""); the caller then drops its header.
     ``structure``: the page's synth.Structure, shared by the objects of one unchanged page."""
     if 100 <= o.status < 200 or o.status in NO_BODY or o.method.upper() == "HEAD":
         return Fit(b"", 0)
+    if o.wire_body is not None:  # the recorded bytes, byte for byte, with their recorded encoding
+        return Fit(o.wire_body, o.size, o.encoding)
     value = o.encoding if supported(o.encoding) else ""
     if o.body is not None:
         return Fit(encode_to(o.body, value, o.transfer_size), len(o.body), value)

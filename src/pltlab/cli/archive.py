@@ -11,7 +11,13 @@ import typer
 
 
 def import_(
-    paths: Annotated[list[str], typer.Argument(help="HAR files, seed .pages files, or directories of them.")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            help="HAR files, DevTools logs, seed .pages files, Mahimahi record folders, .wprgo archives, "
+            "or directories of them."
+        ),
+    ],
     out: Annotated[
         str,
         typer.Option(
@@ -21,15 +27,24 @@ def import_(
     synthesize: Annotated[
         bool, typer.Option("--synthesize", help="Store synthesized bodies for objects recorded with a size only.")
     ] = False,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="The page's document, for one Mahimahi folder or .wprgo archive (default: found by its "
+            "requests' Referers; the archive is then one page).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")] = False,
 ):
     """Import pages into an archive directory: HAR 1.2 (Chrome, Firefox, Safari, WebPageTest,
-    sitespeed.io), DevTools logs, or the seed fetch format (<Name>.pages + <Name>/ +
-    <Name>.fetchlog/). What cannot replay as recorded is repaired and reported: one line per
-    kind and input file, with its count."""
+    sitespeed.io), DevTools logs, the seed fetch format (<Name>.pages + <Name>/ +
+    <Name>.fetchlog/), Mahimahi record folders (mm-webrecord) and Web Page Replay archives
+    (.wprgo; docs/formats.md). What cannot replay as recorded is repaired and reported: one line
+    per kind and input file, with its count."""
     from pltlab.archive.importer import import_paths
 
-    rep = import_paths(paths, out, synthesize=synthesize)
+    rep = import_paths(paths, out, synthesize=synthesize, url=url)
     if as_json:
         print(json.dumps(rep))
         return
