@@ -83,7 +83,7 @@ pub fn generate(hosts: &[String]) -> Result<Generated> {
     }
     sans.dedup();
     leaf.subject_alt_names = sans;
-    leaf.is_ca = IsCa::ExplicitNoCa;
+    leaf.is_ca = IsCa::NoCa; // (DER omits the default cA: false; aioquic refuses it written out)
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.not_before = date_time_ymd(year - 1, 1, 1);

@@ -164,10 +164,24 @@ async fn connection(incoming: quinn::Incoming, sh: Arc<Shared>, gate: Arc<Gate>)
     let _open = Held::new(&gate.open);
     let unvalidated = (!incoming.remote_address_validated()).then(|| Held::new(&gate.unvalidated));
     st.quic_connections.fetch_add(1, Relaxed);
-    let Ok(connecting) = incoming.accept() else {
+    let Ok(mut connecting) = incoming.accept() else {
         st.quic_handshake_errors.fetch_add(1, Relaxed);
         return;
     };
+    // the whole ClientHello first: a server's into_0rtt succeeds at once, before a hello that
+    // spans several Initials (Chromium's post-quantum one: two) has been read, and the handshake
+    // facts exist only after it
+    match tokio::time::timeout_at(deadline, connecting.handshake_data()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(_)) => {
+            st.quic_handshake_errors.fetch_add(1, Relaxed);
+            return;
+        }
+        Err(_) => {
+            st.quic_handshake_timeouts.fetch_add(1, Relaxed);
+            return;
+        }
+    }
     let (conn, established) = match connecting.into_0rtt() {
         Ok(x) => x,
         Err(_) => {
