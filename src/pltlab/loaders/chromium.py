@@ -254,6 +254,11 @@ class ChromiumLoader(Loader):
         if not full and (mode != "0rtt" or early == resumed):
             return None
         zero = f", {early} with early data" if mode == "0rtt" else ""
+        if server.get("quic_connections"):  # (QUIC's session cache is its own: no ticket count known)
+            return (
+                f"Chromium resumed {resumed} of the {resumed + full} TLS and QUIC connections that carried "
+                f"requests{zero}; the others were full handshakes"
+            )
         return (
             f"Chromium resumed {resumed} of the {resumed + full} TLS connections that carried requests{zero}; "
             "the others were full handshakes (it keeps 2 session tickets per host)"
