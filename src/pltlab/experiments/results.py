@@ -55,6 +55,16 @@ RUN_COLUMNS = {
     "tls_full_used": "INTEGER",
     "tls_resumed_used": "INTEGER",
     "tls_early_used": "INTEGER",
+    # the same of QUIC's handshakes (HTTP/3), and the largest client Initial flight (its
+    # ClientHello's size over QUIC); NULL: no address served QUIC
+    "quic_full": "INTEGER",
+    "quic_resumed": "INTEGER",
+    "quic_early_data": "INTEGER",
+    "quic_full_used": "INTEGER",
+    "quic_resumed_used": "INTEGER",
+    "quic_early_used": "INTEGER",
+    "quic_handshake_errors": "INTEGER",
+    "quic_initial_bytes_max": "INTEGER",
     "runner_id": "TEXT",
     "lateness_p50_us": "REAL",
     "lateness_p99_us": "REAL",

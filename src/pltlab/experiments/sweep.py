@@ -40,6 +40,17 @@ from pltlab.run.config import RunConfig
 from pltlab.run.point import Point
 
 MAX_ATTEMPTS = 2  # a failed run is retried once
+# the replay's QUIC handshake counts stored per load (results columns of the same names)
+QUIC_KEYS = (
+    "quic_full",
+    "quic_resumed",
+    "quic_early_data",
+    "quic_full_used",
+    "quic_resumed_used",
+    "quic_early_used",
+    "quic_handshake_errors",
+    "quic_initial_bytes_max",
+)
 
 
 @dataclass(frozen=True)
@@ -332,6 +343,7 @@ class Sweep:
         tls = r.get("server_tls") or {}
         keys = ("tls_full", "tls_resumed", "tls_early_data", "tls_full_used", "tls_resumed_used", "tls_early_used")
         row.update({k: tls.get(k) for k in keys})
+        row.update({k: tls.get(k) for k in QUIC_KEYS})  # (None where no address served QUIC)
         lat = r.get("emulator_lateness_us") or {}
         if lat:  # this load's own figures (else the runner's, filled in at its teardown)
             row.update(lateness_p50_us=lat.get("p50"), lateness_p99_us=lat.get("p99"), lateness_max_us=lat.get("max"))

@@ -17,7 +17,7 @@ from pltlab import dataplane
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import validity
-from pltlab.loaders.browser import Chromium, collect, hsts
+from pltlab.loaders.browser import Chromium, collect, flags, hsts
 from pltlab.loaders.loader import Job, Loader
 
 if TYPE_CHECKING:  # (pyroute2 is slow to import: the loaders table is read by `pltlab --help`)
@@ -102,14 +102,21 @@ def load(
     check: bool = True,
     tls: str = "full",
     warmed=None,
+    quic: list[str] | tuple = (),
 ) -> dict:
     """One Chromium load. ``check``: raise PltError when the document did not arrive or the load
     event never fired; False: say why in the result's ``document_problem`` (an invalid load).
-    ``tls`` resume/0rtt: a warm visit first, then ``warmed()``, then the measured load."""
+    ``tls`` resume/0rtt: a warm visit first, then ``warmed()``, then the measured load.
+    ``quic``: the switches for HTTP/3 origins (flags.quic_args; empty: QUIC off)."""
     env = {"LD_PRELOAD": shim_path(topo.workdir)} if tfo else {}
     spkis = [spki] if spki else []
     with Chromium(
-        netns=topo.client_ns, host_rules=host_ips, spki=spkis, env=env, bodies=False, extra_args=tls_args(tls)
+        netns=topo.client_ns,
+        host_rules=host_ips,
+        spki=spkis,
+        env=env,
+        bodies=False,
+        extra_args=tls_args(tls) + list(quic),
     ) as c:
         res = c.load(page.url, warm=(warmed or (lambda: None)) if tls != "full" else None)
     problem = document_problem(res)
@@ -175,25 +182,64 @@ def load(
     }
 
 
+def h3_hosts(host_ips: dict[str, str], offered: dict) -> list[str]:
+    """The hosts whose replay address serves HTTP/3 (QUIC on UDP 443; ``offered``: address ->
+    Protocol, ReplayServer.offered)."""
+    return sorted(h for h, ip in host_ips.items() if getattr(offered.get(ip), "transport", "tcp") == "udp")
+
+
 class ChromiumLoader(Loader):
     def load(self, job: Job, plan: dict | None, tfo: bool, warmed=None) -> dict:
+        discovery = getattr(job.cfg, "h3_discovery", "forced")
+        quic = flags.quic_args(h3_hosts(job.host_ips, job.replay.offered), discovery)
         with job.topo.guard("client"):  # a dead emulator/replay kills the browser at once
             return load(
-                job.topo, job.page, job.host_ips, job.replay.spki, tfo=tfo, check=False, tls=job.cfg.tls, warmed=warmed
+                job.topo,
+                job.page,
+                job.host_ips,
+                job.replay.spki,
+                tfo=tfo,
+                check=False,
+                tls=job.cfg.tls,
+                warmed=warmed,
+                quic=quic,
             )
 
     def tls_problem(self, mode: str, server: dict | None, requests: list[dict]) -> str | None:
         """Chromium decides itself how many connections it can resume (tls_note): its load needs
-        one resumed (0rtt: with early data), the proof that the warm visit left tickets it used."""
+        one resumed (0rtt: with early data), the proof that the warm visit left tickets it used.
+        Over QUIC Chromium sends 0-RTT whenever it resumes (no switch turns it off; measured:
+        docs/loaders.md "Chromium over h3"), so a "resume" load whose QUIC connections sent early
+        data is a 0-RTT load and invalid."""
         used = validity.tls_used(mode, server)
         if used is None or isinstance(used, str):
             return used
         full, resumed = used
         if resumed == 0:
             return f"TLS {mode} asked but Chromium resumed none of the {full} TLS connections that carried requests"
-        if mode == "0rtt" and server.get("tls_early_used", 0) == 0:
+        if mode == "0rtt" and validity.early_used(server) == 0:
             return f"TLS 0rtt asked but Chromium sent early data on none of its {resumed} resumed connections"
+        quic_early = server.get("quic_early_used", 0)
+        if mode == "resume" and quic_early:
+            return (
+                f"TLS resume asked but Chromium sent QUIC 0-RTT on {quic_early} of its resumed QUIC connections "
+                "(it always does with a ticket: over h3 ask for tls 0rtt)"
+            )
         return None
+
+    def quic_problem(self, discovery: str, server: dict | None, requests: list[dict]) -> str | None:
+        """As every loader's, saying why in the Alt-Svc mode: Chromium takes a certificate of a
+        root it does not know publicly over QUIC only for the origins forced onto QUIC
+        (``--origin-to-force-quic-on``; the SPKI pin does not lift it), so it refuses the
+        replay's certificate on every QUIC connection an Alt-Svc header makes it open
+        (measured: docs/loaders.md "Chromium over h3") and stays on TCP."""
+        problem = validity.quic_problem(server, requests)
+        if problem and discovery == "alt-svc" and not any(r.get("protocol") == "h3" for r in requests):
+            return (
+                f"h3_discovery alt-svc: Chromium refused the replay's certificate over QUIC ({problem}): it accepts "
+                "a private root over QUIC only on forced origins (use h3_discovery forced)"
+            )
+        return problem
 
     def tls_note(self, mode: str, server: dict | None) -> str | None:
         """On a warm visit: how many of its connections resumed (and sent early data) when not
@@ -202,10 +248,17 @@ class ChromiumLoader(Loader):
         visit."""
         if mode == "full" or not server:
             return None
-        full, resumed, early = (server.get(f"tls_{k}_used", 0) for k in ("full", "resumed", "early"))
+        full, resumed, early = (
+            server.get(f"tls_{k}_used", 0) + server.get(f"quic_{k}_used", 0) for k in ("full", "resumed", "early")
+        )
         if not full and (mode != "0rtt" or early == resumed):
             return None
         zero = f", {early} with early data" if mode == "0rtt" else ""
+        if server.get("quic_connections"):  # (QUIC's session cache is its own: no ticket count known)
+            return (
+                f"Chromium resumed {resumed} of the {resumed + full} TLS and QUIC connections that carried "
+                f"requests{zero}; the others were full handshakes"
+            )
         return (
             f"Chromium resumed {resumed} of the {resumed + full} TLS connections that carried requests{zero}; "
             "the others were full handshakes (it keeps 2 session tickets per host)"
@@ -221,6 +274,5 @@ LOADER = ChromiumLoader(
     connections=False,
     default_protocol=None,
     title="Chromium",
-    protocols=("h1", "h2"),  # (launched with --disable-quic: loaders/browser/flags.py)
-    protocols_later="issue 26 step 9",
+    protocols=("h1", "h2", "h3"),  # QUIC on only for loads with h3 addresses (flags.quic_args)
 )

@@ -89,6 +89,12 @@ class Loader:
         a request must have resumed (validity.tls_problem)."""
         return validity.tls_problem(mode, server, requests)
 
+    def quic_problem(self, discovery: str, server: dict | None, requests: list[dict]) -> str | None:
+        """Why a load's QUIC handshakes went wrong, or None (``discovery``: the h3_discovery knob;
+        ``server``: the replay's counts during the load, QUIC's among them where some address
+        serves it). By default any failed handshake (validity.quic_problem)."""
+        return validity.quic_problem(server, requests)
+
     def tls_note(self, mode: str, server: dict | None) -> str | None:
         """What a valid load's handshakes are worth knowing, or None."""
         return None

@@ -131,35 +131,65 @@ def expected_protocol(url: str, host_ips: dict, offered: dict) -> str:
     return protocols.expected(parts.scheme, offered.get(host_ips.get(parts.hostname or "")))
 
 
-def protocol_problem(requests: list[dict], host_ips: dict, offered: dict) -> str | None:
+def protocol_problem(requests: list[dict], host_ips: dict, offered: dict, alt_svc: bool = False) -> str | None:
     """Why a load's requests did not go over the protocols offered, or None (the first one named;
-    requests without a reported protocol, e.g. failed ones, are not judged)."""
+    requests without a reported protocol, e.g. failed ones, are not judged). A load that asked
+    for h3 (an address serving QUIC) and got another says so first ("asked for h3, got h2: ...").
+    ``alt_svc`` (knob h3_discovery "alt-svc"): the client learns h3 from Alt-Svc headers, so a
+    request to an h3 address may also go over what its TCP offers (before it knows, or while its
+    TCP connection is up)."""
     bad = []
     for r in requests:
         got = (r.get("protocol") or "").lower()
         if not got or not str(r.get("url", "")).startswith(("http://", "https://")):
             continue
         want = expected_protocol(r["url"], host_ips, offered)
+        h3 = protocols.by_alpn(want)
+        if alt_svc and h3 is not None and h3.transport == "udp" and got == protocols.over_tcp(h3).alpn:
+            continue
         if got != want:
             bad.append((r["url"], got, want))
     if not bad:
         return None
     url, got, want = bad[0]
     more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-    return f"protocol: {url} went over {got} where the replay offered {want}{more}"
+    row = protocols.by_alpn(want)
+    asked = f"asked for {want}, got {got}: " if row is not None and row.transport == "udp" else ""
+    return f"{asked}protocol: {url} went over {got} where the replay offered {want}{more}"
+
+
+def quic_problem(server: dict | None, requests: list[dict]) -> str | None:
+    """Why a load over QUIC is not what it should be, or None: a QUIC handshake the replay saw
+    fail (``quic_handshake_errors``: closed before it completed, by either side) costs the
+    client a new connection and its round trips, so the load is not the protocol's."""
+    errors = (server or {}).get("quic_handshake_errors", 0)
+    if not errors:
+        return None
+    failed = [r["url"] for r in requests if "QUIC" in str(r.get("error") or "")]
+    also = f"; {len(failed)} request(s) failed over QUIC, first {failed[0]}" if failed else ""
+    return (
+        f"{errors} of the {server.get('quic_connections', 0)} QUIC connections the replay saw ended "
+        f"in their handshake (quic_handshake_errors){also}"
+    )
 
 
 def tls_used(mode: str, server: dict | None) -> tuple[int, int] | str | None:
     """The TLS handshakes of the connections that carried a request (``server``: the replay's
     counts during the load; spare connections that carried nothing are not judged): (full,
-    resumed); None when there is nothing to judge (mode full, no counts); a reason when
+    resumed), TLS over TCP and inside QUIC together; None when there is nothing to judge (mode full, no counts); a reason when
     resume/0rtt was asked and no request went over TLS."""
     if mode == "full" or server is None:
         return None
-    full, resumed = server.get("tls_full_used", 0), server.get("tls_resumed_used", 0)
+    full, resumed = (server.get(f"tls_{k}_used", 0) + server.get(f"quic_{k}_used", 0) for k in ("full", "resumed"))
     if full + resumed == 0:
         return f"TLS {mode} asked but no request went over TLS (no https origin loaded)"
     return full, resumed
+
+
+def early_used(server: dict) -> int:
+    """Connections that carried a request and sent it as early data (0-RTT), TLS over TCP and
+    QUIC together."""
+    return server.get("tls_early_used", 0) + server.get("quic_early_used", 0)
 
 
 def tls_problem(mode: str, server: dict | None, requests: list[dict]) -> str | None:
@@ -182,7 +212,7 @@ def tls_problem(mode: str, server: dict | None, requests: list[dict]) -> str | N
         if refused:
             more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
             return f"TLS 0rtt asked but the early data with {refused[0]} was refused (sent again at 1-RTT){more}"
-        early = server.get("tls_early_used", 0)
+        early = early_used(server)
         if early < n:
             return f"TLS 0rtt asked but only {early} of {n} resumed connections that carried requests sent early data"
     return None

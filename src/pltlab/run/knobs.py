@@ -698,7 +698,8 @@ _ALL = (
         "forced",
         "How the client comes to use HTTP/3 on h3 addresses: forced (told to, from the first "
         'request) or alt-svc (responses without an Alt-Svc header get `h3=":443"`: the first '
-        "request goes over TCP).",
+        "request goes over TCP; Chromium takes the replay's certificate over QUIC only when forced, so its "
+        "alt-svc loads are invalid).",
         type=str,
         label="HTTP/3 discovery",
         column="h3_discovery",

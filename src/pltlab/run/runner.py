@@ -71,6 +71,22 @@ SERVER_TLS_KEYS = (
     "tls_resumed_used",
     "tls_early_used",
 )
+# the same of QUIC's handshakes (HTTP/3: TLS 1.3 inside QUIC), with its connections and streams;
+# quic_initial_bytes_max: the largest client Initial flight (the ClientHello's size over QUIC)
+SERVER_QUIC_KEYS = (
+    "quic_connections",
+    "quic_handshake_errors",
+    "quic_full",
+    "quic_resumed",
+    "quic_early_data",
+    "quic_early_bytes",
+    "quic_early_rejected_bytes",
+    "quic_full_used",
+    "quic_resumed_used",
+    "quic_early_used",
+    "h3_streams",
+    "h3_errors",
+)
 
 
 def queue_waits(snapshot: dict | None) -> dict | None:
@@ -235,6 +251,9 @@ class PageRunner:
             server = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TFO_KEYS}
             conns = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_CONN_KEYS}
             tls = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TLS_KEYS}
+            if any(p.transport == "udp" for p in self.replay.offered.values()):  # (h1/h2 records as before)
+                tls.update({k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_QUIC_KEYS})
+                tls["quic_initial_bytes_max"] = s1.get("quic_initial_bytes_max")
             server.update(tfo_tls_hello_max=s1.get("tfo_tls_hello_max"), tfo_syn_bytes_max=s1.get("tfo_syn_bytes_max"))
         counters = {
             "client": _delta(c1["client"], c0["client"], COUNTERS_CLIENT),
@@ -249,7 +268,10 @@ class PageRunner:
         reason = (
             judge(tfo, counters, requests, loader.document_problem(res, requests, self.chain, plan))
             or (schemes.problem(requests, self.http, res.get("hsts_upgraded") or ()) if self.http is not None else None)
-            or protocol_problem(requests, self.host_ips, self.replay.offered)
+            or protocol_problem(
+                requests, self.host_ips, self.replay.offered, alt_svc=self.cfg.h3_discovery == "alt-svc"
+            )
+            or loader.quic_problem(self.cfg.h3_discovery, tls, requests)
             or loader.tls_problem(self.cfg.tls, tls, requests)
         )
         cfg = self.cfg
@@ -278,7 +300,8 @@ class PageRunner:
             "tfo_note": tfo_note(tfo, server),
             "tls_note": loader.tls_note(self.cfg.tls, tls),
             "server_connections": conns,  # HTTP/1.x and h2 connections, h2 streams and errors
-            "server_tls": tls,  # full and resumed handshakes, early data accepted (connections, bytes)
+            # full and resumed handshakes, early data accepted (connections, bytes); QUIC's too (quic_*)
+            "server_tls": tls,
             "tls_warmup_ms": res.get("warmup_ms"),  # the loader's visit before the load (resume/0rtt)
             "emulator_lateness_us": late,  # the emulator's lateness during this load
             # the link's precision aids asked for and refused: name -> error (pltlab.net.emulator)

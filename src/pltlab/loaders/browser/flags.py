@@ -118,10 +118,31 @@ def spki_hash(cert_pem: bytes) -> str:
     return base64.b64encode(hashlib.sha256(der).digest()).decode("ascii")
 
 
+def quic_args(h3_hosts, discovery: str = "forced") -> list[str]:
+    """Chromium's switches for a load with HTTP/3 origins (``h3_hosts``: the hosts whose replay
+    address serves QUIC on UDP 443; empty: QUIC stays off, ``--disable-quic`` of BASE_ARGS).
+    QUIC on (``--enable-quic``); ``discovery`` "forced": QUIC from the first request to each of
+    those origins (``--origin-to-force-quic-on``); "alt-svc": Chromium learns h3 from the
+    replay's Alt-Svc headers (the first request to an origin goes over TCP). The certificate
+    is accepted over QUIC through the SPKI pin (--ignore-certificate-errors-spki-list), not a
+    trusted root (Chromium does not take a locally trusted root for QUIC)."""
+    hosts = sorted(set(h3_hosts))
+    if not hosts:
+        return []
+    out = ["--enable-quic"]
+    if discovery == "forced":
+        out.append("--origin-to-force-quic-on=" + ",".join(f"{h}:443" for h in hosts))
+    return out
+
+
 def build_args(
     rules: dict[str, str] | None = None, spki: list[str] | tuple = (), extra: list[str] | tuple = ()
 ) -> list[str]:
+    """BASE_ARGS, the host rules, the SPKI pin and ``extra``; QUIC stays off (``--disable-quic``)
+    unless ``extra`` turns it on (quic_args: ``--enable-quic``)."""
     args = list(BASE_ARGS)
+    if "--enable-quic" in extra:
+        args.remove("--disable-quic")
     if rules:
         args.append("--host-resolver-rules=" + host_rules(rules))
     if spki:

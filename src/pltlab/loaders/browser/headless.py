@@ -31,6 +31,8 @@ FORGET_JS = """async () => {
   return true;
 }"""
 STALL_QUIETS = 10
+QUIC_FAILED = "net::ERR_QUIC_"  # a request's error over QUIC (ERR_QUIC_PROTOCOL_ERROR, ...)
+WARM_TRIES = 3
 # PLT from Navigation Timing (level 2 entry, level 1 as fallback); 0 until the load event ends.
 NAV_JS = """() => {
   const n = performance.getEntriesByType('navigation')[0];
@@ -216,7 +218,14 @@ class Chromium:
         cdp = ctx.new_cdp_session(page)
         col = self._watch(cdp)
         try:
-            page.goto(url, wait_until="load", timeout=self.timeout_s * 1000)
+            for attempt in range(WARM_TRIES):  # (not measured: a navigation failed over QUIC is tried again)
+                try:
+                    page.goto(url, wait_until="load", timeout=self.timeout_s * 1000)
+                    break
+                except Exception as e:  # its error page may interrupt the next try: tried again too
+                    if attempt + 1 == WARM_TRIES or not (QUIC_FAILED in str(e) or "chrome-error://" in str(e)):
+                        raise
+                    page.wait_for_timeout(200)
             self._wait_quiet(page, col, time.monotonic() + self.timeout_s)
             ok = page.evaluate(FORGET_JS)
             cdp.send("Network.clearBrowserCache")
@@ -244,7 +253,10 @@ class Chromium:
         try:
             page.goto(url, wait_until="load", timeout=self.timeout_s * 1000)
         except Exception as e:
-            raise PltError(f"{url}: {_first_line(e)}") from None
+            # a navigation that failed over QUIC is an invalid load (its document never arrived:
+            # the loader's document_problem), not the end of the run
+            if QUIC_FAILED not in str(e):
+                raise PltError(f"{url}: {_first_line(e)}") from None
         nav = self._wait_quiet(page, col, deadline)
         missing = col.fetch_bodies(cdp) if self.bodies else 0
         col.wire_headers()
