@@ -86,9 +86,16 @@ pub async fn serve(
             let _ = otx.send(Some(None));
         }
         Some(accepted) => {
-            let (conn, tx, seen) = (conn.clone(), tx.clone(), seen.clone());
+            let (conn, tx, seen, hs) = (conn.clone(), tx.clone(), seen.clone(), q.handshake_timeout);
             tokio::task::spawn_local(async move {
-                let ok = accepted.await;
+                let Ok(ok) = tokio::time::timeout(hs, accepted).await else {
+                    let _ = tx.send(Msg::Fatal(format!(
+                        "QUIC handshake with {} failed: no answer over UDP within {:.1} s (0-RTT)",
+                        conn.remote_address(),
+                        hs.as_secs_f64()
+                    )));
+                    return;
+                };
                 if let Some(reason) = conn.close_reason() {
                     let _ = tx.send(Msg::Fatal(format!(
                         "QUIC handshake with {} failed (0-RTT): {reason}",

@@ -101,6 +101,26 @@ fn one_connection_per_origin_address() {
     assert_eq!(handshakes(&out), [(Some("full"), None), (Some("full"), None)]);
 }
 
+/// A page over h3 with an http/1.1 origin over TCP (the replay server): each over its own
+/// transport, the TCP connection's record with TCP's keys.
+#[test]
+fn h3_beside_tcp_in_one_load() {
+    let srv = H3Server::start();
+    let tcp = crate::testutil::replay::start_server(
+        serde_json::json!([{"host": "c.test", "path": "/c", "body": {"synth": 3000}}]),
+        false,
+    );
+    let mut p = page(&srv, srv.addr, srv.addr, "full");
+    p.objects.push(obj("http://c.test/c", "c.test", tcp.http, false, Some(0)));
+    let out = load(p).unwrap();
+    assert_eq!(out.connections.len(), 2, "{:?}", out.connections);
+    let (q, t) = (&out.connections[0], &out.connections[1]);
+    assert_eq!((q.protocol.as_str(), t.protocol.as_str()), ("h3", "http/1.1"));
+    assert!(q.transport.quic().is_some() && t.transport.tcp().is_some());
+    assert_eq!((out.requests[13].bytes, out.requests[13].protocol.as_str()), (3000, "http/1.1"));
+    assert!(out.requests[..13].iter().all(|r| r.protocol == "h3" && r.status == 200));
+}
+
 /// The server's facts of the connections accepted after index `from`.
 fn server_facts(srv: &H3Server, from: usize) -> Vec<(bool, bool, u64)> {
     srv.conns.lock().unwrap()[from..].iter().map(|f| (f.resumed(), f.early_data(), f.early_bytes())).collect()
@@ -197,6 +217,25 @@ fn failed_quic_handshake_names_the_address() {
     let t = std::time::Instant::now();
     let e = format!("{:#}", load(p).unwrap_err());
     assert!(e.contains(&format!("QUIC handshake with {dead} (a.test) failed")), "{e}");
+    assert!(t.elapsed().as_secs_f64() < 1.9, "{:?}", t.elapsed());
+}
+
+/// A 0-RTT handshake nothing answers (the path cut after the warm visit): the load fails within
+/// the handshake deadline, naming the address.
+#[test]
+fn unanswered_0rtt_handshake_names_the_address() {
+    let srv = H3Server::start();
+    let relay = DelayProxy::start(srv.addr, Duration::from_millis(1));
+    let mut p = page(&srv, relay.addr, relay.addr, "0rtt");
+    p.timeout_s = 2.0;
+    let t = std::time::Instant::now();
+    let e = loader::load_phased(p, |_| {
+        relay.cut();
+        Ok(())
+    })
+    .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(e.contains(&format!("QUIC handshake with {} failed: no answer", relay.addr)), "{e}");
     assert!(t.elapsed().as_secs_f64() < 1.9, "{:?}", t.elapsed());
 }
 

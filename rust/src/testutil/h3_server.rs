@@ -141,6 +141,8 @@ impl H3Server {
 /// the server sees each client's 4-tuple apart. Datagrams keep their order.
 pub struct DelayProxy {
     pub addr: SocketAddr,
+    /// Set: every datagram is dropped (`cut`).
+    cut: Arc<std::sync::atomic::AtomicBool>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     th: Option<std::thread::JoinHandle<()>>,
 }
@@ -178,6 +180,8 @@ impl DelayProxy {
     pub fn start(target: SocketAddr, delay: std::time::Duration) -> DelayProxy {
         let (atx, arx) = std::sync::mpsc::channel();
         let (stx, mut srx) = tokio::sync::oneshot::channel::<()>();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cut2 = cut.clone();
         let th = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async move {
@@ -190,6 +194,9 @@ impl DelayProxy {
                         _ = &mut srx => break,
                         r = front.recv_from(&mut buf) => match r { Ok(x) => x, Err(_) => continue },
                     };
+                    if cut2.load(std::sync::atomic::Ordering::Relaxed) {
+                        continue;
+                    }
                     let tx = ups.entry(from).or_insert_with(|| {
                         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
                         s.connect(target).unwrap();
@@ -221,6 +228,11 @@ impl DelayProxy {
             });
         });
         let addr = arx.recv().unwrap();
-        DelayProxy { addr, stop: Some(stx), th: Some(th) }
+        DelayProxy { addr, cut, stop: Some(stx), th: Some(th) }
+    }
+
+    /// From now on nothing from the clients gets through.
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }

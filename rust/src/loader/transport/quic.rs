@@ -70,7 +70,10 @@ impl Quic {
             .map_err(|e| anyhow!("QUIC handshake with {addr} ({host}) failed: {e}"))?;
         let connecting = if self.zero_rtt {
             match connecting.into_0rtt() {
-                Ok((conn, accepted)) => return Ok(QuicConn { conn, zero_rtt: Some(accepted), endpoint }),
+                Ok((conn, accepted)) => {
+                    let hs = self.handshake_timeout;
+                    return Ok(QuicConn { conn, zero_rtt: Some(accepted), endpoint, handshake_timeout: hs });
+                }
                 Err(c) => c,
             }
         } else {
@@ -84,7 +87,7 @@ impl Quic {
                 self.handshake_timeout.as_secs_f64()
             ),
         };
-        Ok(QuicConn { conn, zero_rtt: None, endpoint })
+        Ok(QuicConn { conn, zero_rtt: None, endpoint, handshake_timeout: self.handshake_timeout })
     }
 }
 
@@ -132,6 +135,8 @@ pub struct QuicConn {
     pub zero_rtt: Option<quinn::ZeroRttAccepted>,
     /// Its UDP socket (kept with the connection).
     pub endpoint: quinn::Endpoint,
+    /// How long the server's answer to a 0-RTT handshake is waited for.
+    pub handshake_timeout: Duration,
 }
 
 /// Notes in `seen` how `conn`'s handshake went, once it completed: resumed (the ServerHello the
