@@ -158,6 +158,14 @@ mod tests {
         assert_eq!(m["request_timeout_ms"]["maximum"], replay::manifest::MAX_REQUEST_TIMEOUT_MS);
         assert_eq!(m["request_timeout_ms"]["minimum"], 1);
         assert_eq!(m["h2_priority"]["default"], "round-robin");
+        let q = &of("manifest").unwrap()["$defs"]["QuicSettings"]["properties"];
+        assert_eq!(q["initial_window_packets"]["maximum"], replay::manifest::MAX_INITIAL_WINDOW_PACKETS);
+        assert_eq!(q["initial_window_packets"]["minimum"], 2);
+        assert_eq!(q["max_connections"]["maximum"], replay::manifest::MAX_QUIC_CONNECTIONS);
+        assert_eq!(q["cc"]["default"], "cubic");
+        let listen = &of("manifest").unwrap()["$defs"]["Listen"]["properties"];
+        assert_eq!(listen["transport"]["default"], "tcp");
+        assert_eq!(listen["alpn"]["items"]["enum"], serde_json::json!(replay::manifest::ALPN_PROTOCOLS));
         let p = props("plan");
         assert_eq!(p["tls_mode"]["enum"], serde_json::json!(loader::plan::TLS_MODES));
         assert_eq!(p["max_conns_per_host"]["default"], 6);
@@ -166,7 +174,16 @@ mod tests {
     #[test]
     fn outputs_name_every_counter() {
         let r = props("replay-stats");
-        for k in ["requests", "tls_full_used", "h2_streams", "tfo_tls_hello_split", "service_us"] {
+        for k in [
+            "requests",
+            "tls_full_used",
+            "h2_streams",
+            "tfo_tls_hello_split",
+            "quic_early_used",
+            "h3_streams",
+            "quic_initial_bytes_max",
+            "service_us",
+        ] {
             assert!(r.contains_key(k), "{k}");
         }
         // what the server prints has exactly the schema's keys

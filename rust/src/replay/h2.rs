@@ -252,7 +252,36 @@ async fn stream(
     let host = authority.or_else(|| parts.headers.get(::http::header::HOST).and_then(|v| v.to_str().ok()));
     let is_head = parts.method == ::http::Method::HEAD;
     let asked = Asked { method, scheme: Scheme::Https, target, host, sni: sni.as_deref(), body_sha256 };
-    let (resp, body, wait) = match sh.answer(&asked) {
+    let (resp, body, wait) = framed(sh.answer(&asked));
+    if let Some(w) = wait {
+        tokio::time::sleep(w).await;
+    }
+    let body = if is_head { Bytes::new() } else { body };
+    let head_bytes = head_bytes(&resp);
+    // its data at hand (the request's body read, the think time over): the schedule decides
+    if let Some(t) = &turn {
+        t.ready();
+        t.wait().await;
+    }
+    // timed until its END_STREAM is written (h2_sent.rs), as HTTP/1.1's until its last byte
+    let id = respond.stream_id().as_u32();
+    sent.expect(id, t_req, wait);
+    let Ok(mut out) = respond.send_response(resp, body.is_empty()) else {
+        sent.forget(id);
+        return;
+    };
+    let total = body.len();
+    if !send_body(&mut out, body, turn.as_ref()).await {
+        sent.forget(id);
+    }
+    st.bytes_out.fetch_add((head_bytes + total) as u64, Relaxed);
+}
+
+/// An answer as h2 (and h3: h3.rs) frame it: the status and header fields (the recorded ones
+/// less the connection-specific ones, `content-length` added), the body bytes (a slice of the
+/// shared buffer, not copied) and the think time to wait first.
+pub fn framed(a: Answer) -> (::http::Response<()>, Bytes, Option<std::time::Duration>) {
+    match a {
         Answer::Recorded(p) => {
             let mut r = ::http::Response::new(());
             *r.status_mut() = ::http::StatusCode::from_u16(p.status).unwrap_or(::http::StatusCode::OK);
@@ -275,29 +304,13 @@ async fn stream(
             h.insert(::http::header::CONTENT_LENGTH, text.len().into());
             (r, Bytes::from(text), None)
         }
-    };
-    if let Some(w) = wait {
-        tokio::time::sleep(w).await;
     }
-    let body = if is_head { Bytes::new() } else { body };
-    let head_bytes: usize = resp.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum::<usize>() + 12;
-    // its data at hand (the request's body read, the think time over): the schedule decides
-    if let Some(t) = &turn {
-        t.ready();
-        t.wait().await;
-    }
-    // timed until its END_STREAM is written (h2_sent.rs), as HTTP/1.1's until its last byte
-    let id = respond.stream_id().as_u32();
-    sent.expect(id, t_req, wait);
-    let Ok(mut out) = respond.send_response(resp, body.is_empty()) else {
-        sent.forget(id);
-        return;
-    };
-    let total = body.len();
-    if !send_body(&mut out, body, turn.as_ref()).await {
-        sent.forget(id);
-    }
-    st.bytes_out.fetch_add((head_bytes + total) as u64, Relaxed);
+}
+
+/// A response head's size as counted in `bytes_out`: its fields as `name: value\r\n`, and a
+/// status line.
+pub fn head_bytes(resp: &::http::Response<()>) -> usize {
+    resp.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum::<usize>() + 12
 }
 
 /// Sends `body` as DATA frames as the peer's windows allow, END_STREAM on the last one (with a

@@ -26,7 +26,7 @@ async fn tls(srv: &TestServer, addr: SocketAddr, alpn: &[&str]) -> (Tls, Option<
 }
 
 /// An h2 client on `addr` (its connection driven on a local task).
-async fn h2_client(srv: &TestServer, addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
+pub(super) async fn h2_client(srv: &TestServer, addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
     let (s, p) = tls(srv, addr, &["h2", "http/1.1"]).await;
     assert_eq!(p.as_deref(), Some("h2"));
     let (send, conn) = h2::client::Builder::new()
@@ -42,7 +42,7 @@ async fn h2_client(srv: &TestServer, addr: SocketAddr) -> h2::client::SendReques
 }
 
 /// (status, headers, body) of one h2 request.
-async fn get(
+pub(super) async fn get(
     send: &mut h2::client::SendRequest<Bytes>,
     method: &str,
     url: &str,
@@ -84,7 +84,7 @@ fn listen_h2() -> serde_json::Value {
     ])
 }
 
-fn responses() -> serde_json::Value {
+pub(super) fn responses() -> serde_json::Value {
     serde_json::json!([
         {"host": "a.test", "path": "/a", "body": {"synth": 40000, "mime": "text/css"},
          "headers": [["Content-Type", "text/css"], ["X-Tag", "a"], ["Connection", "keep-alive"], ["Keep-Alive", "x"]]},

@@ -2,7 +2,7 @@
 //! response's head is serialized once and every body is loaded once.
 use anyhow::{bail, Context, Result};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::matcher::Scheme;
 use crate::http;
 
-/// One listen socket: an origin address and port, plain or TLS.
+/// One listen socket: an origin address and port, plain or TLS, over TCP or (HTTP/3) UDP.
 #[derive(Deserialize, Debug, Clone, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Listen {
@@ -19,18 +19,89 @@ pub struct Listen {
     pub port: u16,
     #[serde(default)]
     pub tls: bool,
-    /// ALPN protocols offered on a TLS address, in preference order: "h2", "http/1.1".
+    /// "tcp" (HTTP/1.1, h2) or "udp" (QUIC: HTTP/3, h3.rs; needs `tls` and `alpn` ["h3"]).
+    #[serde(default)]
+    pub transport: Transport,
+    /// ALPN protocols offered on a TLS address, in preference order: "h2", "http/1.1" over
+    /// tcp; "h3" (only) over udp.
     #[serde(default = "http11_only")]
     #[schemars(length(min = 1), extend("uniqueItems" = true, "items" = {"type": "string", "enum": ALPN_PROTOCOLS}))]
     pub alpn: Vec<String>,
+}
+
+/// What a listen socket is: TCP, or UDP carrying QUIC.
+#[derive(Deserialize, Serialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    #[default]
+    Tcp,
+    Udp,
 }
 
 fn http11_only() -> Vec<String> {
     vec!["http/1.1".into()]
 }
 
-/// The ALPN protocols the replay server speaks.
-pub const ALPN_PROTOCOLS: &[&str] = &["h2", "http/1.1"];
+/// The ALPN protocols the replay server speaks ("h3" only on udp entries).
+pub const ALPN_PROTOCOLS: &[&str] = &["h2", "http/1.1", "h3"];
+
+/// QUIC's congestion controllers (quinn's).
+#[derive(Deserialize, Serialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum QuicCc {
+    #[default]
+    Cubic,
+    Newreno,
+    /// quinn marks its BBR experimental.
+    Bbr,
+}
+
+/// QUIC's own settings (udp listen entries, h3.rs).
+#[derive(Deserialize, Serialize, Debug, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuicSettings {
+    /// Congestion controller.
+    #[serde(default)]
+    pub cc: QuicCc,
+    /// Initial congestion window, in packets of 1200 bytes (quinn's default: 10).
+    #[serde(default = "default_initial_window_packets")]
+    #[schemars(range(min = 2, max = MAX_INITIAL_WINDOW_PACKETS))]
+    pub initial_window_packets: u32,
+    /// QUIC connections open at once, at most (over: refused, `quic_refused`).
+    #[serde(default = "default_max_connections")]
+    #[schemars(range(min = 1, max = MAX_QUIC_CONNECTIONS))]
+    pub max_connections: u32,
+    /// Handshakes in progress from addresses not yet validated above which a new one is sent a
+    /// Retry first (address validation, one more round trip; `quic_retries`).
+    #[serde(default = "default_retry_above")]
+    #[schemars(range(min = 0, max = MAX_QUIC_CONNECTIONS))]
+    pub retry_above: u32,
+}
+
+impl Default for QuicSettings {
+    fn default() -> Self {
+        QuicSettings {
+            cc: QuicCc::default(),
+            initial_window_packets: default_initial_window_packets(),
+            max_connections: default_max_connections(),
+            retry_above: default_retry_above(),
+        }
+    }
+}
+
+fn default_initial_window_packets() -> u32 {
+    10
+}
+fn default_max_connections() -> u32 {
+    10_000
+}
+fn default_retry_above() -> u32 {
+    1000
+}
+/// `initial_window_packets` from 2 (RFC 9002's minimum window) to this.
+pub const MAX_INITIAL_WINDOW_PACKETS: u32 = 1000;
+/// `max_connections` and `retry_above` at most.
+pub const MAX_QUIC_CONNECTIONS: u32 = 1_000_000;
 
 /// The certificate (every https host a SAN) and its key, PEM.
 #[derive(Deserialize, Debug, Clone, JsonSchema)]
@@ -146,6 +217,9 @@ pub struct Manifest {
     #[serde(default = "default_request_timeout_ms")]
     #[schemars(range(min = 1, max = MAX_REQUEST_TIMEOUT_MS))]
     pub request_timeout_ms: u64,
+    /// QUIC's settings, for the udp listen entries.
+    #[serde(default)]
+    pub quic: QuicSettings,
 }
 
 /// 120 s: over Chromium's 60 s lifetime of an unused (preconnected) socket plus the slowest
@@ -229,21 +303,50 @@ pub fn load(path: &std::path::Path) -> Result<Manifest> {
             m.request_timeout_ms
         );
     }
+    check_quic(&m.quic).with_context(|| format!("bad manifest {}", path.display()))?;
     Ok(m)
 }
 
-/// A listen entry's `alpn`: not empty, only protocols the server speaks, no repeats.
+/// A listen entry's `alpn`: not empty, only protocols the server speaks, no repeats; "h3" alone
+/// on a udp entry (which needs `tls`), never on a tcp one.
 pub fn check_alpn(l: &Listen) -> Result<()> {
+    let at = match l.transport {
+        Transport::Tcp => format!("listen {}:{}", l.ip, l.port),
+        Transport::Udp => format!("listen {}:{} (udp)", l.ip, l.port),
+    };
     if l.alpn.is_empty() {
-        bail!("listen {}:{}: \"alpn\" is empty (offer at least \"http/1.1\")", l.ip, l.port);
+        bail!("{at}: \"alpn\" is empty (offer at least \"http/1.1\")");
     }
     for (i, p) in l.alpn.iter().enumerate() {
         if !ALPN_PROTOCOLS.contains(&p.as_str()) {
-            bail!("listen {}:{}: ALPN protocol {p:?} is not one of {ALPN_PROTOCOLS:?}", l.ip, l.port);
+            bail!("{at}: ALPN protocol {p:?} is not one of {ALPN_PROTOCOLS:?}");
         }
         if l.alpn[..i].contains(p) {
-            bail!("listen {}:{}: ALPN protocol {p:?} listed twice", l.ip, l.port);
+            bail!("{at}: ALPN protocol {p:?} listed twice");
         }
+    }
+    match l.transport {
+        Transport::Tcp if l.alpn.iter().any(|p| p == "h3") => {
+            bail!("{at}: ALPN protocol \"h3\" is offered only on a \"transport\": \"udp\" entry")
+        }
+        Transport::Udp if !l.tls => bail!("{at}: a udp entry (QUIC) needs \"tls\": true"),
+        Transport::Udp if l.alpn != ["h3"] => {
+            bail!("{at}: a udp entry offers \"alpn\": [\"h3\"] only, not {:?}", l.alpn)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The manifest's `quic` settings within their bounds.
+pub fn check_quic(q: &QuicSettings) -> Result<()> {
+    if !(2..=MAX_INITIAL_WINDOW_PACKETS).contains(&q.initial_window_packets) {
+        bail!("quic.initial_window_packets {} is not from 2 to {MAX_INITIAL_WINDOW_PACKETS}", q.initial_window_packets);
+    }
+    if !(1..=MAX_QUIC_CONNECTIONS).contains(&q.max_connections) {
+        bail!("quic.max_connections {} is not from 1 to {MAX_QUIC_CONNECTIONS}", q.max_connections);
+    }
+    if q.retry_above > MAX_QUIC_CONNECTIONS {
+        bail!("quic.retry_above {} is not from 0 to {MAX_QUIC_CONNECTIONS}", q.retry_above);
     }
     Ok(())
 }

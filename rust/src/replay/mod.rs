@@ -9,6 +9,8 @@
 //! handshake not done by the manifest's `request_timeout_ms` is closed.
 //!
 //! * h1.rs: HTTP/1.1 and 1.0 connections; h2.rs: HTTP/2 (ALPN "h2");
+//! * h3.rs: HTTP/3 over QUIC on the udp listen entries (its own endpoints and accept loops,
+//!   started here next to the TCP ones), on quic_socket.rs's counting UDP sockets;
 //! * answers.rs: the answers service both call: matching (matcher.rs) against the recordings
 //!   prepared from the manifest (manifest.rs), the 404s, their counts;
 //! * shared.rs: what every connection shares (the service, stats.rs's counters, TLS sessions,
@@ -30,6 +32,9 @@ pub mod h2;
 mod h2_sent;
 #[cfg(test)]
 mod h2_tests;
+pub mod h3;
+#[cfg(test)]
+mod h3_tests;
 #[cfg(test)]
 mod hostile_tests;
 pub mod manifest;
@@ -37,6 +42,7 @@ pub mod matcher;
 pub mod priority;
 #[cfg(test)]
 mod prop_tests;
+pub mod quic_socket;
 pub mod report;
 pub mod service;
 pub mod shared;
@@ -46,6 +52,7 @@ mod tests;
 pub mod tls;
 
 use crate::os::{sock, tcpinfo};
+use manifest::Transport;
 use matcher::Scheme;
 use shared::{build_shared, Shared};
 use stats::{Stats, TlsUse};
@@ -73,7 +80,31 @@ pub fn tfo_listener(addr: std::net::SocketAddr, tfo_queue: u32) -> Result<std::n
 }
 
 pub struct Server {
-    pub addrs: Vec<(std::net::SocketAddr, bool)>,
+    /// Every listen socket's address, whether it has TLS, and its transport, in manifest order.
+    pub addrs: Vec<(std::net::SocketAddr, bool, Transport)>,
+    /// The QUIC endpoints (udp entries).
+    pub quic: Vec<quinn::Endpoint>,
+}
+
+impl Server {
+    /// The ready line's listen list: `{"addr", "tls", "transport"}` per socket.
+    pub fn listen_json(&self) -> Vec<serde_json::Value> {
+        self.addrs
+            .iter()
+            .map(|(a, t, tr)| serde_json::json!({"addr": a.to_string(), "tls": t, "transport": tr}))
+            .collect()
+    }
+
+    /// Closes the QUIC connections (CONNECTION_CLOSE sent, not waiting for their peers), as the
+    /// process's exit closes the TCP ones.
+    pub async fn close(&self) {
+        for ep in &self.quic {
+            ep.close(0u32.into(), b"server exits");
+        }
+        for ep in &self.quic {
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(50), ep.wait_idle()).await;
+        }
+    }
 }
 
 /// Binds every listen socket and spawns the accept loops on the current runtime.
@@ -81,7 +112,7 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
     // one TLS acceptor per distinct ALPN list (addresses offering the same protocols share it)
     let mut acceptors: HashMap<Vec<String>, Arc<rustls::ServerConfig>> = HashMap::new();
     if let Some(t) = &m.tls {
-        for l in m.listen.iter().filter(|l| l.tls) {
+        for l in m.listen.iter().filter(|l| l.tls && l.transport == Transport::Tcp) {
             if !acceptors.contains_key(&l.alpn) {
                 let alpn: Vec<&str> = l.alpn.iter().map(String::as_str).collect();
                 let sessions = shared.sessions.clone();
@@ -90,20 +121,39 @@ pub fn start(m: &manifest::Manifest, shared: Arc<Shared>) -> Result<Server> {
             }
         }
     }
+    manifest::check_quic(&m.quic)?;
+    // one QUIC configuration for every udp entry
+    let quic_cfg = if m.listen.iter().any(|l| l.transport == Transport::Udp) {
+        Some(h3::server_config(m, shared.sessions.clone())?)
+    } else {
+        None
+    };
     let mut addrs = Vec::new();
     let mut listeners = Vec::new();
+    let mut quic = Vec::new();
     for l in &m.listen {
         manifest::check_alpn(l)?;
-        let std_l = tfo_listener(std::net::SocketAddr::new(l.ip, l.port), m.tfo_queue)?;
+        let addr = std::net::SocketAddr::new(l.ip, l.port);
+        if let (Transport::Udp, Some(cfg)) = (l.transport, &quic_cfg) {
+            let ep = h3::endpoint(addr, cfg.clone(), &shared)?;
+            addrs.push((ep.local_addr()?, true, Transport::Udp));
+            quic.push(ep);
+            continue;
+        }
+        let std_l = tfo_listener(addr, m.tfo_queue)?;
         let local = std_l.local_addr()?;
-        addrs.push((local, l.tls));
+        addrs.push((local, l.tls, Transport::Tcp));
         let acceptor = if l.tls { acceptors.get(&l.alpn).cloned() } else { None };
         listeners.push((tokio::net::TcpListener::from_std(std_l)?, acceptor));
     }
     for (lst, acceptor) in listeners {
         tokio::spawn(accept_loop(lst, acceptor, shared.clone()));
     }
-    Ok(Server { addrs })
+    let gate = h3::Gate::new(&m.quic);
+    for ep in &quic {
+        tokio::spawn(h3::accept_loop(ep.clone(), shared.clone(), gate.clone()));
+    }
+    Ok(Server { addrs, quic })
 }
 
 /// Accepts a listen socket's connections (TFO counted from TCP_INFO), each served on a task of
@@ -257,11 +307,12 @@ pub fn run(a: Args) -> Result<()> {
         let srv = start(&m, shared.clone())?;
         println!(
             "{}",
-            serde_json::json!({"event": "ready", "pid": std::process::id(), "listen": srv.addrs.iter().map(|(a, t)| serde_json::json!({"addr": a.to_string(), "tls": t})).collect::<Vec<_>>(), "responses": m.responses.len()})
+            serde_json::json!({"event": "ready", "pid": std::process::id(), "listen": srv.listen_json(), "responses": m.responses.len()})
         );
         use std::io::Write;
         std::io::stdout().flush().ok();
         signals.serve(&shared).await;
+        srv.close().await;
         let st = shared.stats.report(report::Event::Stats);
         if let Some(p) = &m.stats {
             std::fs::write(p, serde_json::to_vec_pretty(&st)?).with_context(|| format!("cannot write stats {}", p.display()))?;

@@ -113,8 +113,55 @@ pub struct Report {
     pub tfo_tls_hello_max: u64,
     /// Most SYN data seen, bytes.
     pub tfo_syn_bytes_max: u64,
-    /// Response bytes handed to the sockets.
+    /// Response bytes handed to the sockets (QUIC: to the h3 streams).
     pub bytes_out: u64,
+    /// QUIC connections begun (a client's Initial accepted).
+    pub quic_connections: u64,
+    /// Of those, handshakes that failed.
+    pub quic_handshake_errors: u64,
+    /// Of those, handshakes not complete by `request_timeout_ms`.
+    pub quic_handshake_timeouts: u64,
+    /// QUIC handshakes completed full.
+    pub quic_full: u64,
+    /// QUIC handshakes completed resumed (PSK from a ticket).
+    pub quic_resumed: u64,
+    /// QUIC connections whose 0-RTT data was accepted and arrived.
+    pub quic_early_data: u64,
+    /// 0-RTT packet bytes accepted (decrypted), counted when the handshake completes and
+    /// when the connection ends.
+    pub quic_early_bytes: u64,
+    /// 0-RTT packet bytes received and not accepted (refused 0-RTT, or not yet counted).
+    pub quic_early_rejected_bytes: u64,
+    /// Of the QUIC connections that carried at least one request: full handshakes.
+    pub quic_full_used: u64,
+    /// Of the QUIC connections that carried at least one request: resumed handshakes.
+    pub quic_resumed_used: u64,
+    /// Of the QUIC connections that carried at least one request: 0-RTT used.
+    pub quic_early_used: u64,
+    /// New QUIC connections sent a Retry (over `quic.retry_above` unvalidated ones).
+    pub quic_retries: u64,
+    /// New QUIC connections refused (over `quic.max_connections`).
+    pub quic_refused: u64,
+    /// Datagrams of an unknown QUIC version large enough to be answered with Version
+    /// Negotiation.
+    pub quic_version_negotiations: u64,
+    /// Requests answered over h3 (also in `requests`).
+    pub h3_streams: u64,
+    /// h3 connections ended by an error (not H3_NO_ERROR, a plain close or the idle timeout).
+    pub h3_errors: u64,
+    /// UDP datagrams received and sent on the QUIC sockets (GSO/GRO batches counted per
+    /// datagram).
+    pub quic_datagrams_in: u64,
+    pub quic_datagrams_out: u64,
+    /// Their bytes (UDP payloads).
+    pub quic_bytes_in: u64,
+    pub quic_bytes_out: u64,
+    /// Datagrams received that are not QUIC (fixed bit clear, or shorter than a header).
+    pub quic_bad_datagrams: u64,
+    /// Largest client Initial flight: bytes of the Initial packets a client sent to the
+    /// connection ID it chose (its ClientHello, padding included; the counterpart of
+    /// `tfo_tls_hello_max`).
+    pub quic_initial_bytes_max: u64,
     pub service_us: ServiceSummary,
 }
 
@@ -130,6 +177,7 @@ impl Stats {
             .iter()
             .map(|(u, i, n)| Fallback { url: u.clone(), response: *i, count: *n })
             .collect();
+        let q = &self.quic;
         Report {
             event,
             requests: self.requests.load(Relaxed),
@@ -166,6 +214,31 @@ impl Stats {
             tfo_tls_hello_max: self.tfo_tls_hello_max.load(Relaxed),
             tfo_syn_bytes_max: self.tfo_syn_bytes_max.load(Relaxed),
             bytes_out: self.bytes_out.load(Relaxed),
+            quic_connections: self.quic_connections.load(Relaxed),
+            quic_handshake_errors: self.quic_handshake_errors.load(Relaxed),
+            quic_handshake_timeouts: self.quic_handshake_timeouts.load(Relaxed),
+            quic_full: self.quic_full.load(Relaxed),
+            quic_resumed: self.quic_resumed.load(Relaxed),
+            quic_early_data: self.quic_early_data.load(Relaxed),
+            quic_early_bytes: self.quic_early_bytes.load(Relaxed),
+            quic_early_rejected_bytes: q
+                .zero_rtt_bytes
+                .load(Relaxed)
+                .saturating_sub(self.quic_early_bytes.load(Relaxed)),
+            quic_full_used: self.quic_full_used.load(Relaxed),
+            quic_resumed_used: self.quic_resumed_used.load(Relaxed),
+            quic_early_used: self.quic_early_used.load(Relaxed),
+            quic_retries: self.quic_retries.load(Relaxed),
+            quic_refused: self.quic_refused.load(Relaxed),
+            quic_version_negotiations: q.unknown_version.load(Relaxed),
+            h3_streams: self.h3_streams.load(Relaxed),
+            h3_errors: self.h3_errors.load(Relaxed),
+            quic_datagrams_in: q.datagrams_in.load(Relaxed),
+            quic_datagrams_out: q.datagrams_out.load(Relaxed),
+            quic_bytes_in: q.bytes_in.load(Relaxed),
+            quic_bytes_out: q.bytes_out.load(Relaxed),
+            quic_bad_datagrams: q.bad.load(Relaxed),
+            quic_initial_bytes_max: q.initial_flight_max(),
             service_us: self.service_ns.lock().unwrap().summary(),
         }
     }

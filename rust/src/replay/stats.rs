@@ -57,6 +57,29 @@ pub struct Stats {
     pub tfo_tls_hello_max: AtomicU64,
     pub tfo_syn_bytes_max: AtomicU64,
     pub bytes_out: AtomicU64,
+    /// QUIC (h3.rs): connections begun (Incoming accepted); of those the failed handshakes
+    /// and those not done by `request_timeout_ms`; handshakes completed full or resumed; 0-RTT
+    /// used (early data accepted and received: `HandshakeFacts::zero_rtt`) and its bytes.
+    pub quic_connections: AtomicU64,
+    pub quic_handshake_errors: AtomicU64,
+    pub quic_handshake_timeouts: AtomicU64,
+    pub quic_full: AtomicU64,
+    pub quic_resumed: AtomicU64,
+    pub quic_early_data: AtomicU64,
+    pub quic_early_bytes: AtomicU64,
+    /// The same, of the QUIC connections that carried at least one request.
+    pub quic_full_used: AtomicU64,
+    pub quic_resumed_used: AtomicU64,
+    pub quic_early_used: AtomicU64,
+    /// New connections sent a Retry (over `quic.retry_above`), refused (over
+    /// `quic.max_connections`).
+    pub quic_retries: AtomicU64,
+    pub quic_refused: AtomicU64,
+    /// Requests answered over h3 (also in `requests`); h3 connections ended by an error.
+    pub h3_streams: AtomicU64,
+    pub h3_errors: AtomicU64,
+    /// The UDP sockets' traffic (quic_socket.rs).
+    pub quic: Arc<super::quic_socket::Counts>,
     /// URL (cut to answers::MAX_QUOTED_URL bytes) -> count, first-seen order (bounded).
     pub not_found_urls: Mutex<Vec<(String, u64)>>,
     /// (URL cut like not_found_urls, response index, count), first-seen order (bounded).
@@ -97,25 +120,37 @@ impl Stats {
     }
 }
 
-/// A TLS connection's handshake, counted in the `*_used` stats at its first request.
+/// A TLS connection's handshake (over TCP, or QUIC's), counted in the `*_used` stats at its
+/// first request.
 pub struct TlsUse {
     resumed: bool,
     early_data: bool,
+    quic: bool,
     counted: AtomicBool,
 }
 
 impl TlsUse {
     pub fn new(resumed: bool, early_data: bool) -> Self {
-        TlsUse { resumed, early_data, counted: AtomicBool::new(false) }
+        TlsUse { resumed, early_data, quic: false, counted: AtomicBool::new(false) }
+    }
+
+    /// A QUIC connection's handshake (`quic_*_used`).
+    pub fn quic(resumed: bool, early_data: bool) -> Self {
+        TlsUse { quic: true, ..TlsUse::new(resumed, early_data) }
     }
 
     pub fn request(&self, st: &Stats) {
         if self.counted.swap(true, Relaxed) {
             return;
         }
-        if self.resumed { &st.tls_resumed_used } else { &st.tls_full_used }.fetch_add(1, Relaxed);
+        let (full, resumed, early) = if self.quic {
+            (&st.quic_full_used, &st.quic_resumed_used, &st.quic_early_used)
+        } else {
+            (&st.tls_full_used, &st.tls_resumed_used, &st.tls_early_used)
+        };
+        if self.resumed { resumed } else { full }.fetch_add(1, Relaxed);
         if self.early_data {
-            st.tls_early_used.fetch_add(1, Relaxed);
+            early.fetch_add(1, Relaxed);
         }
     }
 }

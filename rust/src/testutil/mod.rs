@@ -1,10 +1,11 @@
 //! What tests of several files and roles share, so that no test module takes helpers from
 //! another: scratch directories, throwaway network namespaces, hex digests (here); a replay
-//! server to load from (`replay`); plans and loads (`loader`); encoded bodies (`encode`).
+//! server to load from (`replay`); plans and loads (`loader`); encoded bodies (`encode`); an HTTP/3 client (`h3`).
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 pub mod encode;
+pub mod h3;
 pub mod loader;
 pub mod replay;
 
