@@ -42,6 +42,8 @@ pub mod h1;
 pub mod h2;
 pub mod h3;
 #[cfg(test)]
+mod h3_replay_tests;
+#[cfg(test)]
 mod h3_tests;
 #[cfg(test)]
 mod load_tests;
