@@ -156,6 +156,109 @@ pub fn quic_client_config(tls: &rustls::ClientConfig, early_data: bool) -> Resul
     Ok(quinn::ClientConfig::new(Arc::new(quic)))
 }
 
+/// As `quic_client_config`, its connections also saying how their handshake went, as the
+/// client saw it: `handshake_data(&conn)` gives `QuicHandshakeData` whose facts say `resumed`
+/// and `hello_retry`, read from the ServerHello the client received (`FactsClientSession`),
+/// settled once it arrived (by the time the handshake completes). The client's own 0-RTT
+/// outcome is quinn's (`ZeroRttAccepted`); `early_data` and `early_bytes` stay false and 0.
+pub fn quic_client_config_noting(tls: &rustls::ClientConfig, early_data: bool) -> Result<quinn::ClientConfig> {
+    let mut cfg = tls.clone();
+    cfg.enable_early_data = early_data;
+    let quic =
+        quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(cfg)).context("rustls config unfit for QUIC")?;
+    Ok(quinn::ClientConfig::new(Arc::new(FactsClientConfig { inner: Arc::new(quic) })))
+}
+
+/// quinn-proto's rustls client configuration, its sessions wrapped in `FactsClientSession`.
+struct FactsClientConfig {
+    inner: Arc<quinn::crypto::rustls::QuicClientConfig>,
+}
+
+impl crypto::ClientConfig for FactsClientConfig {
+    fn start_session(
+        self: Arc<Self>,
+        version: u32,
+        server_name: &str,
+        params: &TransportParameters,
+    ) -> Result<Box<dyn crypto::Session>, quinn_proto::ConnectError> {
+        let inner = self.inner.clone().start_session(version, server_name, params)?;
+        Ok(Box::new(FactsClientSession { inner, facts: Default::default(), received: Vec::new() }))
+    }
+}
+
+/// At most this much of the server's first handshake bytes is kept looking for its ServerHello.
+const CLIENT_HELLO_SCAN: usize = 1 << 16;
+
+/// A client's rustls session as quinn-proto makes it, noting from the server's ServerHello
+/// whether the handshake resumed. quinn-proto hands the CRYPTO stream to `read_handshake` in
+/// order but in pieces (a message may span packets): the bytes are kept until the ServerHello
+/// (the first message, or the one after a HelloRetryRequest) is whole.
+struct FactsClientSession {
+    inner: Box<dyn crypto::Session>,
+    facts: Arc<HandshakeFacts>,
+    received: Vec<u8>,
+}
+
+impl crypto::Session for FactsClientSession {
+    fn initial_keys(&self, dst_cid: &ConnectionId, side: Side) -> crypto::Keys {
+        self.inner.initial_keys(dst_cid, side)
+    }
+    fn handshake_data(&self) -> Option<Box<dyn Any>> {
+        let data = self.inner.handshake_data()?;
+        Some(match data.downcast::<HandshakeData>() {
+            Ok(d) => Box::new(QuicHandshakeData {
+                protocol: d.protocol,
+                server_name: d.server_name,
+                facts: self.facts.clone(),
+            }),
+            Err(other) => other,
+        })
+    }
+    fn peer_identity(&self) -> Option<Box<dyn Any>> {
+        self.inner.peer_identity()
+    }
+    fn early_crypto(&self) -> Option<(Box<dyn crypto::HeaderKey>, Box<dyn crypto::PacketKey>)> {
+        self.inner.early_crypto()
+    }
+    fn early_data_accepted(&self) -> Option<bool> {
+        self.inner.early_data_accepted()
+    }
+    fn is_handshaking(&self) -> bool {
+        self.inner.is_handshaking()
+    }
+    fn read_handshake(&mut self, buf: &[u8]) -> Result<bool, TransportError> {
+        if !self.facts.settled() && self.received.len() < CLIENT_HELLO_SCAN {
+            self.received.extend_from_slice(buf);
+            // a HelloRetryRequest is noted again on every pass: harmless (a flag)
+            note_server_flight(&self.facts, &self.received);
+            if self.facts.settled() {
+                self.received = Vec::new();
+            }
+        }
+        self.inner.read_handshake(buf)
+    }
+    fn transport_parameters(&self) -> Result<Option<TransportParameters>, TransportError> {
+        self.inner.transport_parameters()
+    }
+    fn write_handshake(&mut self, buf: &mut Vec<u8>) -> Option<crypto::Keys> {
+        self.inner.write_handshake(buf)
+    }
+    fn next_1rtt_keys(&mut self) -> Option<crypto::KeyPair<Box<dyn crypto::PacketKey>>> {
+        self.inner.next_1rtt_keys()
+    }
+    fn is_valid_retry(&self, orig_dst_cid: &ConnectionId, header: &[u8], payload: &[u8]) -> bool {
+        self.inner.is_valid_retry(orig_dst_cid, header, payload)
+    }
+    fn export_keying_material(
+        &self,
+        output: &mut [u8],
+        label: &[u8],
+        context: &[u8],
+    ) -> Result<(), crypto::ExportKeyingMaterialError> {
+        self.inner.export_keying_material(output, label, context)
+    }
+}
+
 /// quinn-proto's rustls server configuration, its sessions wrapped in `FactsSession`.
 struct FactsServerConfig {
     inner: Arc<QuicServerConfig>,

@@ -5,7 +5,8 @@
 //! it, TLS for https), then hands it to the HTTP its server picked (ALPN; h2 offered for plan
 //! objects with protocol "h2"): h1.rs serves one request at a time until the scheduler drops
 //! the connection or the server closes it; h2.rs makes every request handed to it a stream of
-//! its own. The connection's transport facts (TCP: its TFO use) come with its first response,
+//! its own; objects with protocol "h3" go over QUIC instead (transport/quic.rs, h3.rs: streams
+//! as h2's). The connection's transport facts (TCP: its TFO use) come with its first response,
 //! or at once for h2 without early data. Single-threaded: every task runs on the load's
 //! LocalSet.
 use anyhow::{anyhow, bail, Result};
@@ -22,7 +23,7 @@ use super::plan::Plan;
 use super::scheduler::Scheduler;
 use super::transport::tls::TlsSeen;
 use super::transport::Dialer;
-use super::{h1, h2};
+use super::{h1, h2, h3};
 
 /// What every task of a load shares: its clock, how it opens connections.
 pub struct Ctx {
@@ -45,6 +46,8 @@ struct Target {
     tls: bool,
     /// Offer h2 (ALPN).
     h2: bool,
+    /// HTTP/3 over QUIC.
+    h3: bool,
     seen: Rc<Cell<TlsSeen>>,
 }
 
@@ -58,6 +61,10 @@ async fn conn_task(
 ) {
     let cid = t.cid;
     let res: Result<()> = async {
+        if t.h3 {
+            let q = ctx.dial.open_quic(&ctx.clock, t.addr, &t.host, &t.seen).await?;
+            return h3::serve(ctx.clock, plan.clone(), q, cid, tx.clone(), rx, t.seen).await;
+        }
         let c = ctx.dial.open(&ctx.clock, t.addr, &t.host, t.tls, t.h2, t.seen).await?;
         let (cs, ce, tls) = (c.connect_start_ms, c.connect_end_ms, c.tls_end_ms);
         if c.h2 {
@@ -106,7 +113,15 @@ pub async fn drive(plan: Rc<Plan>, ctx: Rc<Ctx>) -> Result<Output> {
                     debug_assert_eq!(conn, conns.len());
                     let tls = Rc::new(Cell::new(TlsSeen::default()));
                     conns.push(Conn { tx: ctx_tx, rec, tls: tls.clone() });
-                    let t = Target { cid: conn, addr, host: o.host.clone(), tls: o.tls, h2: o.wants_h2(), seen: tls };
+                    let t = Target {
+                        cid: conn,
+                        addr,
+                        host: o.host.clone(),
+                        tls: o.tls,
+                        h2: o.wants_h2(),
+                        h3: o.wants_h3(),
+                        seen: tls,
+                    };
                     tokio::task::spawn_local(conn_task(ctx.clone(), plan.clone(), reqs.clone(), t, tx.clone(), ctx_rx));
                 }
                 // a connection closed meanwhile reports it (Msg::Closed): the request is requeued

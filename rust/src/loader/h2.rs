@@ -86,7 +86,7 @@ pub async fn serve(
 }
 
 /// A request's fields as h2 sends them: the pseudo-headers (from its URI), then its headers.
-fn request_fields(req: &::http::Request<()>) -> Vec<(String, String)> {
+pub(super) fn request_fields(req: &::http::Request<()>) -> Vec<(String, String)> {
     let u = req.uri();
     let mut out = vec![(":method".to_string(), req.method().as_str().to_string())];
     out.push((":scheme".into(), u.scheme_str().unwrap_or("https").to_string()));
@@ -99,7 +99,7 @@ fn request_fields(req: &::http::Request<()>) -> Vec<(String, String)> {
 }
 
 /// Header fields' size in HTTP/1.1 framing ("name: value\r\n" each, without the blank line).
-fn head_size(fields: &[(String, String)]) -> u64 {
+pub(super) fn head_size(fields: &[(String, String)]) -> u64 {
     fields.iter().map(|(k, v)| (k.len() + v.len() + 4) as u64).sum()
 }
 

@@ -1,4 +1,4 @@
-//! `pltlab-dp load --plan FILE`: deterministic browser-like HTTP/1.1 and HTTP/2 loader.
+//! `pltlab-dp load --plan FILE`: deterministic browser-like HTTP/1.1, HTTP/2 and HTTP/3 loader.
 //!
 //! * plan.rs: the plan (JSON) and its validation;
 //! * scheduler.rs: a pure state machine (`now` and events in, actions out) deciding when
@@ -14,7 +14,8 @@
 //! * schedule.rs: `pltlab-dp schedule`, the same scheduler driven over JSON lines by a
 //!   modelled network (`pltlab predict`) instead of sockets;
 //! * h1.rs: an HTTP/1.1 connection (one request/response at a time, the shared codec
-//!   crate::http), h2.rs: an h2 connection (streams); decode.rs: Content-Encoding.
+//!   crate::http), h2.rs: an h2 connection (streams), h3.rs: an HTTP/3 connection over QUIC
+//!   (transport/quic.rs; plan protocol "h3", no fallback to TCP); decode.rs: Content-Encoding.
 //!
 //! Single-threaded tokio runtime; all times in ms since the load started (clock.rs: object 0
 //! requested, before its DNS delay).
@@ -23,7 +24,10 @@
 //! page once (no TFO: cookies are the runner's business), which leaves the session tickets
 //! the measured load then resumes from. Between the two the loader prints
 //! `{"event":"warmed",...}` and waits for a line on stdin (the runner starts its counts and
-//! the replay server's new session then, so that neither includes the visit).
+//! the replay server's new session then, so that neither includes the visit). QUIC keeps its
+//! tickets in a store of its own (as Chromium), its client configuration made once per load
+//! (`certs::quic::quic_client_tls`): the visit never offers early data, the measured load
+//! offers it in "0rtt" only.
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -36,6 +40,11 @@ pub mod driver;
 pub mod events;
 pub mod h1;
 pub mod h2;
+pub mod h3;
+#[cfg(test)]
+mod h3_replay_tests;
+#[cfg(test)]
+mod h3_tests;
 #[cfg(test)]
 mod load_tests;
 pub mod msg;
@@ -54,6 +63,7 @@ use clock::Clock;
 use driver::Ctx;
 pub use output::Output;
 pub use plan::Plan;
+use transport::quic::Quic;
 use transport::tcp::Tcp;
 use transport::Dialer;
 
@@ -105,6 +115,24 @@ pub fn load_phased(plan: Plan, between: impl FnOnce(f64) -> Result<()>) -> Resul
     let (tls, tls_h2) = connectors(plan.tls_mode == "0rtt");
     let warm = plan.warm_tls().then(|| connectors(false));
     let timeout = Duration::from_secs_f64(plan.timeout_s.max(0.001));
+    // QUIC (h3 objects): one TLS configuration per load, its own ticket store ("full": none)
+    let quic_tls = match &plan.ca {
+        Some(ca) if plan.objects.iter().any(|o| o.wants_h3()) => {
+            let store = Arc::new(rustls::client::ClientSessionMemoryCache::new(CLIENT_SESSIONS));
+            let mut cfg = crate::certs::quic::quic_client_tls(ca, store)?;
+            if !plan.warm_tls() {
+                cfg.resumption = rustls::client::Resumption::disabled();
+            }
+            Some(cfg)
+        }
+        _ => None,
+    };
+    let quic = |zero_rtt: bool| -> Result<Option<Quic>> {
+        let hs = transport::quic::HANDSHAKE_TIMEOUT.min(timeout / 2);
+        quic_tls.as_ref().map(|t| Quic::new(t, zero_rtt, plan.quic_cc.as_deref(), plan.quic_icw, hs)).transpose()
+    };
+    let quic_load = quic(plan.tls_mode == "0rtt")?;
+    let quic_warm = if plan.warm_tls() { quic(false)? } else { None };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let local = tokio::task::LocalSet::new();
     let plan = Rc::new(plan);
@@ -113,7 +141,8 @@ pub fn load_phased(plan: Plan, between: impl FnOnce(f64) -> Result<()>) -> Resul
         let mut warmup_ms = None;
         if let Some((warm_tls, warm_tls_h2)) = warm {
             let clock = Clock::start();
-            let ctx = Rc::new(Ctx { clock, dial: Dialer::new(Tcp::new(false), warm_tls, warm_tls_h2) });
+            let dial = Dialer::new(Tcp::new(false), warm_tls, warm_tls_h2).with_quic(quic_warm);
+            let ctx = Rc::new(Ctx { clock, dial });
             match tokio::time::timeout(timeout, driver::drive(plan.clone(), ctx)).await {
                 Ok(r) => r.context("the visit before the load (for its TLS session tickets) failed")?,
                 Err(_) => bail!("the visit before the load timed out after {:.1} s", timeout.as_secs_f64()),
@@ -126,7 +155,8 @@ pub fn load_phased(plan: Plan, between: impl FnOnce(f64) -> Result<()>) -> Resul
             warmup_ms = Some(ms);
             between(ms)?;
         }
-        let ctx = Rc::new(Ctx { clock: Clock::start(), dial: Dialer::new(Tcp::new(plan.tfo), tls, tls_h2) });
+        let dial = Dialer::new(Tcp::new(plan.tfo), tls, tls_h2).with_quic(quic_load);
+        let ctx = Rc::new(Ctx { clock: Clock::start(), dial });
         let mut out = match tokio::time::timeout(timeout, driver::drive(plan.clone(), ctx)).await {
             Ok(r) => r?,
             Err(_) => bail!("load timed out after {:.1} s ({n} objects planned)", timeout.as_secs_f64()),

@@ -9,6 +9,8 @@ use super::transport;
 pub enum Protocol {
     Http1,
     H2,
+    /// HTTP/3 over QUIC (plan protocol "h3"; ALPN h3).
+    H3,
 }
 
 impl Protocol {
@@ -17,6 +19,7 @@ impl Protocol {
         match self {
             Protocol::Http1 => "http/1.1",
             Protocol::H2 => "h2",
+            Protocol::H3 => "h3",
         }
     }
 

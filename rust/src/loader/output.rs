@@ -47,7 +47,7 @@ pub struct Rec {
     pub request_headers: Vec<(String, String)>,
     pub request_header_bytes: u64,
     pub response_headers: Vec<(String, String)>,
-    /// "http/1.1" or "h2": what the request went over.
+    /// "http/1.1", "h2" or "h3": what the request went over.
     pub protocol: String,
     /// The first request of a TLS connection: its handshake ("full" or "resumed") and early
     /// data ("accepted", "rejected": sent again after the handshake; None: not tried).
@@ -69,17 +69,19 @@ pub struct ConnRec {
     pub connect_start_ms: f64,
     pub connect_end_ms: f64,
     pub tls_end_ms: Option<f64>,
-    /// The transport's own facts, under its own keys (TCP: `tfo`, `tfo_client_fail`).
+    /// The transport's own facts, under its own keys (TCP: `tfo`, `tfo_client_fail`; QUIC:
+    /// `tfo` (false), `rtt_ms`, `lost_packets`, `datagrams_out`/`_in`, `udp_bytes_out`/`_in`).
     #[serde(flatten)]
     pub transport: transport::Stats,
     pub requests: Vec<usize>,
-    /// "http/1.1" or "h2" (ALPN); "" if it never finished setting up.
+    /// "http/1.1" or "h2" (ALPN), "h3" (QUIC); "" if it never finished setting up.
     pub protocol: String,
     /// Every host whose requests it carried, its own first (more than one: coalesced, h2).
     pub hosts: Vec<String>,
-    /// TLS: "full" or "resumed" (None: no TLS, or the handshake never ended).
+    /// TLS (over TCP or QUIC): "full" or "resumed" (None: no TLS, or the handshake never ended).
     pub tls_handshake: Option<String>,
-    /// TLS 1.3 early data: "accepted", "rejected" (its bytes sent again at 1-RTT), None: not tried.
+    /// TLS 1.3 early data (QUIC: 0-RTT): "accepted", "rejected" (its bytes sent again at 1-RTT),
+    /// None: not tried.
     pub early_data: Option<String>,
 }
 

@@ -56,7 +56,9 @@ pub struct Object {
     #[serde(default)]
     pub tight_phase: Option<usize>,
     /// "h2": offer ALPN h2 (and http/1.1) on this object's TLS connection and, if the server
-    /// picks h2, multiplex its origin's requests on one connection; "http/1.1" (default): not.
+    /// picks h2, multiplex its origin's requests on one connection; "h3": HTTP/3 over QUIC (UDP
+    /// to the same address and port; needs `tls`), multiplexed, no fallback to TCP; "http/1.1"
+    /// (default): neither.
     #[serde(default = "http11")]
     #[schemars(extend("enum" = PROTOCOLS))]
     pub protocol: String,
@@ -70,7 +72,9 @@ fn http11() -> String {
 }
 
 /// The protocols an object may ask for.
-pub const PROTOCOLS: &[&str] = &["h2", "http/1.1"];
+pub const PROTOCOLS: &[&str] = &["h2", "h3", "http/1.1"];
+/// The plan's `quic_cc`s (QUIC congestion control of the loader's side).
+pub const QUIC_CCS: &[&str] = &["cubic", "newreno", "bbr"];
 /// The plan's `tls_mode`s.
 pub const TLS_MODES: &[&str] = &["full", "resume", "0rtt"];
 
@@ -78,6 +82,14 @@ impl Object {
     /// This object's connection may speak h2 (TLS and protocol "h2").
     pub fn wants_h2(&self) -> bool {
         self.tls && self.protocol == "h2"
+    }
+    /// This object goes over HTTP/3 (QUIC).
+    pub fn wants_h3(&self) -> bool {
+        self.tls && self.protocol == "h3"
+    }
+    /// Its origin's requests may share one connection (h2 or h3).
+    pub fn multiplexed(&self) -> bool {
+        self.wants_h2() || self.wants_h3()
     }
 }
 
@@ -144,6 +156,16 @@ pub struct Plan {
     #[serde(default = "full")]
     #[schemars(extend("enum" = TLS_MODES))]
     pub tls_mode: String,
+    /// QUIC (objects with protocol "h3"): the loader's congestion control (None: quinn's
+    /// default, cubic).
+    #[serde(default)]
+    #[schemars(extend("enum" = QUIC_CCS))]
+    pub quic_cc: Option<String>,
+    /// QUIC: the loader's initial congestion window in packets of 1200 bytes (None: quinn's
+    /// default, 12,000 bytes under cubic and newreno).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub quic_icw: Option<u32>,
 }
 
 impl Plan {
@@ -167,7 +189,10 @@ impl Plan {
                 }
             }
             if !PROTOCOLS.contains(&o.protocol.as_str()) {
-                bail!("object {i}: protocol {:?} is neither \"h2\" nor \"http/1.1\"", o.protocol);
+                bail!("object {i}: protocol {:?} is none of \"h2\", \"h3\", \"http/1.1\"", o.protocol);
+            }
+            if o.protocol == "h3" && !o.tls {
+                bail!("object {i}: protocol \"h3\" needs \"tls\" (QUIC is TLS 1.3)");
             }
             if o.delay_ms.is_nan() || o.delay_ms < 0.0 {
                 bail!("object {i}: delay_ms must be >= 0");
@@ -228,6 +253,12 @@ impl Plan {
         }
         if self.warm_tls() && !self.objects.iter().any(|o| o.tls) {
             bail!("tls_mode {:?} needs an https object (the page has none)", self.tls_mode);
+        }
+        if let Some(cc) = self.quic_cc.as_deref().filter(|cc| !QUIC_CCS.contains(cc)) {
+            bail!("quic_cc {cc:?} is none of \"cubic\", \"newreno\", \"bbr\"");
+        }
+        if self.quic_icw.is_some_and(|w| !(1..=1000).contains(&w)) {
+            bail!("quic_icw must be 1..1000 packets");
         }
         if self.objects.iter().any(|o| o.tls) && self.ca.is_none() {
             bail!("plan has https objects but no \"ca\"");

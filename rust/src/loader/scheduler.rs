@@ -20,6 +20,8 @@
 //!   the rules above. Coalescing (Chromium's rule, the replay's certificate covering every
 //!   host): a pool whose DNS delay is over takes an established h2 connection to the same
 //!   address and port instead of opening its own; one still handshaking is not waited for.
+//! * HTTP/3 (plan protocol "h3"): as an h2 pool whose connection always multiplexes (QUIC has
+//!   no fallback); pools and coalescing are apart from TCP's (same address and port over UDP).
 use std::collections::{HashMap, VecDeque};
 
 use super::events::{Action, Event, Timer};
@@ -43,10 +45,10 @@ struct Pool {
     connecting: usize,
     dns: Dns,
     dns_end_ms: f64,
-    /// May speak h2 (until a connection of it negotiated http/1.1).
+    /// May speak h2 or h3 (until a connection of it negotiated http/1.1).
     h2: bool,
-    /// Address and port of its connections (coalescing key).
-    addr: (std::net::IpAddr, u16),
+    /// Address and port of its connections, and QUIC (h3) or not (coalescing key).
+    addr: (std::net::IpAddr, u16, bool),
     /// The h2 connection its requests go to (its own or, coalesced, another pool's).
     mux: Option<usize>,
 }
@@ -79,18 +81,18 @@ pub struct Scheduler {
     done: usize,
     out: Vec<Action>,
     /// Established h2 connections by address and port (coalescing).
-    mux_by_addr: HashMap<(std::net::IpAddr, u16), usize>,
+    mux_by_addr: HashMap<(std::net::IpAddr, u16, bool), usize>,
 }
 
 impl Scheduler {
     /// For a validated plan.
     pub fn new(plan: &Plan) -> Scheduler {
         let n = plan.objects.len();
-        let mut keys: HashMap<(bool, String, u16), usize> = HashMap::new();
+        let mut keys: HashMap<(bool, bool, String, u16), usize> = HashMap::new();
         let mut pools = Vec::new();
         let mut obj_pool = Vec::with_capacity(n);
         for (i, o) in plan.objects.iter().enumerate() {
-            let p = *keys.entry((o.tls, o.host.to_ascii_lowercase(), o.port)).or_insert_with(|| {
+            let p = *keys.entry((o.tls, o.wants_h3(), o.host.to_ascii_lowercase(), o.port)).or_insert_with(|| {
                 pools.push(Pool {
                     first: i,
                     queue: VecDeque::new(),
@@ -100,12 +102,12 @@ impl Scheduler {
                     dns: Dns::NotStarted,
                     dns_end_ms: 0.0,
                     h2: false,
-                    addr: (o.ip, o.port),
+                    addr: (o.ip, o.port, o.wants_h3()),
                     mux: None,
                 });
                 pools.len() - 1
             });
-            pools[p].h2 |= o.wants_h2();
+            pools[p].h2 |= o.multiplexed();
             obj_pool.push(p);
         }
         let mut children = vec![Vec::new(); n];

@@ -42,6 +42,8 @@ pub fn plan(objects: Vec<Object>, ca: Option<PathBuf>) -> Plan {
         tight_delay_ms: 0.0,
         tight_phases: Vec::new(),
         tls_mode: "full".into(),
+        quic_cc: None,
+        quic_icw: None,
     }
 }
 

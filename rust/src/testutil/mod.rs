@@ -9,6 +9,9 @@ pub mod h3;
 pub mod loader;
 pub mod replay;
 
+/// A small HTTP/3 server (quinn + h3) for the loader's QUIC tests.
+pub mod h3_server;
+
 /// SHA-256 of `b`, lower-case hex (as manifests' `body_sha256`).
 pub fn sha256(b: &[u8]) -> String {
     ring::digest::digest(&ring::digest::SHA256, b).as_ref().iter().map(|x| format!("{x:02x}")).collect()

@@ -3,7 +3,9 @@
 //! through the connection's `Probe`), never a socket.
 //!
 //! * tcp.rs: TCP, its TFO (TCP_FASTOPEN_CONNECT) and its facts (TCP_INFO: `TcpStats`);
-//! * tls.rs: TLS over a byte-stream transport (rustls: resumption, early data).
+//! * tls.rs: TLS over a byte-stream transport (rustls: resumption, early data);
+//! * quic.rs: QUIC (quinn), which is not a byte stream: `Dialer::open_quic` returns the QUIC
+//!   connection for h3.rs, its facts `QuicStats`.
 //!
 //! `Dialer::open` sets a connection up: the transport's connect, TLS when the object is https
 //! (ALPN h2 offered first for plan objects with protocol "h2"). A transport's facts are its
@@ -20,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::clock::Clock;
 
+pub mod quic;
 pub mod tcp;
 pub mod tls;
 
@@ -28,10 +31,11 @@ pub trait Io: AsyncRead + AsyncWrite + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 
 /// A transport's own facts about one connection (in its record, under the transport's keys).
-#[derive(Serialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq)]
 #[serde(untagged)]
 pub enum Stats {
     Tcp(tcp::TcpStats),
+    Quic(quic::QuicStats),
 }
 
 /// A connection that never got its facts (it never set up) reports TCP's defaults, as always.
@@ -43,10 +47,12 @@ impl Default for Stats {
 
 impl Stats {
     /// The connection's first request went with the transport's handshake (TCP: in the SYN,
-    /// and the SYN-ACK acked it): that request's `tfo`.
+    /// and the SYN-ACK acked it): that request's `tfo`. QUIC: false (its 0-RTT is the
+    /// request's `early_data`, as TLS early data is).
     pub fn first_request_in_handshake(&self) -> bool {
         match self {
             Stats::Tcp(t) => t.tfo,
+            Stats::Quic(_) => false,
         }
     }
 
@@ -54,6 +60,15 @@ impl Stats {
     pub fn tcp(&self) -> Option<&tcp::TcpStats> {
         match self {
             Stats::Tcp(t) => Some(t),
+            Stats::Quic(_) => None,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn quic(&self) -> Option<&quic::QuicStats> {
+        match self {
+            Stats::Quic(q) => Some(q),
+            Stats::Tcp(_) => None,
         }
     }
 }
@@ -61,6 +76,7 @@ impl Stats {
 /// Where a live connection's `Stats` are read from.
 pub enum Probe {
     Tcp(tcp::TcpProbe),
+    Quic(quinn::Connection),
 }
 
 impl Probe {
@@ -68,6 +84,7 @@ impl Probe {
     pub fn stats(&self) -> Option<Stats> {
         match self {
             Probe::Tcp(p) => p.stats().map(Stats::Tcp),
+            Probe::Quic(c) => Some(Stats::Quic(quic::QuicStats::of(c))),
         }
     }
 }
@@ -92,6 +109,18 @@ pub struct Dialer {
     /// TLS offering ALPN http/1.1; the same offering h2 first (plan objects with protocol "h2").
     tls: Option<tokio_rustls::TlsConnector>,
     tls_h2: Option<tokio_rustls::TlsConnector>,
+    /// QUIC (plan objects with protocol "h3").
+    quic: Option<quic::Quic>,
+}
+
+/// A QUIC connection set up, as h3.rs gets it. Times in ms since the load started: the QUIC
+/// handshake is the transport's and TLS' at once, so `connect_end_ms` = `tls_end_ms` = its end
+/// (with 0-RTT: when the first requests could go, as for TLS early data).
+pub struct QuicOpen {
+    pub conn: quic::QuicConn,
+    pub probe: Probe,
+    pub connect_start_ms: f64,
+    pub connect_end_ms: f64,
 }
 
 impl Dialer {
@@ -100,7 +129,35 @@ impl Dialer {
         tls: Option<tokio_rustls::TlsConnector>,
         tls_h2: Option<tokio_rustls::TlsConnector>,
     ) -> Dialer {
-        Dialer { tcp, tls, tls_h2 }
+        Dialer { tcp, tls, tls_h2, quic: None }
+    }
+
+    /// The same dialing QUIC too (h3 objects).
+    pub fn with_quic(mut self, quic: Option<quic::Quic>) -> Dialer {
+        self.quic = quic;
+        self
+    }
+
+    /// A QUIC connection to `addr` (UDP) for `host`; `seen` notes how its handshake went (at
+    /// once, or, with 0-RTT, once h3.rs learnt the server's answer).
+    pub async fn open_quic(
+        &self,
+        clock: &Clock,
+        addr: SocketAddr,
+        host: &str,
+        seen: &Cell<tls::TlsSeen>,
+    ) -> Result<QuicOpen> {
+        let q = self.quic.as_ref().ok_or_else(|| anyhow::anyhow!("internal: an h3 object but no QUIC dialer"))?;
+        let cs = clock.ms();
+        let conn = q.connect(addr, host).await?;
+        let ce = clock.ms();
+        if conn.zero_rtt.is_some() {
+            seen.set(tls::TlsSeen { early_tried: true, ..Default::default() });
+        } else {
+            quic::note_handshake(&conn.conn, seen, false, false);
+        }
+        let probe = Probe::Quic(conn.conn.clone());
+        Ok(QuicOpen { conn, probe, connect_start_ms: cs, connect_end_ms: ce })
     }
 
     /// A connection to `addr` for `host`: TCP, then TLS if `tls` (ALPN h2 first if `offer_h2`;
