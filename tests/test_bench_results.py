@@ -308,10 +308,11 @@ def test_processes_of_a_namespace_made_during_the_run_are_the_benchs(tmp_path):
             timeout=30,
         )
         pid = int(pidfile.read_text())
-        time.sleep(1.0)
         assert pid not in record._tree(os.getpid(), record._proc_table())
-        own = s.own_cpu()
-        assert own - s.samples[0][2] >= 0.5 * os.sysconf("SC_CLK_TCK")
+        deadline = time.monotonic() + 30  # (a loaded machine gives the burner its 0.6 s slowly)
+        while s.own_cpu() - s.samples[0][2] < 0.5 * os.sysconf("SC_CLK_TCK") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert s.own_cpu() - s.samples[0][2] >= 0.5 * os.sysconf("SC_CLK_TCK")
     finally:
         s.stop()
         for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
