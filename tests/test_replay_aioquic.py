@@ -73,15 +73,13 @@ def _header_map(pairs) -> dict[str, list[str]]:
     return out
 
 
-async def _load(port: int, urls: list[tuple[str, str]], tickets: list, ticket=None, early=False):
+async def _load(port: int, ca: str, urls: list[tuple[str, str]], tickets: list, ticket=None, early=False):
     """One connection: ``urls`` (host, target) in turn; session tickets appended to ``tickets``.
     With ``ticket`` the connection resumes; ``early``: the first request leaves before the
     handshake completes (0-RTT)."""
     cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=urls[0][0])
-    # Not verified: pltlab-dp's leaf encodes BasicConstraints cA FALSE explicitly (a DEFAULT,
-    # which DER leaves out; rcgen's IsCa::ExplicitNoCa), which cryptography (aioquic's parser)
-    # refuses ("EncodedDefault"); Chromium, rustls and OpenSSL accept it. curl (h2) verifies.
-    cfg.verify_mode = ssl.CERT_NONE
+    cfg.verify_mode = ssl.CERT_REQUIRED
+    cfg.load_verify_locations(ca)  # the replay's generated CA, as curl and the loaders trust it
     cfg.session_ticket = ticket
     async with connect(
         "127.0.0.1",
@@ -149,7 +147,7 @@ def replay():
 def test_aioquic_gets_what_h2_gets(replay):
     tcp, udp, ca, urls, p, tmp = replay
     urls = urls[:12]
-    got = asyncio.run(_load(udp, urls, []))
+    got = asyncio.run(_load(udp, ca, urls, []))
     for (host, target), (status, headers, body) in zip(urls, got, strict=True):
         want = _curl_h2(tcp, ca, host, target, tmp)
         assert (status, headers, body) == want, (host, target)
@@ -163,11 +161,11 @@ def test_aioquic_resumes_with_0rtt(replay):
     host = urls[0][0]
     one = [u for u in urls if u[0] == host][:2]
     tickets: list = []
-    first = asyncio.run(_load(udp, one, tickets))
+    first = asyncio.run(_load(udp, ca, one, tickets))
     assert tickets, "the server sent no session ticket"
     assert tickets[-1].max_early_data_size, "the ticket allows no early data"
     before = dataplane.snapshot(p)
-    again = asyncio.run(_load(udp, one, [], ticket=tickets[-1], early=True))
+    again = asyncio.run(_load(udp, ca, one, [], ticket=tickets[-1], early=True))
     after = dataplane.snapshot(p)
     assert again == first  # the same answers, the first one to a request sent as 0-RTT data
     rose = {k: after[k] - before[k] for k in ("quic_resumed", "quic_early_data", "quic_early_used", "quic_full")}
