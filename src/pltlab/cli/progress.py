@@ -17,6 +17,18 @@ def stderr_console() -> Console:
     return Console(stderr=True)
 
 
+def _bar(err: Console) -> Progress:
+    """The shared bar on ``err``: gone when done, drawn only on a terminal."""
+    return Progress(
+        *bar_columns(),
+        console=err,
+        transient=True,
+        redirect_stdout=False,  # stdout is the command's (tables, JSON)
+        redirect_stderr=False,
+        disable=not err.is_terminal,
+    )
+
+
 class LoadProgress:
     """A bar of one page's loads (reset per page) with the pages done so far. ``lines``: the
     console for the per-load lines: the bar's own when they are meant for the terminal the bar
@@ -26,14 +38,7 @@ class LoadProgress:
         self.err = stderr_console()
         self.total = loads_per_page
         self.pages = 0
-        self.prog = Progress(
-            *bar_columns(),
-            console=self.err,
-            transient=True,
-            redirect_stdout=False,  # stdout is the command's (tables, JSON)
-            redirect_stderr=False,
-            disable=not self.err.is_terminal,
-        )
+        self.prog = _bar(self.err)
         self.task = self.prog.add_task("loads", total=loads_per_page)
         # lines for the terminal the bar is on are printed by the bar's console (above the bar)
         shared = self.err.is_terminal and (json_mode or sys.stdout.isatty())
@@ -73,14 +78,7 @@ class Steps:
 
     def __init__(self, what: str, total: int | None = None):
         self.err = stderr_console()
-        self.prog = Progress(
-            *bar_columns(),
-            console=self.err,
-            transient=True,
-            redirect_stdout=False,
-            redirect_stderr=False,
-            disable=not self.err.is_terminal,
-        )
+        self.prog = _bar(self.err)
         self.task = self.prog.add_task(what, total=total)
         self.lines = self.err
 
