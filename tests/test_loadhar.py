@@ -323,3 +323,52 @@ def test_pltlab_run_writes_each_loads_har(tmp_path):
     cp = pltlab_cmd("run", str(tmp_path / "p.har"), "--reps", "1", "--har", str(tmp_path / "p.har"))
     assert cp.returncode != 0 and "--har" in cp.stderr and "not a folder" in cp.stderr
     assert cp.stderr.strip().count("\n") == 0, cp.stderr
+
+
+def test_h3_entries_and_connections():
+    """A built-in loader's h3 record (hand-made: QUIC handshake 0..40 ms, connect_end = tls_end):
+    httpVersion "h3" (as Chrome writes it), connect = the QUIC handshake with ssl the same span
+    (Chrome's HAR for QUIC), no TCP facts, the connection's QUIC stats."""
+    page = generate(objects=1, total_bytes=2000, origins=1, depth=0, seed=1)
+    url = page.objects[0].url.replace("http://", "https://")
+    conn = {
+        "id": 0,
+        "host": "a.test",
+        "ip": "198.19.0.1",
+        "port": 443,
+        "tls": True,
+        "protocol": "h3",
+        "tfo": False,
+        "tls_handshake": "full",
+        "early_data": None,
+        "rtt_ms": 40.5,
+        "lost_packets": 0,
+        "datagrams_out": 5,
+        "datagrams_in": 7,
+        "udp_bytes_out": 3000,
+        "udp_bytes_in": 6000,
+    }
+    req = {
+        "index": 0,
+        "url": url,
+        "conn_id": 0,
+        "new_conn": True,
+        "protocol": "h3",
+        "status": 200,
+        "ready_ms": 0.0,
+        "connect_start_ms": 0.0,
+        "connect_end_ms": 40.0,
+        "tls_end_ms": 40.0,
+        "request_ms": 40.0,
+        "first_byte_ms": 80.0,
+        "last_byte_ms": 85.0,
+    }
+    log = loadhar.build(page, {"client": "builtin", "plt_ms": 85.0, "requests": [req], "connections": [conn]})["log"]
+    (e,) = log["entries"]
+    assert e["request"]["httpVersion"] == e["response"]["httpVersion"] == "h3"
+    t = e["timings"]
+    assert (t["connect"], t["ssl"], t["wait"], t["receive"]) == (40.0, 40.0, 40.0, 5.0)
+    assert e["time"] == 85.0  # (ssl is part of connect)
+    assert e["_tfo_syn_data"] is None and e["_tls_handshake"] == "full" and e["_quic_rtt_ms"] == 40.5
+    (c,) = log["_connections"]
+    assert c["protocol"] == "h3" and c["tfo_syn_data"] is None and c["quic_udp_bytes_in"] == 6000

@@ -290,3 +290,38 @@ def test_order_disagreements():
     assert order_disagreements(reqs([0, 200, 100]), reqs([0, 50, 50])) == []  # one instant predicted
     assert order_disagreements(reqs([0, 200, 100]), reqs([0, 50, 54])) == []  # predicted 4 ms apart
     assert order_disagreements(reqs([0, 104, 100]), reqs([0, 50, 90])) == []  # measured 4 ms apart
+
+
+# ---- HTTP/3 (QUIC) -----------------------------------------------------------------------------
+
+
+def test_h3_handshake_round_trips(network_only):
+    """h3, an https document and its 20 small children on one QUIC connection at 100 ms: the QUIC
+    handshake (1 RTT, full or resumed; none with 0-RTT: the document goes as early data), the
+    document's round trip, the children's: 3 RTT, 2 with 0-RTT. No TCP handshake, no TFO."""
+    objs = [("html", 0, 3_000, "index")] + [("image", 0, 300, f"i{k}") for k in range(20)]
+    page = from_objects(objs, scheme="https")
+    for tls, rtts in (("full", 3), ("resume", 3), ("0rtt", 2)):
+        got = predict(page, RunConfig(rtt="100ms", protocol="h3", tls=tls), False)
+        assert close(got["plt_ms"], rtts * 100), (tls, got["plt_ms"])
+        assert got["connections"] == 1 and {r["protocol"] for r in got["requests"]} == {"h3"}
+
+
+@pytest.mark.parametrize("quic_icw", [None, 32, 64])
+def test_h3_slow_start_from_quic_icw(quic_icw, network_only, monkeypatch):
+    """One 60 KB document over h3: slow start from quic_icw packets of 1200 bytes (10 when not
+    set), doubling each round trip; the TCP knob icw plays no part. Round trips by hand: the
+    handshake, then one per window the response needs. quinn's pacer spreads a window over 4/5
+    of an RTT: with it the last window's last packet leaves up to that much later."""
+    page = from_objects([("html", 0, 60_000, "index")], scheme="https")
+    head, body = response_bytes(page.objects[0])
+    packets = math.ceil((head + body + simulate.TICKETS) / (1200 - simulate.QUIC_OVERHEAD))
+    window, sent, rounds = quic_icw or 10, 0, 0
+    while sent < packets:
+        sent, window, rounds = sent + window, 2 * window, rounds + 1
+    assert rounds == {None: 3, 32: 2, 64: 1}[quic_icw]  # (the size fits these counts)
+    cfg = RunConfig(rtt="100ms", protocol="h3", **({"quic_icw": quic_icw} if quic_icw else {}))
+    paced = predict(page, cfg, False)["plt_ms"]
+    assert (1 + rounds) * 100 <= paced <= (1 + rounds + 0.8) * 100, paced
+    monkeypatch.setattr(simulate, "PACE_GAIN", 1e9)  # no pacing: the window at once
+    assert close(predict(page, cfg, False)["plt_ms"], (1 + rounds) * 100)

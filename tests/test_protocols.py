@@ -82,13 +82,13 @@ def test_knobs_of_no_transport_apply_everywhere():
 
 
 @pytest.fixture
-def h3_loader(monkeypatch):
-    """The built-in loader as it will be once it speaks HTTP/3 (issue 26 step 8)."""
-    spoken = dataclasses.replace(registry.LOADERS["builtin"], protocols=("h1", "h2", "h3"))
+def h2_loader(monkeypatch):
+    """A built-in loader that does not speak HTTP/3 (as before issue 26 step 8)."""
+    spoken = dataclasses.replace(registry.LOADERS["builtin"], protocols=("h1", "h2"), protocols_later="issue 26 step 8")
     monkeypatch.setitem(registry.LOADERS, "builtin", spoken)
 
 
-def test_tfo_under_h3_is_refused_in_one_line(h3_loader):
+def test_tfo_under_h3_is_refused_in_one_line():
     with pytest.raises(PltError) as e:
         RunConfig(protocol="h3", tfo="on")
     assert str(e.value) == "tfo does not apply to protocol h3: TFO is TCP's; QUIC's handshake is its own"
@@ -108,14 +108,14 @@ def test_tfo_under_h3_is_refused_in_one_line(h3_loader):
         ("h2", "h3_discovery", "alt-svc"),
     ],
 )
-def test_a_knob_of_the_other_transport_is_refused_off_its_default(h3_loader, protocol, knob, value):
+def test_a_knob_of_the_other_transport_is_refused_off_its_default(protocol, knob, value):
     with pytest.raises(PltError, match=f"^{knob} does not apply to protocol {protocol}: "):
         RunConfig.from_knobs({"protocol": protocol, knob: value})
     RunConfig.from_knobs({"protocol": protocol, knob: knobs.KNOBS[knob].default})  # its default: fine
     RunConfig.from_knobs({"protocol": "recorded", knob: value})  # either transport's origins: fine
 
 
-def test_columns_say_na_where_a_knob_does_not_apply(h3_loader):
+def test_columns_say_na_where_a_knob_does_not_apply():
     tcp, quic = ("icw", "cc", "client_rmem", "warm"), ("quic_cc", "quic_icw", "h3_discovery")
     h3 = RunConfig(protocol="h3", quic_cc="bbr", quic_icw=32)
     assert h3.tfo_modes == (False,)  # (TFO's default, both, asks for nothing a QUIC load can do)
@@ -130,7 +130,11 @@ def test_columns_say_na_where_a_knob_does_not_apply(h3_loader):
     assert knobs.KNOBS["warm"].words(protocols.NA) == "TFO cookies n/a"
 
 
-def test_a_loader_without_http3_refuses_protocol_h3():
+def test_the_builtin_loader_speaks_http3():
+    assert "h3" in registry.LOADERS["builtin"].protocols and RunConfig(protocol="h3").protocol == "h3"
+
+
+def test_a_loader_without_http3_refuses_protocol_h3(h2_loader):
     with pytest.raises(PltError) as e:
         RunConfig(protocol="h3")
     assert str(e.value) == "protocol h3: the built-in loader does not speak HTTP/3 yet (issue 26 step 8)"
@@ -141,7 +145,7 @@ def test_a_loader_without_http3_refuses_protocol_h3():
     assert RunConfig(protocol="recorded").protocol == "recorded"  # (recorded h3: replayed as h2, below)
 
 
-def test_experiments_over_h3_refuse_tcp_knobs_and_their_comparison(h3_loader):
+def test_experiments_over_h3_refuse_tcp_knobs_and_their_comparison():
     exp = spec.from_dict({"pages": ["wikipedia"], "protocol": "h3"}, "e.toml")
     assert exp.tfo_modes == (False,) and exp.axis() is None  # TFO's default: off, nothing compared
     assert exp.run_config(0).columns()["icw"] == protocols.NA
@@ -161,7 +165,7 @@ def test_experiments_over_h3_refuse_tcp_knobs_and_their_comparison(h3_loader):
     assert [q.run_config(c).columns()["quic_cc"] for c in range(2)] == ["cubic", "bbr"]
 
 
-def test_reports_pair_runs_over_tcp_and_quic(h3_loader):
+def test_reports_pair_runs_over_tcp_and_quic():
     """A comparison of h2 and h3: their n/a columns (each the other transport's knobs) do not keep
     them apart."""
     rows = []

@@ -12,8 +12,10 @@ follows whichever prerequisite came last (the binding one), so every millisecond
 PLT is charged to exactly one kind of work of one request on the path:
 
   dns       the pool's DNS delay before its first connection
-  tcp       a TCP handshake (near 0 with TFO: the request rides in the SYN)
-  tls       a TLS handshake (and, on h2, the connection preface)
+  tcp       a TCP handshake (near 0 with TFO: the request rides in the SYN; none over h3)
+  tls       a TLS handshake (and, on h2, the connection preface); over h3 the QUIC handshake,
+            TLS inside it: one round trip, full or resumed, ~0 with 0-RTT early data accepted
+            (the request goes with the first flight)
   request   a request round trip: sent to first response byte (send + wait)
   transfer  first to last response byte (bandwidth, slow start)
   wait      waits for a connection or a scheduler's priority slot not charged to another request
@@ -65,6 +67,7 @@ class Req:
     after: list[int]
     at_first_byte: bool | None  # None: not known (Chromium): decided by the times
     h2: bool
+    quic: bool = False  # h3: the set-up is the QUIC handshake (no TCP)
 
     @property
     def pool(self) -> tuple:
@@ -177,6 +180,7 @@ def normalize(records: list[dict]) -> list[Req]:
                 after=_after(r.get("after")),
                 at_first_byte=None if afb is None else bool(afb),
                 h2=getattr(protocols.by_alpn(r.get("protocol")), "multiplexed", False),
+                quic=getattr(protocols.by_alpn(r.get("protocol")), "transport", "tcp") == "udp",
             )
         )
     return out
@@ -240,7 +244,9 @@ class _Walk:
     def handshake(self, op: Req) -> tuple[Req, str]:
         """The set-up of op's connection up to self.t, then whoever made the pool open it."""
         self.setups.append(op.idx)
-        if op.tls_end is not None:
+        if op.quic:  # QUIC: no TCP; the whole handshake (TLS in it) is one, ~0 with 0-RTT
+            self.add("tls", op.idx, op.connect_start)
+        elif op.tls_end is not None:
             self.add("tls", op.idx, op.connect_end)
         self.add("tcp", op.idx, op.connect_start)
         if self.dns_ms > 0 and self.first_conn.get(op.pool) == op.idx:

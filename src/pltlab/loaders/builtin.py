@@ -65,6 +65,7 @@ class Builtin(Loader):
             timeout_s=cfg.load_timeout_s,
             offered=job.replay.offered,
             tls_mode=cfg.tls,
+            quic={"cc": cfg.quic_cc, "icw": cfg.quic_icw},
         )
 
     def load(self, job: Job, plan: dict | None, tfo: bool, warmed=None) -> dict:
@@ -88,6 +89,5 @@ LOADER = Builtin(
     connections=True,
     default_protocol=protocols.FALLBACK_ALPN,
     title="the built-in loader",
-    protocols=("h1", "h2"),
-    protocols_later="issue 26 step 8",
+    protocols=("h1", "h2", "h3"),  # h3: QUIC to addresses serving it (plan objects' protocol "h3")
 )

@@ -87,7 +87,7 @@ class PlanObject:
     after: list[int] = ABSENT
     delayable: bool = ABSENT
     tight_phase: int = ABSENT
-    protocol: str = ABSENT  # "h2" (default "http/1.1")
+    protocol: str = ABSENT  # "h2" or "h3" (QUIC, needs tls; default "http/1.1")
     priority: str = ABSENT  # the RFC 9218 header Chromium sends over h2
 
 
@@ -112,6 +112,9 @@ class Plan:
     ca: str | None
     timeout_s: float
     tls_mode: str = ABSENT  # "resume", "0rtt" (default "full")
+    # the loader's side of QUIC (knobs quic_cc, quic_icw; only where some object goes over h3)
+    quic_cc: str = ABSENT
+    quic_icw: int = ABSENT
     # the Chromium model's scheduling of low-priority requests
     delayable_limit: int | None = ABSENT
     tight_limit: int | None = ABSENT
@@ -359,6 +362,7 @@ def build(
     calibrated: bool = True,
     offered: Mapping[str, protocols.Protocol] | None = None,
     tls_mode: str = "full",
+    quic: Mapping | None = None,
 ) -> dict:
     """``tls_mode``: "full", "resume" or "0rtt" (the loader visits the page once before the load
     for the session tickets; see docs/loaders.md). Only a mode other than full is written into
@@ -381,6 +385,9 @@ def build(
     ``calibrated``: with model "chromium" and a page calibrated by loaders.compute_model, each
     object's ``delay_ms`` is its measured compute delay (Obj.extras["compute_ms"]; the load-event
     tail is not part of the plan: tail_ms()).
+
+    ``quic``: QUIC's settings for the loader's side (``cc``, ``icw``: knobs quic_cc, quic_icw),
+    written only when some object goes over h3 (so that plans without h3 stay as they were).
 
     Returns the plan as JSON data (a Plan, dataplane.document)."""
     if model not in MODELS:
@@ -470,6 +477,11 @@ def build(
     )
     if tls_mode != "full":
         plan.tls_mode = tls_mode
+    if quic and any(o.protocol == "h3" for o in out):
+        if quic.get("cc") is not None:
+            plan.quic_cc = quic["cc"]
+        if quic.get("icw") is not None:
+            plan.quic_icw = int(quic["icw"])
     if model == "chromium":
         main = heads.st.main_document()
         tight = [pos[id(c)] for c in heads.blocking(main, None) if id(c) in pos] if main.body is None else []

@@ -2,8 +2,9 @@
 page's graph: the built-in loader's own plan (pltlab.loaders.plan.build, as `pltlab run` builds
 it) run through the loader's own scheduling (rust/src/loader/scheduler.rs and policy.rs, in a
 `pltlab-dp schedule` process) over modelled connections (predict.tcpmodel: slow start from
-initcwnd, the bottleneck rate) with TCP Fast Open, TLS 1.3 (full, resumed, 0-RTT) and HTTP/2
-handshakes as the loader makes them. No namespace, socket or clock; the same page and
+initcwnd, the bottleneck rate) with TCP Fast Open, TLS 1.3 (full, resumed, 0-RTT), HTTP/2 and
+HTTP/3 (QUIC: no TCP handshake, the QUIC one 1 RTT or none with 0-RTT, slow start from quic_icw
+packets of 1200 bytes) handshakes as the loader makes them. No namespace, socket or clock; the same page and
 configuration give the same prediction. docs/explain.md "Predict" says what is modelled and what is not.
 
     predict(page, cfg, tfo=True)   # {"plt_ms", "requests": [...], "connections", ...}
@@ -49,6 +50,17 @@ TFO_SEND_MS = 0.85
 SERVE_CPU_MS = 0.3
 SERVE_TLS_CPU_MS = 1.0
 TICKETS = 2 * 250  # the replay's two NewSessionTicket records, written before the first answer
+# QUIC (protocol h3): packets of 1200 bytes (quinn's initial MTU; its MTU discovery is not
+# modelled), of which a packet's header, AEAD tag and STREAM frame header take about this much;
+# the ClientHello goes in a padded Initial of 1200 bytes; the window is quic_icw packets
+QUIC_PACKET = 1200
+QUIC_OVERHEAD = 40
+DEFAULT_QUIC_ICW = 10
+# quinn's pacer (quinn-proto pacing.rs): a token bucket refilled at 5/4 of the window per smoothed
+# RTT, holding the window's share of 2 ms, at least 10 and at most 256 packets (bursts)
+PACE_GAIN = 1.25
+PACE_INTERVAL_MS = 2.0
+PACE_BURST = (10, 256)
 SKIPPED_HEADERS = manifest._DROP  # framing headers the replay server drops and sets itself
 
 
@@ -81,9 +93,10 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
         https_hosts=https_hosts,
         model=cfg.model,
         calibrated=cfg.calibrated,
-        # (as the replay offers them to this loader: h3 recordings as h2 until it speaks h3)
+        # (as the replay offers them to this loader: h3 on the addresses that serve QUIC)
         offered=manifest.address_protocols([page], host_ips, cfg.protocol, loader_of(cfg.client).protocols),
         tls_mode=cfg.tls,
+        quic={"cc": cfg.quic_cc, "icw": cfg.quic_icw},
     )
     return built, plans.plan_objects(page, host_ips, https_hosts), one_way
 
@@ -151,7 +164,8 @@ class _Conn:
     def __init__(self, cid: int, pool_obj: dict, sender: tcpmodel.Sender, opened: float):
         self.id = cid
         self.tls = bool(pool_obj.get("tls"))
-        self.h2 = self.tls and pool_obj.get("protocol") == "h2"
+        self.quic = self.tls and pool_obj.get("protocol") == "h3"  # QUIC: no TCP, no TFO
+        self.h2 = self.tls and pool_obj.get("protocol") in ("h2", "h3")  # multiplexed
         self.ip = pool_obj["ip"]
         self.up_ms = self.down_ms = 0.0  # one-way delays (set by the simulation)
         self.sender = sender
@@ -164,6 +178,9 @@ class _Conn:
         self.tfo = False
         self.tickets = False
         self.batch: tuple | None = None  # (when, objects) of the last request write
+        self.tokens: float | None = None  # QUIC: the pacer's bytes (None: full, at first)
+        self.paced_at = 0.0
+        self.pace_wake: float | None = None  # when a ("pump", c) event is due
 
 
 class Simulation:
@@ -216,6 +233,9 @@ class Simulation:
                     self._connect(now, self.conns[ev[1]])
                 elif kind == "hello":
                     self._hello(now, self.conns[ev[1]])
+                elif kind == "pump":
+                    self.conns[ev[1]].pace_wake = None
+                    self._pump(now, self.conns[ev[1]])
             end = self.sched.end()
         if not end["done"]:
             raise PltError("predict: the plan's scheduling stalled (an object never became ready)")
@@ -236,18 +256,26 @@ class Simulation:
     def _open(self, now: float, cid: int, pool: int) -> None:
         o = self.plan["objects"][self.sched.pool_object(pool)]
         up, down = self.one_way.get(o["ip"], (self.up.delay_ms, self.down.delay_ms))
-        sender = tcpmodel.Sender(mss=self.mss, cwnd=self.icw, initcwnd=self.icw, rtt_ms=up + down)
+        quic = bool(o.get("tls")) and o.get("protocol") == "h3"
+        if quic:  # QUIC's window: quic_icw packets of 1200 bytes
+            icw = self.cfg.quic_icw or DEFAULT_QUIC_ICW
+            sender = tcpmodel.Sender(mss=QUIC_PACKET - QUIC_OVERHEAD, cwnd=icw, initcwnd=icw, rtt_ms=up + down)
+        else:
+            sender = tcpmodel.Sender(mss=self.mss, cwnd=self.icw, initcwnd=self.icw, rtt_ms=up + down)
         c = _Conn(cid, o, sender, now)
         c.up_ms, c.down_ms = up, down
         self.conns.append(c)
         cookie = self.cookies.get(c.ip)
-        c.tfo = self.tfo and (self.cfg.warm or (cookie is not None and cookie <= now))
+        c.tfo = not c.quic and self.tfo and (self.cfg.warm or (cookie is not None and cookie <= now))
         self.at(now + (TFO_SEND_MS if c.tfo else OPEN_MS), ("connect", cid))
 
     def _connect(self, now: float, c: _Conn) -> None:
         """connect() at ``now``: the SYN leaves (with TFO carrying the first request or the
         ClientHello)."""
         c.opened, cid = now, c.id
+        if c.quic:  # no SYN: the Initial with the ClientHello leaves at once
+            self._hello(now, c, self.up.send(now, QUIC_PACKET + 28, c.up_ms))
+            return
         syn_at = self.up.send(now, SYN_BYTES, c.up_ms)
         if self.tfo and c.ip not in self.cookies:  # the SYN-ACK brings the cookie (cold keys)
             self.cookies[c.ip] = syn_at + c.down_ms
@@ -277,7 +305,7 @@ class Simulation:
             self._connected(now, c)
 
     def _connected_event(self, c: _Conn) -> dict:
-        return {"connected_h2": c.id} if c.h2 else {"connected": c.id}
+        return {"connected_h2": c.id} if c.h2 else {"connected": c.id}  # (h3: as h2, multiplexed)
 
     def _connected(self, now: float, c: _Conn) -> None:
         """Set up at ``now``: the loader learns it after what already happened at this instant
@@ -341,7 +369,9 @@ class Simulation:
         (about two windows) goes; what one poll writes is cut into TLS records, and a stream's
         first or last byte is readable when its record has arrived."""
         s = c.sender
-        room = 2 * s.cwnd * self.mss - sum(u.size - u.sent for u in s.queue)
+        room = 2 * s.cwnd * s.mss - sum(u.size - u.sent for u in s.queue)
+        # h3: no TLS records: stream data is readable packet by packet (the overhead is the packet's)
+        record, overhead = (s.mss, 0) if c.quic else (TLS_RECORD, TLS_OVERHEAD)
         batch, events, size, joined = [], [], 0, False
         while c.streams and room > 0:
             c.rr %= len(c.streams)
@@ -358,24 +388,49 @@ class Simulation:
             else:
                 c.rr += 1
         for n, evs in batch:  # records of at most TLS_RECORD bytes over the batch
+            if c.quic:  # a stream's first byte is readable with the packet that carries it
+                events += [e for e in evs if e[0] == "first"]
+                evs = [e for e in evs if e[0] != "first"]
             while n > 0:
-                take = min(n, TLS_RECORD - size)
+                take = min(n, record - size)
                 size, n = size + take, n - take
                 if n == 0:
                     events += evs
-                if size == TLS_RECORD:
-                    s.write(now, tcpmodel.Unit(size + TLS_OVERHEAD, events), join=joined)
+                if size == record:
+                    s.write(now, tcpmodel.Unit(size + overhead, events), join=joined)
                     size, events, joined = 0, [], True
         if size:
-            s.write(now, tcpmodel.Unit(size + TLS_OVERHEAD, events), join=joined)
+            s.write(now, tcpmodel.Unit(size + overhead, events), join=joined)
 
     def _pump(self, now: float, c: _Conn) -> None:
-        for seg in c.sender.next_segments(now):
+        for seg in self._paced(now, c) if c.quic else c.sender.next_segments(now):
             self.at(self.down.send(now, seg.size + tcpmodel.HEADERS, c.down_ms), ("segment", c.id, seg))
         if c.h2 and c.streams:
             self._frames(now, c)
-            if c.sender.queue and c.sender.inflight < int(c.sender.cwnd):
+            held = c.quic and c.pace_wake is not None  # (the pacer's wake-up pumps again)
+            if c.sender.queue and c.sender.inflight < int(c.sender.cwnd) and not held:
                 self._pump(now, c)
+
+    def _paced(self, now: float, c: _Conn) -> list[tcpmodel.Segment]:
+        """QUIC: the packets the window and quinn's pacer let go at ``now``; when the pacer holds
+        some back, a ("pump", c) event when its tokens suffice."""
+        s = c.sender
+        window = s.cwnd * QUIC_PACKET
+        cap = min(max(window * PACE_INTERVAL_MS / s.rtt_ms, PACE_BURST[0] * QUIC_PACKET), PACE_BURST[1] * QUIC_PACKET)
+        rate = PACE_GAIN * window / s.rtt_ms  # bytes per ms
+        c.tokens = cap if c.tokens is None else min(cap, c.tokens + (now - c.paced_at) * rate)
+        c.paced_at = now
+        out = []
+        while s.queue and s.inflight < int(s.cwnd):
+            if c.tokens < QUIC_PACKET - 1e-6:
+                wake = now + max((QUIC_PACKET - c.tokens) / rate, 1e-3)
+                if c.pace_wake is None or wake < c.pace_wake:
+                    c.pace_wake = wake
+                    self.at(wake, ("pump", c.id))
+                break
+            out += s.next_segments(now, 1)
+            c.tokens -= QUIC_PACKET
+        return out
 
     # -- the client side --
     def _segment(self, now: float, cid: int, seg: tcpmodel.Segment) -> None:
@@ -414,6 +469,7 @@ class Simulation:
                     "first_byte_ms": round(self.t["first"][i] or self.t["last"][i], 3),
                     "last_byte_ms": round(self.t["last"][i], 3),
                     "transfer_bytes": sum(self.sizes[i]),
+                    "protocol": o.get("protocol") or "http/1.1",
                 }
             )
         plt = max(r["last_byte_ms"] for r in reqs)

@@ -94,10 +94,10 @@ class Sender:
         unit.batch = self.batches
         self.queue.append(unit)
 
-    def next_segments(self, now: float) -> list[Segment]:
-        """The segments the window lets go at ``now``."""
+    def next_segments(self, now: float, limit: int | None = None) -> list[Segment]:
+        """The segments the window lets go at ``now`` (at most ``limit``: a pacer's)."""
         out = []
-        while self.queue and self.inflight < int(self.cwnd):
+        while self.queue and self.inflight < int(self.cwnd) and (limit is None or len(out) < limit):
             size, events = 0, []
             batch = self.queue[0].batch
             while self.queue and size < self.mss and self.queue[0].batch == batch:

@@ -11,7 +11,10 @@ it) and `_connection_id`. Per connection, on the entry that opened it and in `lo
 whether its SYN carried data that the server acked (`_tfo_syn_data`), the kernel's
 tcpi_fastopen_client_fail (`_tfo_client_fail`), whether the SYN asked for a TFO cookie
 (`_tfo_cookie_requested`), its TLS handshake (`_tls_handshake`: full or resumed: a session
-ticket offered and taken) and early data (`_early_data`). `_tfo` on an entry: this request rode
+ticket offered and taken) and early data (`_early_data`); over HTTP/3 (httpVersion "h3", as
+Chrome writes it) the TFO fields are null, connect is the QUIC handshake with ssl the same span
+(as Chrome's HAR), and the connection's QUIC stats are `_quic_rtt_ms`, `_quic_lost_packets`,
+`_quic_datagrams_out`/`_in`, `_quic_udp_bytes_out`/`_in`. `_tfo` on an entry: this request rode
 in that SYN. Chromium gives no per-connection TCP facts: those fields are null there (the
 load's TFO counters are in the page's `_pltlab_load`).
 
@@ -63,6 +66,10 @@ LOAD_KEYS = (
 )
 
 
+# a built-in loader QUIC connection's stats (its record's, flattened) kept as `_quic_*`
+QUIC_FACTS = ("rtt_ms", "lost_packets", "datagrams_out", "datagrams_in", "udp_bytes_out", "udp_bytes_in")
+
+
 def _iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -110,9 +117,15 @@ def _recorded(index: dict[str, list[Obj]], used: dict[str, int], url: str) -> Ob
     return objs[min(n, len(objs) - 1)]
 
 
+def _quic(r: dict, conn: dict | None) -> bool:
+    """Whether a request (or its connection) went over QUIC (h3): no TCP connect phase."""
+    return protocol_name(str((conn or {}).get("protocol") or r.get("protocol") or "")) == "h3"
+
+
 def _phases(r: dict, conn: dict | None, client: str) -> tuple[float | None, dict]:
     """(start ms, HAR timings) of a request record. Built-in loader: from ready_ms (the request
-    could go) to its last byte; connect = TCP connect + TLS handshake (ssl), dns = the pool's
+    could go) to its last byte; connect = TCP connect + TLS handshake (ssl; over h3 the QUIC
+    handshake, ssl the same span, as Chrome's HAR has it), dns = the pool's
     DNS delay where this request's connection waited for it, blocked = the rest before the
     request was written (waits for a connection or the priority limits). Chromium: CDP's
     ResourceTiming (sendStart..sendEnd is send)."""
@@ -132,7 +145,9 @@ def _phases(r: dict, conn: dict | None, client: str) -> tuple[float | None, dict
             dns_end = _num(conn.get("dns_end_ms")) or 0.0
             t["dns"] = _dur(since, min(dns_end, r["connect_start_ms"])) if dns_end > since else 0
             t["connect"] = _dur(max(r["connect_start_ms"], start or 0.0), r.get("tls_end_ms") or r["connect_end_ms"])
-            if r.get("tls_end_ms") is not None:
+            if _quic(r, conn):  # the QUIC handshake is the connect, TLS in it (Chrome's HAR: ssl = connect)
+                t["ssl"] = t["connect"]
+            elif r.get("tls_end_ms") is not None:
                 t["ssl"] = _dur(max(r["connect_end_ms"], start or 0.0), r["tls_end_ms"])
         t["wait"] = _dur(r.get("request_ms"), r.get("first_byte_ms"))
     t["receive"] = _dur(r.get("first_byte_ms"), r.get("last_byte_ms"))
@@ -154,6 +169,15 @@ def _conn_facts(c: dict | None, tfo_requested: bool) -> dict:
             "_tfo_cookie_requested": None,
             "_tls_handshake": None,
             "_early_data": None,
+        }
+    if _quic({}, c):  # QUIC: no TCP, no TFO
+        return {
+            "_tfo_syn_data": None,
+            "_tfo_client_fail": None,
+            "_tfo_cookie_requested": None,
+            "_tls_handshake": c.get("tls_handshake"),
+            "_early_data": c.get("early_data"),
+            **{f"_quic_{k}": c.get(k) for k in QUIC_FACTS if c.get(k) is not None},
         }
     fail = c.get("tfo_client_fail")
     return {

@@ -1,0 +1,59 @@
+"""The built-in loader over HTTP/3 (issue 26 step 8, root): a bundled page over QUIC against the
+replay (every request h3, one connection per origin, as over h2), warm 0-RTT (early data
+accepted, counted by the replay), and predict beside the emulated load."""
+
+import pytest
+
+from pltlab.archive import bundled
+from pltlab.loaders import plan as plans
+from pltlab.predict.simulate import plan_for, predict
+from pltlab.run.config import RunConfig
+from pltlab.run.runner import run_page
+
+PAGE = "wikipedia"  # 29 requests on 4 origins, over https (schemes https: recorded over http)
+
+
+def _cfg(**kw) -> RunConfig:
+    return RunConfig(rtt="50ms", protocol="h3", schemes="https", **kw)
+
+
+def test_plan_objects_say_h3_and_carry_quic_knobs():
+    page = bundled.load(PAGE)
+    plan, _, _ = plan_for(page, _cfg(quic_cc="bbr", quic_icw=32), False)
+    assert {o.get("protocol") for o in plan["objects"]} == {"h3"} and all(o["tls"] for o in plan["objects"])
+    assert (plan["quic_cc"], plan["quic_icw"]) == ("bbr", 32)
+    # no h3 object: no QUIC keys (plans without h3 stay as they were)
+    h2, _, _ = plan_for(page, RunConfig(rtt="50ms", protocol="h2", schemes="https"), False)
+    assert "quic_cc" not in h2 and "quic_icw" not in h2
+    assert plans.build(page, {h: "198.19.0.1" for h in {o.host for o in page.objects}}, False, quic={"cc": "bbr"})
+
+
+@pytest.mark.root
+def test_builtin_loads_a_page_over_h3_full_and_0rtt():
+    page = bundled.load(PAGE)
+    hosts = {o.host for o in page.objects}
+    fulls = run_page(page, _cfg(reps=3))
+    assert all(r["valid"] for r in fulls), [r["invalid_reason"] for r in fulls]
+    full = fulls[0]
+    assert {r["protocol"] for r in full["requests"]} == {"h3"} and len(full["requests"]) == 29
+    conns = full["connections"]
+    assert len(conns) == len(hosts) and {c["protocol"] for c in conns} == {"h3"}  # one per origin
+    assert {c["tls_handshake"] for c in conns} == {"full"} and not any(c["tfo"] for c in conns)
+    st = full["server_tls"]
+    assert st["quic_full_used"] == len(hosts) and st["quic_handshake_errors"] == 0 and st["h3_streams"] == 29
+    assert st["tls_full_used"] == 0  # nothing over TCP
+
+    (early,) = run_page(page, _cfg(reps=1, tls="0rtt"))
+    assert early["valid"], early["invalid_reason"]
+    assert {r["protocol"] for r in early["requests"]} == {"h3"}
+    assert {c["early_data"] for c in early["connections"]} == {"accepted"}
+    st = early["server_tls"]
+    assert st["quic_early_used"] == st["quic_resumed_used"] == len(hosts) > 0 and st["quic_full_used"] == 0
+    assert early["plt_ms"] < full["plt_ms"]
+
+    # predict beside the emulated loads (full handshakes; as test_predict's real-load test: within
+    # 5 % of one of them)
+    got = predict(page, _cfg(), False)
+    plts = [r["plt_ms"] for r in fulls]
+    assert any(abs(got["plt_ms"] - p) <= 0.05 * p for p in plts), (got["plt_ms"], plts)
+    assert got["connections"] == len(conns)
