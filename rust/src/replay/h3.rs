@@ -21,8 +21,10 @@
 //! as over h2 (`h2::framed`: the answers service's recording or 404, the same header fields and
 //! body bytes, the think time), counted in `h3_streams`, `bytes_out` and the service times; the
 //! handshake (full, resumed, 0-RTT: `certs::quic::HandshakeFacts`) in the `quic_*_used` counts at
-//! the connection's first request. Responses go in the order they are ready (RFC 9218
-//! priorities over h3: step 5 of the plan).
+//! the connection's first request. Order of the responses (manifest `h2_priority`, which applies
+//! to h3 as well): "rfc9218", each request stream's QUIC send priority from its `priority`
+//! header (`priority::quic_priority`, set through our transport adapter `h3_quic.rs`: h3-quinn
+//! keeps its streams private); "round-robin", every stream at quinn's default priority.
 use anyhow::{Context, Result};
 use bytes::{Buf, Bytes};
 use std::net::SocketAddr;
@@ -32,8 +34,10 @@ use std::time::Instant;
 
 use super::answers::Asked;
 use super::h2::{framed, head_bytes, MAX_CONCURRENT_STREAMS, MAX_REQUEST_BODY};
+use super::h3_quic::{self, Priorities};
 use super::manifest::{Manifest, QuicCc, QuicSettings};
 use super::matcher::Scheme;
+use super::priority;
 use super::quic_socket::CountingSocket;
 use super::shared::Shared;
 use super::stats::TlsUse;
@@ -48,8 +52,8 @@ const SEND_CHUNK: usize = 64 * 1024;
 /// The socket's receive buffer, asked for (best effort).
 const RECV_BUFFER: usize = 4 << 20;
 
-type Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
-type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+type Conn = h3::server::Connection<h3_quic::Connection, Bytes>;
+type Stream = h3::server::RequestStream<h3_quic::BidiStream<Bytes>, Bytes>;
 
 /// The QUIC configuration of every udp entry of `m`: TLS as `certs::quic::quic_server_config`,
 /// transport settings as said above.
@@ -260,10 +264,11 @@ async fn serve(
     facts: Arc<HandshakeFacts>,
     deadline: tokio::time::Instant,
 ) -> Result<(), Ended> {
+    let prios = Arc::new(Priorities::default());
     let first = async {
         let mut h3c: Conn = h3::server::builder()
             .max_field_section_size(MAX_HEAD_BYTES as u64)
-            .build(h3_quinn::Connection::new(conn.clone()))
+            .build(h3_quic::Connection::new(conn.clone(), prios.clone()))
             .await?;
         let first = h3c.accept().await;
         Ok::<_, h3::error::ConnectionError>((h3c, first))
@@ -289,7 +294,7 @@ async fn serve(
                 // the handshake as it stands at the first request: a request sent as 0-RTT data
                 // has its bytes counted by now
                 used.get_or_insert_with(|| TlsUse::quic(facts.resumed(), facts.zero_rtt())).request(&sh.stats);
-                tokio::spawn(request(resolver, sh.clone(), sni.clone()));
+                tokio::spawn(request(resolver, sh.clone(), sni.clone(), prios.clone()));
             }
             Ok(None) => return Ok(()),
             Err(e) => return Err(Ended::Error(e)),
@@ -300,11 +305,19 @@ async fn serve(
 
 /// One request: its body read into the digest, the answer chosen and sent.
 async fn request(
-    resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+    resolver: h3::server::RequestResolver<h3_quic::Connection, Bytes>,
     sh: Arc<Shared>,
     sni: Option<Arc<str>>,
+    prios: Arc<Priorities>,
 ) {
     let Ok((req, mut stream)) = resolver.resolve_request().await else { return };
+    if sh.h2_priority == priority::Scheme::Rfc9218 {
+        // its place from the request's arrival (requests that came together are ordered
+        // together); a response without data to send holds nothing back
+        let p = req.headers().get("priority").and_then(|v| v.to_str().ok()).map(priority::parse);
+        let id = stream.id().into_inner();
+        prios.set(id, priority::quic_priority(p.unwrap_or_default(), id / 4));
+    }
     let st = &sh.stats;
     st.requests.fetch_add(1, Relaxed);
     st.h3_streams.fetch_add(1, Relaxed);
