@@ -773,7 +773,9 @@ fn hostile_datagrams_leave_the_quic_server_serving() {
         let refused = r.iter().filter(|r| matches!(r, Err(quinn::ConnectionError::ConnectionClosed(_)))).count();
         (ok, refused)
     });
-    assert!(ok.len() <= 60 && ok.len() >= 40, "{} of 100 handshakes completed", ok.len());
+    // (at most 60 open at once; a few more may complete where some of the server's ended:
+    // 59 to 63 seen)
+    assert!(ok.len() <= 65 && ok.len() >= 40, "{} of 100 handshakes completed", ok.len());
     assert_eq!(ok.len() + refused, 100, "the others refused");
     // (the flood's connections closed: room for those below)
     let n_ok = ok.len() as u64;
@@ -841,9 +843,10 @@ fn hostile_datagrams_leave_the_quic_server_serving() {
     assert!(n("quic_retries") >= 1 && n("quic_refused") == refused as u64, "{st}");
     // the mute client (and the replay, if it made a connection): closed at the deadline
     let replayed = u64::from(replay_answered);
-    // (to do: it ends as a handshake error before the deadline, not as a timeout: not yet
-    // explained; quic_handshake_errors also holds a few of the flood's)
+    // (open: it ends as a handshake error before its deadline, not as a timeout, for a reason
+    // not yet found; quic_handshake_errors also holds a few of the flood's)
     assert!(n("quic_handshake_timeouts") + n("quic_handshake_errors") > replayed, "{st}");
+    assert_eq!(n("request_timeouts"), 0, "{st}");
     // (a few flood handshakes may fail as the flood's Retry tokens and refusals cross)
     let conns = 1 + 1 + n_ok + 1 + 1 + replayed;
     assert!((conns..=conns + 5).contains(&n("quic_connections")), "{st}");
