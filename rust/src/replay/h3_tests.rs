@@ -309,3 +309,58 @@ fn quic_limits_retry_and_refuse() {
     assert_eq!((j["quic_retries"].as_u64(), j["quic_refused"].as_u64()), (Some(1), Some(1)), "{j}");
     assert_eq!((j["quic_connections"].as_u64(), j["quic_full"].as_u64()), (Some(1), Some(1)), "{j}");
 }
+
+/// A 600 KB image (u=5) then a 300 KB stylesheet (u=0) asked for at once on one h3 connection:
+/// how many bytes of the image the client had read when the stylesheet ended.
+fn image_bytes_when_css_ends(scheme: &str) -> usize {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    let resp = serde_json::json!([
+        {"host": "a.test", "path": "/img", "body": {"synth": 600_000}},
+        {"host": "a.test", "path": "/css", "body": {"synth": 300_000}},
+    ]);
+    let srv = start_server_with(listen_h3(), resp, serde_json::json!({"h2_priority": scheme}));
+    rt().block_on(async {
+        let mut conn = client(&srv).connect(srv.addrs[2], false).await;
+        let mut streams = Vec::new();
+        for (path, prio) in [("/img", "u=5"), ("/css", "u=0")] {
+            let req = http::Request::builder().uri(format!("https://a.test{path}")).header("priority", prio);
+            let mut s = conn.send.send_request(req.body(()).unwrap()).await.unwrap();
+            s.finish().await.unwrap();
+            streams.push(s);
+        }
+        let img_bytes = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for (i, mut s) in streams.into_iter().enumerate() {
+            let img_bytes = img_bytes.clone();
+            tasks.push(tokio::spawn(async move {
+                assert_eq!(s.recv_response().await.unwrap().status(), 200);
+                let mut n = 0;
+                while let Some(c) = s.recv_data().await.unwrap() {
+                    n += bytes::Buf::remaining(&c);
+                    if i == 0 {
+                        img_bytes.fetch_add(bytes::Buf::remaining(&c), Relaxed);
+                    }
+                }
+                (n, img_bytes.load(Relaxed))
+            }));
+        }
+        let css = tasks.pop().unwrap().await.unwrap();
+        let img = tasks.pop().unwrap().await.unwrap();
+        assert_eq!((img.0, css.0), (600_000, 300_000));
+        conn.close().await;
+        css.1
+    })
+}
+
+#[test]
+fn rfc9218_priorities_order_the_responses_of_an_h3_connection() {
+    // the urgent response overtakes: of the image, only what left before the server had read
+    // the second request (and what was in flight)
+    let prio = image_bytes_when_css_ends("rfc9218");
+    assert!(prio <= 4 * super::h2::PRIO_CHUNK, "rfc9218: {prio} bytes of the urgency-5 image came first");
+    // without: quinn's round robin between the two
+    let rr = image_bytes_when_css_ends("round-robin");
+    eprintln!("image bytes before the stylesheet ended: rfc9218 {prio}, round-robin {rr}");
+    assert!(rr >= 150_000, "round-robin: {rr} bytes of the image before the stylesheet ended");
+}

@@ -578,3 +578,304 @@ fn read_some(s: &mut TcpStream) -> Vec<u8> {
     }
     out
 }
+
+// --- hostile datagrams (QUIC, HTTP/3) ---
+
+/// A UDP relay between one QUIC client and the server: the client's datagrams forwarded (those
+/// with long-header packets also recorded: Initial, 0-RTT, Handshake), the server's
+/// forwarded back only if `answer` (else the client's only for 150 ms: a client that sends
+/// its first flight and its retransmissions, then nothing); bytes counted each way.
+struct Relay {
+    addr: SocketAddr,
+    to_server: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    from_server: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    first_flight: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    th: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    fn new(server: SocketAddr, answer: bool) -> Relay {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        use std::sync::{Arc, Mutex};
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let addr = sock.local_addr().unwrap();
+        let (to_server, from_server) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let first_flight = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let th = {
+            let (to_server, from_server, first_flight, stop) =
+                (to_server.clone(), from_server.clone(), first_flight.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut buf, mut client, t0) = (vec![0u8; 65536], None, Instant::now());
+                while !stop.load(Relaxed) {
+                    let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
+                    if from == server {
+                        from_server.fetch_add(n as u64, Relaxed);
+                        if let (true, Some(c)) = (answer, client) {
+                            let _ = sock.send_to(&buf[..n], c);
+                        }
+                    } else if answer || t0.elapsed() < Duration::from_millis(150) {
+                        // (unanswered: the client's first 150 ms only, so that its giving up
+                        // does not reach the server either)
+                        client = Some(from);
+                        if n > 0 && buf[0] & 0x80 != 0 {
+                            first_flight.lock().unwrap().push(buf[..n].to_vec());
+                        }
+                        to_server.fetch_add(n as u64, Relaxed);
+                        let _ = sock.send_to(&buf[..n], server);
+                    }
+                }
+            })
+        };
+        Relay { addr, to_server, from_server, first_flight, stop, th: Some(th) }
+    }
+
+    /// (bytes to the server, bytes from it)
+    fn bytes(&self) -> (u64, u64) {
+        (self.to_server.load(Relaxed), self.from_server.load(Relaxed))
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.th.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A QUIC long header (Initial, `version`) with 8-byte connection IDs and a Length field, the
+/// rest `len` bytes of random payload.
+fn long_header(rng: &mut impl RngCore, version: u32, len: usize) -> Vec<u8> {
+    let mut p = vec![0xc3];
+    p.extend_from_slice(&version.to_be_bytes());
+    for _ in 0..2 {
+        p.push(8);
+        let mut id = [0u8; 8];
+        rng.fill_bytes(&mut id);
+        p.extend_from_slice(&id);
+    }
+    p.push(0); // token length
+    let rest = len.saturating_sub(p.len() + 2).min(0x3fff);
+    p.extend_from_slice(&(0x4000u16 | rest as u16).to_be_bytes());
+    let start = p.len();
+    p.resize(len.max(start), 0);
+    rng.fill_bytes(&mut p[start..]);
+    p
+}
+
+/// The process's resident memory (kB).
+fn rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let l = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    l.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A replay process serving h3 (a 1 s bound, Retry above 20 unvalidated handshakes, at most 60
+/// connections) gets garbage datagrams, truncated and oversized Initials, unknown versions, a
+/// flood of 100 handshakes, a client that never completes its handshake and a replayed 0-RTT
+/// first flight, while a client on one connection asks every 20 ms: each of its requests is
+/// answered within 2 s; before validation the attackers get at most 3 times what they sent;
+/// the replayed 0-RTT request is not served (its single-use ticket is gone); the counts say
+/// what happened; descriptors and memory come back.
+#[test]
+fn hostile_datagrams_leave_the_quic_server_serving() {
+    use crate::testutil::h3::{Early, H3Client};
+    if child_main() {
+        return;
+    }
+    const BOUND: Duration = Duration::from_millis(1000);
+    let t0 = Instant::now();
+    let dir = crate::testutil::tmpdir("quic");
+    let (tls, _) = certs(&dir);
+    let m = serde_json::json!({"listen": [{"ip": "127.0.0.1", "port": 0, "tls": true, "transport": "udp", "alpn": ["h3"]}],
+        "tls": tls, "request_timeout_ms": BOUND.as_millis() as u64, "quic": {"retry_above": 20, "max_connections": 60},
+        "responses": [{"host": "a.test", "path": "/", "body": {"synth": 2000}}]});
+    let child = Child::spawn("hostile_datagrams_leave_the_quic_server_serving", m, None);
+    let addr = child.addrs[0];
+    let ca = dir.join("ca.pem");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let c = H3Client::new_outside(&ca, &rt);
+    // warm up (and a ticket for the 0-RTT replay below)
+    rt.block_on(async {
+        let mut conn = c.connect(addr, true).await;
+        assert_eq!(conn.get("GET", "https://a.test/", None).await.0, 200);
+        conn.close().await;
+    });
+    let (fds0, rss0) = (child.fds(), rss_kb(child.proc.id()));
+    // the well-behaved client: one connection, a request every 20 ms, each answered within 2 s
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let good = {
+        let (stop, ca) = (stop.clone(), ca.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let mut conn = H3Client::new(&ca).connect(addr, false).await;
+                let mut n = 0;
+                while !stop.load(Relaxed) {
+                    let t = Instant::now();
+                    let got = tokio::time::timeout(Duration::from_secs(2), conn.get("GET", "https://a.test/", None));
+                    assert_eq!(got.await.expect("answered within 2 s").0, 200);
+                    n += 1;
+                    tokio::time::sleep(Duration::from_millis(20).saturating_sub(t.elapsed())).await;
+                }
+                conn.quic.close(0x100u32.into(), b"");
+                n
+            })
+        })
+    };
+    // garbage, truncated and oversized Initials, unknown versions from one socket
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(26);
+    let atk = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut sent = 0u64;
+    let mut send = |d: &[u8]| {
+        atk.send_to(d, addr).unwrap();
+        sent += d.len() as u64;
+    };
+    let (mut garbage_bad, mut garbage_long) = (0, 0);
+    for _ in 0..300 {
+        let mut g = vec![0u8; 1 + (rng.next_u32() % 1500) as usize];
+        rng.fill_bytes(&mut g);
+        garbage_bad += u64::from(g[0] & 0x40 == 0 || g.len() < 7);
+        // (a long header of at least 1200 bytes with a version other than 1 may get a Version
+        // Negotiation too)
+        garbage_long += usize::from(g[0] & 0xc0 == 0xc0 && g.len() >= 1200);
+        send(&g);
+    }
+    for len in (20..1200).step_by(37) {
+        send(&long_header(&mut rng, 1, len)); // truncated: an Initial under 1200 bytes
+    }
+    for len in [1200, 1350, 1500, 9000, 65000] {
+        send(&long_header(&mut rng, 1, len)); // not decryptable, up to the largest datagram
+    }
+    let versions = 20;
+    for i in 0..versions {
+        send(&long_header(&mut rng, 0x1a2a_3a4a + i, 1200));
+    }
+    atk.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let (mut got, mut vn, mut buf) = (0u64, 0, vec![0u8; 65536]);
+    while let Ok((n, _)) = atk.recv_from(&mut buf) {
+        got += n as u64;
+        // a Version Negotiation: long header, version 0
+        vn += usize::from(n > 5 && buf[0] & 0x80 != 0 && buf[1..5] == [0, 0, 0, 0]);
+    }
+    let vn_max = versions as usize + garbage_long;
+    assert!((versions as usize..=vn_max).contains(&vn), "{vn} Version Negotiations: one per unknown version");
+    assert!(got <= 3 * sent, "{got} bytes back for {sent}");
+    // an Initial flood: 100 handshakes at once; Retry above 20 in progress, refused above 60 open
+    let (ok, refused) = rt.block_on(async {
+        let tries = (0..100).map(|_| c.handshake(addr));
+        let r: Vec<_> = futures_join_all(tries).await;
+        let ok: Vec<_> = r.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
+        let refused = r.iter().filter(|r| matches!(r, Err(quinn::ConnectionError::ConnectionClosed(_)))).count();
+        (ok, refused)
+    });
+    // (at most 60 open at once; a few more may complete where some of the server's ended:
+    // 59 to 63 seen)
+    assert!(ok.len() <= 65 && ok.len() >= 40, "{} of 100 handshakes completed", ok.len());
+    assert_eq!(ok.len() + refused, 100, "the others refused");
+    // (the flood's connections closed: room for those below)
+    let n_ok = ok.len() as u64;
+    for q in ok {
+        q.close(0u32.into(), b"");
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    // a client that never completes: the server's replies never reach it
+    let mute = Relay::new(addr, false);
+    let t_mute = Instant::now();
+    rt.block_on(async {
+        let r = tokio::time::timeout(Duration::from_millis(300), c.handshake(mute.addr)).await;
+        assert!(r.is_err(), "no handshake without the server's replies");
+    });
+    // before its deadline: at most 3 x what it sent
+    std::thread::sleep((BOUND - Duration::from_millis(150)).saturating_sub(t_mute.elapsed()));
+    let (to, from) = mute.bytes();
+    assert!(to > 0 && from > 0 && from <= 3 * to, "never completes: {from} bytes back for {to} before the deadline");
+    // a 0-RTT first flight recorded, then replayed from another address
+    let relay = Relay::new(addr, true);
+    rt.block_on(async {
+        let mut conn = c.connect(relay.addr, true).await;
+        assert_eq!(conn.get("GET", "https://a.test/", None).await.0, 200);
+        assert_eq!(conn.early().await, Early::Accepted);
+        conn.close().await;
+    });
+    let flight = relay.first_flight.lock().unwrap().clone();
+    // (quinn coalesces the Initial and the first 0-RTT packet in one datagram)
+    assert!(!flight.is_empty());
+    // replayed once the original connection is gone: while it lives (draining included) quinn
+    // routes the replayed Initial to it by its connection ID, where it is dropped
+    std::thread::sleep(Duration::from_millis(500));
+    let replay = Relay::new(addr, false);
+    let src = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for d in &flight {
+        src.send_to(d, replay.addr).unwrap();
+    }
+    // the deadlines pass; nothing is answered to the mute client and the replay beyond 3 x
+    std::thread::sleep(BOUND + Duration::from_millis(700));
+    // at the deadline quinn sends a CONNECTION_CLOSE whatever the budget (one small packet)
+    let (to, from) = mute.bytes();
+    assert!(from <= 3 * to + 200, "never completes: {from} bytes back for {to}");
+    // the replay: not answered at all here (see the docs), at most 3 x in any case
+    let (to, from) = replay.bytes();
+    eprintln!("replayed 0-RTT flight: {to} bytes sent, {from} back; never-completing client: {:?}", mute.bytes());
+    assert!(to > 0 && from <= 3 * to, "replayed 0-RTT: {from} bytes back for {to}");
+    let replay_answered = from > 0;
+    stop.store(true, Relaxed);
+    let served = good.join().unwrap();
+    // back where it was: descriptors (one UDP socket for all) and memory
+    std::thread::sleep(Duration::from_millis(200));
+    let (fds1, rss1) = (child.fds(), rss_kb(child.proc.id()));
+    assert_eq!(fds1, fds0, "descriptors");
+    assert!(rss1 < rss0 + 32 * 1024, "resident memory {rss0} kB before, {rss1} kB after");
+    let (st, _) = child.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(served >= 20, "{served} requests of the well-behaved client");
+    let n = |k: &str| st[k].as_u64().unwrap_or_else(|| panic!("{k}: {st}"));
+    // warm-up, the well-behaved client's, the relayed 0-RTT one: not the replayed one
+    assert_eq!(n("requests"), 1 + served + 1, "{st}");
+    assert_eq!(n("quic_early_data"), 1, "{st}");
+    assert!(n("quic_early_rejected_bytes") > 0, "{st}");
+    assert!((versions as u64..=vn_max as u64).contains(&n("quic_version_negotiations")), "{st}");
+    assert!(n("quic_bad_datagrams") >= garbage_bad, "{st}");
+    assert!(n("quic_retries") >= 1 && n("quic_refused") == refused as u64, "{st}");
+    // the mute client (and the replay, if it made a connection): closed at the deadline
+    let replayed = u64::from(replay_answered);
+    // (open: it ends as a handshake error before its deadline, not as a timeout, for a reason
+    // not yet found; quic_handshake_errors also holds a few of the flood's)
+    assert!(n("quic_handshake_timeouts") + n("quic_handshake_errors") > replayed, "{st}");
+    assert_eq!(n("request_timeouts"), 0, "{st}");
+    // (a few flood handshakes may fail as the flood's Retry tokens and refusals cross)
+    let conns = 1 + 1 + n_ok + 1 + 1 + replayed;
+    assert!((conns..=conns + 5).contains(&n("quic_connections")), "{st}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+}
+
+/// All of `futs`, concurrently, in order.
+async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for f in futs {
+        set.push(Box::pin(f));
+    }
+    let mut out: Vec<Option<F::Output>> = set.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in set.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().map(Option::unwrap).collect()
+}

@@ -33,6 +33,7 @@ mod h2_sent;
 #[cfg(test)]
 mod h2_tests;
 pub mod h3;
+mod h3_quic;
 #[cfg(test)]
 mod h3_tests;
 #[cfg(test)]

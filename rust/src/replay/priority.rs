@@ -5,7 +5,7 @@
 //! state machine: h2.rs asks it before each chunk of a response.
 use std::collections::BTreeMap;
 
-/// How the replay server orders the responses of an h2 connection (manifest `h2_priority`).
+/// How the replay server orders the responses of an h2 or h3 connection (manifest `h2_priority`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
 pub enum Scheme {
     /// By the requests' `priority` headers (RFC 9218), as above.
@@ -100,6 +100,21 @@ impl Schedule {
     }
 }
 
+/// The same order as a `Schedule`, as one QUIC send priority per stream (quinn's: higher first,
+/// round robin among equal ones): urgency first; at an urgency, non-incremental responses above
+/// incremental ones and in arrival order (`seq`: the older higher, so one at a time); the
+/// incremental ones of an urgency all equal (they share). Responses without data to send hold
+/// nothing back there either.
+pub fn quic_priority(p: Priority, seq: u64) -> i32 {
+    const ORDER: i32 = 1 << 23;
+    let by_urgency = i32::from(7 - p.urgency.min(7)) << 24;
+    if p.incremental {
+        by_urgency
+    } else {
+        by_urgency + ORDER + (ORDER - 1 - seq.min(ORDER as u64 - 1) as i32)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +167,16 @@ mod tests {
         assert!(s.may_send(3));
         s.ready(1);
         assert!(s.may_send(1) && !s.may_send(3));
+    }
+
+    #[test]
+    fn quic_priorities_order_as_the_schedule_does() {
+        let q = quic_priority;
+        assert!(q(p(0, false), 9) > q(p(0, true), 1));
+        assert!(q(p(0, true), 1) > q(p(1, false), 0));
+        assert!(q(p(3, false), 1) > q(p(3, false), 2), "older first");
+        assert_eq!(q(p(4, true), 1), q(p(4, true), 7), "incremental ones share");
+        assert!(q(p(7, false), u64::MAX) >= 0 && q(p(0, false), 0) > 0);
     }
 
     #[test]
