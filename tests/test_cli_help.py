@@ -69,8 +69,12 @@ def test_help_groups_every_command_by_task():
 
 
 def test_shell_completion_script():
-    """typer's completion: the script for bash names the command's completion variable."""
-    res = pltlab_cmd("--show-completion", "bash")
+    """typer's completion: the script for bash names the command's completion variable (asked
+    for by the variable itself, as `--install-completion` writes it: `--show-completion` guesses
+    the shell from the parent process, which is sh under make)."""
+    import os
+
+    res = pltlab_cmd(env=dict(os.environ, _PLTLAB_COMPLETE="source_bash"))
     assert res.returncode == 0, res.stderr
     assert "_PLTLAB_COMPLETE" in res.stdout and "complete" in res.stdout
 
