@@ -209,8 +209,8 @@ def sweep(
     out_dir = output or sweeper.default_out(exp)
     with lock.held(out_dir, "sweep"):  # from the checks to the report: one writer per folder
         sweeper.prepare(exp, out_dir, resume)  # refuse before printing anything
+        ex = executor(cluster, slots, connect_timeout)  # (its options checked first)
         require_root_here(cluster, [exp.kind])  # (a folder the lock made is removed again)
-        ex = executor(cluster, slots, connect_timeout)
         out = Console(stderr=True)
         out.print(
             f"{exp.name}: {len(exp.pages)} page(s) x {len(exp.configs)} configuration(s) x "

@@ -116,8 +116,8 @@ def reproduce(name: str, values: dict) -> dict:
     with lock.held(out_dir, f"reproduce {name}"):  # until its report is written: one writer per folder
         recorded = engine.as_json(p)
         engine.prepare(name, recorded, exps, out_dir, resume)  # everything checked before anything runs
-        require_root_here(cluster[0], [x[1].kind for x in exps])  # (a folder the lock made is removed again)
         ex = executor(*cluster, keep_up=True)  # (--cluster: one Ray session, each node checked once)
+        require_root_here(cluster[0], [x[1].kind for x in exps])  # (a folder the lock made is removed again)
         err = Console(stderr=True)
         err.print(study.announce(p, exps, out_dir, resume), highlight=False)
         note = study.note(values) if hasattr(study, "note") else None
