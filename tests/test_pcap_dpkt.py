@@ -206,3 +206,30 @@ def _old_split(whole, loads):
         with open(path, "wb") as f:
             f.write(data[:24])
             f.writelines(recs)
+
+
+def test_trace_plt_counts_a_reused_4_tuple_twice_a_resent_syn_once_an_unused_connection_never(tmp_path):
+    from pltlab.run.pcaptrace import ACK, FIN, SYN, write_pcap
+
+    ms = 0.001
+    pk = [
+        (T0, _tcp(C, S, 40000, 80, 100, 0, SYN)),
+        (T0 + 10 * ms, _tcp(C, S, 40000, 80, 100, 0, SYN)),  # resent: the same connection
+        (T0 + 30 * ms, _tcp(S, C, 80, 40000, 1000, 101, SYN | ACK)),
+        (T0 + 30 * ms, _tcp(C, S, 40000, 80, 101, 1001, ACK, 100)),
+        (T0 + 50 * ms, _tcp(S, C, 80, 40000, 1001, 201, ACK, 500)),
+        (T0 + 50 * ms, _tcp(C, S, 40000, 80, 201, 1501, ACK | FIN)),
+        (T0 + 51 * ms, _tcp(C, S, 40001, 80, 7, 0, SYN)),  # opened, never used
+        # the first 4-tuple again, another incarnation (other sequence numbers), ending later
+        (T0 + 60 * ms, _tcp(C, S, 40000, 80, 900, 0, SYN)),
+        (T0 + 80 * ms, _tcp(S, C, 80, 40000, 50_000, 901, SYN | ACK)),
+        (T0 + 80 * ms, _tcp(C, S, 40000, 80, 901, 50_001, ACK, 100)),
+        (T0 + 100 * ms, _tcp(S, C, 80, 40000, 50_001, 1001, ACK, 300)),
+        (T0 + 100 * ms, _tcp(C, S, 40000, 80, 1001, 50_200, ACK)),  # short of the last byte
+        (T0 + 120 * ms, _tcp(C, S, 40000, 80, 1001, 50_301, ACK)),
+    ]
+    path = str(tmp_path / "t.pcap")
+    write_pcap(path, pk)
+    r = trace_plt(read_pcap(path), C)
+    assert r["connections"] == 2 and r["unacked"] == 0
+    assert r["plt_ms"] == pytest.approx(120.0, abs=0.001)

@@ -160,10 +160,12 @@ def trace_plt(segments: list[Segment], client_ip: str | None = None, ports: tupl
         return None
 
     conns: dict[tuple, _Conn] = {}
+    every: list[_Conn] = []  # every incarnation, a reused 4-tuple's earlier ones too
+    owner: list[_Conn | None] = [None] * len(segments)  # each client segment's incarnation
     start = None
     first_req = None
     # pass 1: start, and per connection the last byte the server sent
-    for s in segments:
+    for i, s in enumerate(segments):
         sp = server_port(s)
         if sp is None or (ports is not None and sp not in ports):
             continue
@@ -173,11 +175,18 @@ def trace_plt(segments: list[Segment], client_ip: str | None = None, ports: tupl
             if s.flags & SYN and not s.flags & ACK:
                 if start is None:
                     start = s.t
-                conns[key] = _Conn()  # a new incarnation of this 4-tuple
+                old = conns.get(key)
+                if old is None or old.last_data_t is not None:  # (a retransmitted SYN keeps its own)
+                    conns[key] = _Conn()  # a new incarnation: a reused 4-tuple's old one is over
+                    every.append(conns[key])
             elif s.payload and first_req is None:
                 first_req = s.t
+            owner[i] = conns.get(key)
             continue
-        c = conns.setdefault(key, _Conn())
+        c = conns.get(key)
+        if c is None:  # (the trace began after its SYN)
+            c = conns[key] = _Conn()
+            every.append(c)
         if c.base is None:
             c.base = s.seq
         if s.payload:
@@ -189,16 +198,15 @@ def trace_plt(segments: list[Segment], client_ip: str | None = None, ports: tupl
     if start is None:
         raise PltError("packet trace has no HTTP request")
     # pass 2: the first client ACK covering each connection's last byte
-    for s in segments:
-        if s.src != client_ip or not s.flags & ACK:
+    for s, c in zip(segments, owner):
+        if not s.flags & ACK:
             continue
-        c = conns.get((s.sport, s.dst, s.dport))
         if c is None or c.base is None or c.last_data_t is None or c.acked_t is not None:
             continue
         if s.t >= c.last_data_t and _rel(s.ack, c.base) >= c.last_end:
             c.acked_t = s.t
     ends, unacked = [], 0
-    for c in conns.values():
+    for c in every:
         if c.last_data_t is None:
             continue
         if c.acked_t is None:
@@ -211,7 +219,7 @@ def trace_plt(segments: list[Segment], client_ip: str | None = None, ports: tupl
         "plt_ms": round((end - start) * 1000, 3),
         "start": start,
         "end": end,
-        "connections": sum(1 for c in conns.values() if c.last_data_t is not None),
+        "connections": len(ends),
         "unacked": unacked,
     }
 
