@@ -157,6 +157,7 @@ class PageRunner:
                 self.chain = document_chain(self.loaded, self.hosts, self.https_hosts)
             if not registry.get(self.cfg.client).upgrades_itself or self.renaming:  # (else it upgrades what it likes)
                 self.http = schemes.http_urls(self.loaded, self.https_hosts or ())
+                schemes.check_protocol(self.loaded, self.https_hosts or (), self.cfg.protocol, page_label(self.page))
         except BaseException:
             self.topo.__exit__(None, None, None)
             raise

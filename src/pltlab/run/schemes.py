@@ -11,7 +11,9 @@ as today) nothing is asked of the schemes."""
 
 from urllib.parse import urlsplit
 
+from pltlab import protocols
 from pltlab.archive.model import Page, strip_fragment
+from pltlab.errors import PltError
 from pltlab.loaders import plan as plans
 
 
@@ -30,6 +32,21 @@ def http_urls(page: Page, https_hosts=()) -> set[str]:
         if o.scheme in ("http", "https"):
             by.setdefault(_bare(o.url), set()).add(schemes.get(id(o), o.scheme))
     return {u for u, s in by.items() if s == {"http"}}
+
+
+def check_protocol(page: Page, https_hosts, protocol: str, where: str) -> None:
+    """Refuse in one line a protocol knob that no request of the load can go over: HTTP/2 and
+    HTTP/3 are https-only, so a page whose every object goes over http (its recorded schemes, none
+    upgraded) would run over HTTP/1.1 under another protocol's name."""
+    if protocol == protocols.RECORDED or protocols.get(protocol) is protocols.FALLBACK:
+        return
+    eff = plans.effective_schemes(page, set(https_hosts))
+    if any(eff.get(id(o), o.scheme) == "https" for o in page.objects):
+        return
+    raise PltError(
+        f"{where}: protocol {protocol} is https-only and this load fetches every object over http "
+        "(with the built-in loader, --schemes https loads every origin over https)"
+    )
 
 
 def problem(requests: list[dict], http: set[str], upgraded: list[str] | tuple = ()) -> str | None:
