@@ -29,20 +29,13 @@ def _bar(err: Console) -> Progress:
     )
 
 
-class LoadProgress:
-    """A bar of one page's loads (reset per page) with the pages done so far. ``lines``: the
-    console for the per-load lines: the bar's own when they are meant for the terminal the bar
-    is drawn on (drawn above it), else ``fallback`` (stdout into a pipe or file)."""
+class _Bar:
+    """One task's bar on stderr, started and stopped as a context."""
 
-    def __init__(self, loads_per_page: int, fallback: Console, json_mode: bool = False):
+    def __init__(self, what: str, total: int | None):
         self.err = stderr_console()
-        self.total = loads_per_page
-        self.pages = 0
         self.prog = _bar(self.err)
-        self.task = self.prog.add_task("loads", total=loads_per_page)
-        # lines for the terminal the bar is on are printed by the bar's console (above the bar)
-        shared = self.err.is_terminal and (json_mode or sys.stdout.isatty())
-        self.lines = self.err if shared else fallback
+        self.task = self.prog.add_task(what, total=total)
 
     def __enter__(self):
         self.prog.start()
@@ -51,6 +44,20 @@ class LoadProgress:
     def __exit__(self, *exc):
         self.prog.stop()
         return False
+
+
+class LoadProgress(_Bar):
+    """A bar of one page's loads (reset per page) with the pages done so far. ``lines``: the
+    console for the per-load lines: the bar's own when they are meant for the terminal the bar
+    is drawn on (drawn above it), else ``fallback`` (stdout into a pipe or file)."""
+
+    def __init__(self, loads_per_page: int, fallback: Console, json_mode: bool = False):
+        super().__init__("loads", loads_per_page)
+        self.total = loads_per_page
+        self.pages = 0
+        # lines for the terminal the bar is on are printed by the bar's console (above the bar)
+        shared = self.err.is_terminal and (json_mode or sys.stdout.isatty())
+        self.lines = self.err if shared else fallback
 
     def load_done(self, page: str) -> None:
         self.prog.update(self.task, advance=1, description=f"{page} (pages done: {self.pages})")
@@ -71,24 +78,14 @@ def working(what: str):
         yield
 
 
-class Steps:
+class Steps(_Bar):
     """A bar of ``total`` steps (set later with ``total()`` when not known yet) with elapsed time
     and ETA; ``lines`` prints above it (the bar's console: stderr). Nothing drawn unless stderr
     is a terminal."""
 
     def __init__(self, what: str, total: int | None = None):
-        self.err = stderr_console()
-        self.prog = _bar(self.err)
-        self.task = self.prog.add_task(what, total=total)
+        super().__init__(what, total)
         self.lines = self.err
-
-    def __enter__(self):
-        self.prog.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.prog.stop()
-        return False
 
     def total(self, n: int) -> None:
         self.prog.update(self.task, total=n)
