@@ -98,6 +98,27 @@ pub(super) fn request_fields(req: &::http::Request<()>) -> Vec<(String, String)>
     out
 }
 
+/// An object's request as h2 and h3 send it (``what``: the protocol, for the error) with its URL
+/// (fragment cut) and its header fields as sent (pseudo-headers first).
+pub(super) fn request<'a>(
+    o: &'a super::plan::Object,
+    what: &str,
+) -> Result<(&'a str, ::http::Request<()>, Vec<(String, String)>)> {
+    let url = o.url.split('#').next().unwrap_or(&o.url);
+    let mut req = ::http::Request::builder()
+        .method(o.method.as_str())
+        .uri(url)
+        .header("user-agent", "pltlab-loader/0.1")
+        .header("accept", "*/*")
+        .header("accept-encoding", "gzip, deflate, br, zstd");
+    if let Some(p) = &o.priority {
+        req = req.header("priority", p.as_str());
+    }
+    let req = req.body(()).map_err(|e| anyhow!("{url}: cannot make an {what} request: {e}"))?;
+    let fields = request_fields(&req);
+    Ok((url, req, fields))
+}
+
 /// Header fields' size in HTTP/1.1 framing ("name: value\r\n" each, without the blank line).
 pub(super) fn head_size(fields: &[(String, String)]) -> u64 {
     fields.iter().map(|(k, v)| (k.len() + v.len() + 4) as u64).sum()
@@ -111,19 +132,7 @@ async fn stream(
     idx: usize,
     tx: &UnboundedSender<Msg>,
 ) -> Result<Rec> {
-    let o = &plan.objects[idx];
-    let url = o.url.split('#').next().unwrap_or(&o.url);
-    let mut req = ::http::Request::builder()
-        .method(o.method.as_str())
-        .uri(url)
-        .header("user-agent", "pltlab-loader/0.1")
-        .header("accept", "*/*")
-        .header("accept-encoding", "gzip, deflate, br, zstd");
-    if let Some(p) = &o.priority {
-        req = req.header("priority", p.as_str());
-    }
-    let req = req.body(()).map_err(|e| anyhow!("{url}: cannot make an h2 request: {e}"))?;
-    let request_headers = request_fields(&req);
+    let (url, req, request_headers) = request(&plan.objects[idx], "h2")?;
     let mut send = send.ready().await.map_err(|e| anyhow!("{url}: h2 connection: {e}"))?;
     let mut rec = Rec {
         index: idx,

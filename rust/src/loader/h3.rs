@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 use super::clock::Clock;
 use super::decode;
-use super::h2::{head_size, request_fields};
+use super::h2::{head_size, request};
 use super::msg::{Msg, Protocol};
 use super::output::Rec;
 use super::plan::Plan;
@@ -167,19 +167,7 @@ pub async fn serve(
 
 /// One request and its response.
 async fn stream(clock: &Clock, plan: &Plan, mut send: Send, idx: usize, tx: &UnboundedSender<Msg>) -> Result<Rec> {
-    let o = &plan.objects[idx];
-    let url = o.url.split('#').next().unwrap_or(&o.url);
-    let mut req = ::http::Request::builder()
-        .method(o.method.as_str())
-        .uri(url)
-        .header("user-agent", "pltlab-loader/0.1")
-        .header("accept", "*/*")
-        .header("accept-encoding", "gzip, deflate, br, zstd");
-    if let Some(p) = &o.priority {
-        req = req.header("priority", p.as_str());
-    }
-    let req = req.body(()).map_err(|e| anyhow!("{url}: cannot make an h3 request: {e}"))?;
-    let request_headers = request_fields(&req);
+    let (url, req, request_headers) = request(&plan.objects[idx], "h3")?;
     let mut rec = Rec {
         index: idx,
         request_ms: clock.ms(),
