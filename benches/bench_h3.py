@@ -45,7 +45,7 @@ from pltlab.run.runner import PageRunner, RunConfig, run_page
 
 MODES = ("full", "0rtt")
 LOSS_RTT = 100  # ms
-LOSS_OBJECTS, LOSS_OBJECT_BYTES = 40, 3_000
+LOSS_OBJECTS, LOSS_OBJECT_BYTES = 40, 3_000  # (META says so in words)
 
 META = {
     "name": "bench_h3",
@@ -78,8 +78,8 @@ META = {
             "name": "PLT under random loss, h3 and h2",
             "unit": "ms",
             "target": None,
-            "on": f"document + {LOSS_OBJECTS} objects of ~{LOSS_OBJECT_BYTES // 1000} KB on one connection, "
-            f"RTT {LOSS_RTT} ms, unshaped, loss each way, TLS full, median of 10 loads",
+            "on": "document + 40 objects of ~3 KB on one connection, RTT 100 ms, unshaped, loss each way, "
+            "TLS full, median of 10 loads",
         },
         "loss_ratio": {
             "name": "PLT ratio h3 / h2 (medians) at 0, 1 and 2 % loss",
