@@ -27,13 +27,18 @@ LINK_MTU = 1500  # the link's MTU (knob mtu, default)
 MIN_INITIAL = 1200  # RFC 9000 §14.1: a client's datagram carrying an Initial is padded to 1200 bytes
 
 
-def _udp(path: str) -> list[tuple[float, dpkt.ip.IP, dpkt.udp.UDP]]:
-    """(time, IP, UDP) of every UDP datagram of a raw-IP pcap; asserts it holds nothing else
-    but UDP (an h3 load opens no TCP connection) and ICMP (a port closed after the load)."""
-    out = []
+def _ipv4(path: str) -> list[tuple[float, dpkt.ip.IP]]:
+    """(time, IP) of the IPv4 packets of a raw-IP pcap (the kernel's own IPv6 router
+    solicitations pass the link too)."""
     _, recs = records(path)
-    for t, _, pkt in recs:
-        ip = dpkt.ip.IP(pkt)
+    return [(t, dpkt.ip.IP(pkt)) for t, _, pkt in recs if pkt[0] >> 4 == 4]
+
+
+def _udp(path: str) -> list[tuple[float, dpkt.ip.IP, dpkt.udp.UDP]]:
+    """(time, IP, UDP) of every UDP datagram of a raw-IP pcap; asserts its IPv4 holds nothing
+    else but UDP (an h3 load opens no TCP connection) and ICMP (a port closed after the load)."""
+    out = []
+    for t, ip in _ipv4(path):
         if ip.p == dpkt.ip.IP_PROTO_UDP:
             out.append((t, ip, ip.data))
         else:
@@ -107,8 +112,7 @@ def test_loss_drops_single_quic_datagrams_and_no_gso_batch_reaches_the_link(tmp_
     for r, got in zip(runs, received):
         if r["late_reruns"]:  # (the replay also got the earlier tries' datagrams: not in the pcap)
             continue
-        _, recs = records(r["pcap"])
-        ips = [dpkt.ip.IP(pkt) for _, _, pkt in recs]
+        ips = [ip for _, ip in _ipv4(r["pcap"])]
         sent = sum(1 for ip in ips if ip.p == dpkt.ip.IP_PROTO_UDP and ip.data.dport == 443)
         icmp_up += sum(
             1 for ip in ips if ip.p == dpkt.ip.IP_PROTO_ICMP and socket.inet_ntoa(ip.dst) in pr.host_ips.values()
