@@ -152,17 +152,18 @@ def overhead(b, reps=5):
 
 def _fidelity_line(b, key, what, rtt, tfo, plts, analytic, on=""):
     """Print and record one fidelity point: the median PLT against the analytic one, target
-    within 2 % + 2 ms (used by bench_tls too)."""
+    within 2 % + 2 ms (used by bench_tls and bench_h3 too; ``tfo`` None: a transport without TFO)."""
     bound = 0.02 * analytic + 2
-    label = f"{what}, RTT {rtt} ms, TFO {'on' if tfo else 'off'}: PLT - analytic {analytic} ms"
+    tfo_text = "" if tfo is None else f", TFO {'on' if tfo else 'off'}"
+    label = f"{what}, RTT {rtt} ms{tfo_text}: PLT - analytic {analytic} ms"
     if not plts:
-        print(f"fidelity: {what}, RTT {rtt} ms, TFO {'on ' if tfo else 'off'}: no valid load: MISSED", flush=True)
+        print(f"fidelity: {what}, RTT {rtt} ms{tfo_text}: no valid load: MISSED", flush=True)
         b.figure(key, None, name=label, target=("abs<=", round(bound, 3)), on="no valid load")
         return
     med = statistics.median(plts)
     ok = abs(med - analytic) <= bound
     print(
-        f"fidelity: {what}, RTT {rtt} ms, TFO {'on ' if tfo else 'off'}: median {med:.1f} ms vs "
+        f"fidelity: {what}, RTT {rtt} ms{tfo_text}: median {med:.1f} ms vs "
         f"analytic {analytic} ms: error {med - analytic:+.1f} ms ({(med / analytic - 1):+.2%}; "
         f"target within 2 % + 2 ms: {'ok' if ok else 'MISSED'})",
         flush=True,

@@ -33,6 +33,7 @@ AREAS = (
     ("replay", "Replay server"),
     ("loaders", "Page loads and loaders"),
     ("tls", "TLS 1.3 and HTTP/2"),
+    ("h3", "HTTP/3 over QUIC"),
     ("sweeps", "Sweeps, studies and the cluster"),
     ("predict", "Prediction"),
     ("archive", "Archives and conformance"),
