@@ -33,8 +33,6 @@ were tried first: there the window after a loss delayed every object of both pro
 loss comparison at 2 % with 1 load each: a plumbing check.
 """
 
-import argparse
-import os
 import statistics
 import sys
 
@@ -295,26 +293,9 @@ QUICK = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "sections", nargs="*", metavar="SECTION", help=f"of {', '.join(ALL)} (default: {' '.join(DEFAULT)})"
+    return record.sections_main(
+        __doc__, META, ALL, QUICK, DEFAULT, "chain at 20 ms, full handshakes, 1 load; 3 loads for repeat; loss at 2 %"
     )
-    ap.add_argument(
-        "--quick", action="store_true", help="chain at 20 ms, full handshakes, 1 load; 3 loads for repeat; loss at 2 %%"
-    )
-    a = ap.parse_args()
-    bad = [x for x in a.sections if x not in ALL]
-    if bad:
-        ap.error(f"unknown section {bad[0]!r}: one of {', '.join(ALL)}")
-    table = QUICK if a.quick else ALL
-    todo = [table.get(x, ALL[x]) for x in a.sections or DEFAULT]
-    with record.Bench(META, quick=a.quick) as b:
-        if os.geteuid() != 0:
-            b.skip("needs root (network namespaces, TUN)")
-        else:
-            for fn in todo:
-                fn(b)
-    return b.exit_code
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ its one h2 connection: 2 requests. --quick: the chain at 20 ms with full handsha
 and 3 loads for repeatability: a plumbing check.
 """
 
-import argparse
-import os
 import statistics
 import sys
 
@@ -125,22 +123,9 @@ QUICK = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sections", nargs="*", metavar="SECTION", help=f"of {', '.join(ALL)} (default: fidelity repeat)")
-    ap.add_argument("--quick", action="store_true", help="chain at 20 ms, full handshakes, 1 load; 3 loads for repeat")
-    a = ap.parse_args()
-    bad = [x for x in a.sections if x not in ALL]
-    if bad:
-        ap.error(f"unknown section {bad[0]!r}: one of {', '.join(ALL)}")
-    table = QUICK if a.quick else ALL
-    todo = [table.get(x, ALL[x]) for x in a.sections or ["fidelity", "repeat"]]
-    with record.Bench(META, quick=a.quick) as b:
-        if os.geteuid() != 0:
-            b.skip("needs root (network namespaces, TUN)")
-        else:
-            for fn in todo:
-                fn(b)
-    return b.exit_code
+    return record.sections_main(
+        __doc__, META, ALL, QUICK, ("fidelity", "repeat"), "chain at 20 ms, full handshakes, 1 load; 3 loads for repeat"
+    )
 
 
 if __name__ == "__main__":

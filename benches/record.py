@@ -750,3 +750,29 @@ def load_results(folder: str | os.PathLike) -> dict[str, dict]:
         if isinstance(d, dict) and d.get("schema") == SCHEMA:
             out[d.get("bench") or p.stem] = d
     return out
+
+
+def sections_main(doc: str, meta: dict, sections: dict, quick: dict, default, quick_help: str) -> int:
+    """The command line of a bench made of sections (root benches: skipped as a user): SECTION
+    names from ``sections`` (default ``default``), --quick taking ``quick``'s version of a section
+    where it has one; runs them into one result file and returns the exit code."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument(
+        "sections", nargs="*", metavar="SECTION", help=f"of {', '.join(sections)} (default: {' '.join(default)})"
+    )
+    ap.add_argument("--quick", action="store_true", help=quick_help.replace("%", "%%"))
+    a = ap.parse_args()
+    bad = [x for x in a.sections if x not in sections]
+    if bad:
+        ap.error(f"unknown section {bad[0]!r}: one of {', '.join(sections)}")
+    table = quick if a.quick else sections
+    todo = [table.get(x, sections[x]) for x in a.sections or default]
+    with Bench(meta, quick=a.quick) as b:
+        if os.geteuid() != 0:
+            b.skip("needs root (network namespaces, TUN)")
+        else:
+            for fn in todo:
+                fn(b)
+    return b.exit_code
