@@ -169,6 +169,12 @@ def test_flags_override_the_file(tmp_path):
     p = study_file.options({"config": str(f), "rtt": [20.0, 200.0], "client": ["builtin"]})
     assert p.quick and p.rtts == (20, 200) and p.losses == (0.01,) and p.clients == ("builtin",)
     assert p.pages == study_file.QUICK_VALUES["pages"]
+    # Chromium sits out where no page is one of its own (recorded over https); alone, it is refused
+    p = study_file.options({"page": ["wikipedia", "github"]})
+    assert study_file.points(p, "chromium")[0] == ("github",)
+    assert [sub for sub, _ in parts.experiments(study_file.options({"page": ["wikipedia"]}))] == ["tcp", "quic"]
+    with pytest.raises(PltError, match="no page to load: Chromium takes"):
+        study_file.options({"page": ["wikipedia"], "client": ["chromium"]})
 
 
 TINY = '[handshakes]\nprotocol = ["h2", "h3"]\ntls = ["full", "0rtt"]\n'

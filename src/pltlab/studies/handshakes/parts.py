@@ -74,6 +74,8 @@ def experiments(p: Params) -> list[tuple[str, StudyExperiment]]:
     out = []
     for client in p.clients:
         pages, rtts, losses, reps = points(p, client)
+        if not pages:
+            continue  # (Chromium: none of the pages is one of its own)
         entries = resolve_pages(list(pages))
         https = {} if LOADERS[client].upgrades_itself else {"schemes": "https"}  # (a browser: its own schemes)
         for transport, protos, tls, tfo in _transports(p, client):

@@ -224,7 +224,13 @@ def resolve(file_values: dict | None = None, **given) -> Params:
 def check(p: Params) -> Params:
     """Every value checked (lists as tuples); the messages name the value, not a key."""
     fixed = {f: _values(getattr(p, f), parse, many) for f, (parse, many) in _CHECK.items()}
-    return dataclasses.replace(p, **fixed)
+    p = dataclasses.replace(p, **fixed)
+    if not any(points(p, c)[0] for c in p.clients):
+        raise PltError(
+            f"no page to load: Chromium takes the pages of chromium.pages (recorded over https: "
+            f"{', '.join(p.chromium_pages)}) that are among the pages"
+        )
+    return p
 
 
 def params(doc: dict) -> Params:
@@ -237,7 +243,7 @@ def points(p: Params, client: str) -> tuple:
     every point, a browser (Chromium) at the chromium_* points."""
     if LOADERS[client].planned:
         return p.pages, p.rtts, p.losses, p.reps
-    pages = tuple(x for x in p.chromium_pages if x in p.pages) or p.chromium_pages
+    pages = tuple(x for x in p.chromium_pages if x in p.pages)  # (none: the browser sits out)
     return pages, p.chromium_rtts, p.chromium_losses, p.chromium_reps
 
 
