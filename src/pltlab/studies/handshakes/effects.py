@@ -163,8 +163,13 @@ def amount(r: dict) -> str:
     ms = f"{r['saved_ms']:.0f} ms"
     if shown(r):
         ms += f" [{r['saved_ms_ci'][0]:.0f}, {r['saved_ms_ci'][1]:.0f}]"
-    rt = f", {r['saved_rtts']:.1f} handshake round trips" if r["saved_rtts"] is not None else ""
+    rt = f", {_1(r['saved_rtts'])} handshake round trips" if r["saved_rtts"] is not None else ""
     return f"{ms}{rt} at {r['rtt_ms']:g} ms"
+
+
+def _1(x: float) -> str:
+    """One decimal, without a sign for what rounds to zero (-0.0)."""
+    return f"{round(x, 1) + 0.0:.1f}"
 
 
 def _list(rs: list[dict]) -> str:
@@ -214,7 +219,7 @@ def answer(rows_: list[dict], client: str = "builtin") -> str:
         out.append(f"{head} {_list(zero)}{_hedge(zero)}.")
         rts = [r["saved_rtts"] for r in zero if r["saved_rtts"] is not None]
         if rts and _any(zero, "saved"):
-            span = f"{min(rts):.1f}" if f"{min(rts):.1f}" == f"{max(rts):.1f}" else f"{min(rts):.1f} to {max(rts):.1f}"
+            span = _1(min(rts)) if _1(min(rts)) == _1(max(rts)) else f"{_1(min(rts))} to {_1(max(rts))}"
             out.append(
                 f"That is the TCP handshake 0-RTT leaves in place ({span} handshake round trips fewer on the "
                 "critical path): 0-RTT removes TLS's round trip, TFO TCP's, and only both together put the "
@@ -238,7 +243,7 @@ def answer(rows_: list[dict], client: str = "builtin") -> str:
 def _rtts(rs: list[dict]) -> str:
     """'1.2 handshake round trips' per load on average over the rows, or 'handshake time'."""
     v = [r["saved_rtts"] for r in rs if r["saved_rtts"] is not None]
-    return f"{statistics.fmean(v):.1f} handshake round trips per load" if v else "handshake time"
+    return f"{_1(statistics.fmean(v))} handshake round trips per load" if v else "handshake time"
 
 
 def _max_loss(rows_: list[dict], client: str) -> float | None:

@@ -39,10 +39,8 @@ def announce(p: Params, exps: list, out_dir: str, resume: bool) -> str:
 
 
 def title(p: Params, res: dict) -> str:
-    return (
-        f"Handshake study ({'quick run' if p.quick else 'full run'}: {size(p)}; "
-        f"wall time {res.get('wall_time_s') or 0:.0f} s)"
-    )
+    wall = f"; wall time {res['wall_time_s']:.0f} s" if res.get("wall_time_s") else ""
+    return f"Handshake study ({'quick run' if p.quick else 'full run'}: {size(p)}{wall})"
 
 
 def _ci(r: dict, what: str, fmt: str) -> str:
@@ -51,9 +49,15 @@ def _ci(r: dict, what: str, fmt: str) -> str:
         return "-"
     if not effects.shown(r, what):
         n = r["n"] if what == "ms" else r["n_rtts"]
-        return f"{v:{fmt}}" + (f" ({stats.NO_CI})" if not stats.shown(n) else "")
+        return _num(v, fmt) + (f" ({stats.NO_CI})" if not stats.shown(n) else "")
     lo, hi = r[f"saved_{what}_ci"]
-    return f"{v:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+    return f"{_num(v, fmt)} [{_num(lo, fmt)}, {_num(hi, fmt)}]"
+
+
+def _num(x: float, fmt: str) -> str:
+    """``x`` formatted, without a sign for what rounds to zero."""
+    s = format(x, fmt)
+    return s[1:] if s.startswith("-") and float(s) == 0 else s
 
 
 def _context(r: dict) -> str:
@@ -135,36 +139,39 @@ def sections(res: dict) -> list[dict]:
 
 
 def figures(res: dict, out_dir: str) -> list[str]:
-    """saved_ms.png: ms saved by each feature against RTT (the first loader, lowest loss, h2
-    contexts where a feature has several), with the intervals where shown."""
+    """saved_ms.png: ms saved by each feature (bars, with the intervals where shown), one panel
+    per RTT, for the first loader at the lowest loss; features split by protocol over h2."""
     rows = res.get("rows") or []
     if not rows:
         return []
     client = rows[0]["client"]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    drawn = False
+    loss = min(r["loss"] for r in rows if r["client"] == client)
+    bars = []  # (label, {rtt: row})
     for e in effects.EFFECTS:
         for ctx in _figure_contexts(rows, e.name, client):
-            rs = effects.find(rows, e.name, client, **ctx)
-            if not rs:
-                continue
-            x = [r["rtt_ms"] for r in rs]
-            y = [r["saved_ms"] for r in rs]
-            err = [
-                [r["saved_ms"] - r["saved_ms_ci"][0] if effects.shown(r) else 0 for r in rs],
-                [r["saved_ms_ci"][1] - r["saved_ms"] if effects.shown(r) else 0 for r in rs],
-            ]
-            label = e.name + ("" if not ctx else f" ({', '.join(str(v) for v in ctx.values())})")
-            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
-            drawn = True
-    if not drawn:
-        plt.close(fig)
+            rs = effects.find(rows, e.name, client, loss=loss, **ctx)
+            if rs:
+                bars.append((f"{e.name} ({_context({'context': ctx})})", {r["rtt_ms"]: r for r in rs}))
+    rtts = sorted({rtt for _, by in bars for rtt in by})
+    if not rtts:
         return []
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xlabel("RTT (ms)")
-    ax.set_ylabel("PLT saved (ms)")
-    ax.set_title(f"Saved by each handshake feature ({client}, no loss; {stats.INTERVAL})", fontsize=9)
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, len(rtts), figsize=(3.2 * len(rtts) + 2.2, 0.32 * len(bars) + 1.4), sharey=True)
+    axes = list(axes) if len(rtts) > 1 else [axes]
+    ys = list(range(len(bars)))
+    for ax, rtt in zip(axes, rtts):
+        got = [by.get(rtt) for _, by in bars]
+        v = [r["saved_ms"] if r else 0 for r in got]
+        err = [
+            [r["saved_ms"] - r["saved_ms_ci"][0] if r and effects.shown(r) else 0 for r in got],
+            [r["saved_ms_ci"][1] - r["saved_ms"] if r and effects.shown(r) else 0 for r in got],
+        ]
+        ax.barh(ys, v, xerr=err, capsize=2, color=["tab:blue" if x >= 0 else "tab:red" for x in v])
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_title(f"RTT {rtt:g} ms", fontsize=9)
+        ax.set_xlabel("PLT saved (ms)")
+    axes[0].set_yticks(ys, [label for label, _ in bars], fontsize=7)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"Saved by each handshake feature ({client}, loss {loss * 100:g} %; {stats.INTERVAL})", fontsize=9)
     fig.tight_layout()
     path = os.path.join(out_dir, "saved_ms.png")
     fig.savefig(path, dpi=110)
