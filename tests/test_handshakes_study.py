@@ -7,6 +7,7 @@ import os
 import pytest
 
 from pltlab.errors import PltError
+from pltlab.experiments.spec import load as load_experiment
 from pltlab.studies import STUDIES
 from pltlab.studies.handshakes import effects, parts, study_file
 from tests.conftest import pltlab_cmd
@@ -143,6 +144,16 @@ def test_experiments_keep_tfo_off_quic_and_chromium_on_https():
     assert all(e.page.url.startswith("https://") for e in exps["chromium-tcp"].pages)
     assert exps["tcp"].settings == {"schemes": "https"} and exps["chromium-tcp"].settings == {}
     assert sum(e.n_runs for e in exps.values()) == 8100 + 1320
+
+
+def test_each_experiment_file_is_its_experiment(tmp_path):
+    """The experiment file a part records (the report shows it) runs the same loads with `pltlab
+    sweep`: the same digest, hence the same run keys."""
+    for sub, exp in parts.experiments(study_file.defaults(quick=True)):
+        f = tmp_path / f"{sub}.toml"
+        f.write_text(exp.source)
+        again = load_experiment(str(f))
+        assert (again.digest(), again.n_runs, again.axis()) == (exp.digest(), exp.n_runs, exp.axis()), sub
 
 
 @pytest.mark.parametrize(
