@@ -123,11 +123,14 @@ def test_bundled_pages_are_structure_only():
 
 @needs_cs244
 def test_bundled_pages_match_a_fresh_derivation(tmp_path, monkeypatch):
-    monkeypatch.setattr(bundled, "DIR", str(tmp_path))
-    bundled.regenerate(os.path.dirname(CS244))
+    shipped = {name: bundled.path(name) for name in bundled.names()}
+    monkeypatch.setattr(bundled, "DIR", str(tmp_path / "tfo2013"))
+    monkeypatch.setattr(bundled, "PUBLIC_DIR", str(tmp_path / "public"))
+    bundled.regenerate(os.path.dirname(CS244))  # both sets: cs244-2013, har/ and har-conformance/
     for name in bundled.names():
-        fresh = (tmp_path / f"{name}.har").read_bytes()
-        with open(os.path.join(os.path.dirname(bundled.__file__), "tfo2013", f"{name}.har"), "rb") as f:
+        with open(bundled.path(name), "rb") as f:
+            fresh = f.read()
+        with open(shipped[name], "rb") as f:
             assert f.read() == fresh, f"{name}: bundled model is stale, run python3 -m pltlab.archive.bundled"
 
 

@@ -163,7 +163,10 @@ BAD = [
     (
         '[icw.transfer]\npages = ["nope"]\n',
         "key 'icw.transfer.pages': unknown bundled page 'nope': one of amazon, nytimes, wsj, wikipedia, google, "
-        "filamentgroup, arcelormittal, linkedin",
+        "filamentgroup, arcelormittal, linkedin, aftonbladet, github, sitespeed-h1, mitmproxy, mitmproxy-small, "
+        "sitespeed-run-sizes, sitespeed-run-h2, sitespeed-run, sitespeed-redirect, filamentgroup-2, filamentgroup-3, "
+        "enorm-magazin, expressen, expressen-2, expressen-3, wikipedia-org, github-wpt, llentab, squoosh, "
+        "vkontakte, vk",
     ),
     (
         '[icw.fairness]\nlong_flow = "netperf"\n',

@@ -228,7 +228,7 @@ def study_report(out_dir: str, wall_time_s: float | None = None) -> dict:
 
 def _study_report(out_dir: str, study, doc: dict, wall_time_s: float | None) -> dict:
     p = study.params(doc["params"])
-    res = study.results(p, out_dir)
+    res = study.results(p, out_dir, why.StudyExplainer())
     res.update(output_dir=os.path.abspath(out_dir), wall_time_s=wall_time_s, quick=p.quick)
     res["figures"] = study.figures(res, out_dir)
     build_study(

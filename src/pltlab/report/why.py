@@ -8,7 +8,9 @@ from collections.abc import Callable
 from pltlab.errors import PltError
 from pltlab.explain import explain, loads
 from pltlab.explain import pair as explain_pair
+from pltlab.explain.critical import critical_path
 from pltlab.report import figures, headline
+from pltlab.report import statistics as an
 
 SOURCE = "the load's dependency graph (pltlab explain)"
 
@@ -104,3 +106,38 @@ def checks(out_dir: str, analysis: dict) -> list[str]:
 def section(lines: list[str]) -> dict:
     """The checks as a report section (every line marked)."""
     return {"title": CHECKS_TITLE, "lines": lines, "bad": [""]}
+
+
+class StudyExplainer:
+    """What `pltlab explain` finds, for a study of several experiments (pltlab.studies: a layer
+    below explain, handed this by pltlab.report.study_report): per load the handshake round trips
+    on its critical path, and what one load saved against another in words."""
+
+    def handshake_rtts(self, folder: str, runs: list[dict]) -> dict[int, float | None]:
+        """run id -> (TCP + TLS handshake ms on the load's critical path) / its RTT; None where
+        the load has no request records or no RTT. ``runs``: dicts with ``id`` and ``rtt_ms``."""
+        ids = [r["id"] for r in runs]
+        reqs = an.load_requests(folder, ids) if ids else {}
+        out: dict[int, float | None] = {}
+        for r in runs:
+            rec = reqs.get(r["id"])
+            if not rec or not r.get("rtt_ms"):
+                out[r["id"]] = None
+                continue
+            try:
+                split = critical_path(rec, plt_ms=r.get("plt_ms")).split
+            except ValueError:
+                out[r["id"]] = None
+                continue
+            out[r["id"]] = (split["tcp"] + split["tls"]) / r["rtt_ms"]
+        return out
+
+    def saved(self, folder: str, alt_id: int, base_id: int, by: str = "tfo") -> str | None:
+        """`pltlab explain ALT --vs BASE`'s sentence of what ALT saved ('saved 655 ms = 3.3 RTT:
+        the handshakes of ...'); None when either load has no graph or cannot be explained."""
+        if not (loads.has_graph(folder, alt_id) and loads.has_graph(folder, base_id)):
+            return None
+        try:
+            return explain_pair.saved_sentence(explain(folder, alt_id, vs=base_id, by=by))
+        except PltError:
+            return None

@@ -15,11 +15,13 @@ from it (cli/studies.py), with no command of its own. It provides:
 - ``announce(params, experiments, out_dir, resume) -> str``: the line the command starts with;
   ``note(values) -> dict`` (optional): what study.json records besides the parameters;
 - its checks against the published results, and its report: ``sections`` (and, for a study of
-  several experiments, ``results``, ``figures``, ``title``, ``document``, ``params``: rendered
+  several experiments, ``results(params, out_dir, explainer)`` (``explainer``: what
+  `pltlab explain`, a layer above the studies, finds in a folder's loads: the report's
+  pltlab.report.why.StudyExplainer), ``figures``, ``title``, ``document``, ``params``: rendered
   by pltlab.report.study_report); ``summary``: what --json prints (one experiment: from the
   sweep's analysis, with ``conclusions`` and ``TABLE`` for the text; several: from the results).
 """
 
-from pltlab.studies import icw, tfo
+from pltlab.studies import handshakes, icw, tfo
 
-STUDIES = {"tfo": tfo, "icw": icw}
+STUDIES = {"tfo": tfo, "icw": icw, "handshakes": handshakes}

@@ -167,8 +167,9 @@ def _fair(pt: dict, r: dict, seed: int, rate: str) -> dict:
     }
 
 
-def results(p, out_dir: str) -> dict:
-    """The study's results from the databases of the parts in ``p.parts`` under ``out_dir``."""
+def results(p, out_dir: str, explainer=None) -> dict:
+    """The study's results from the databases of the parts in ``p.parts`` under ``out_dir``
+    (``explainer``: the report's pltlab explain, not asked here)."""
     res: dict = {"plt_vs_rtt": [], "plt_vs_loss": [], "transfer_rtts": [], "fairness": []}
     failed: list[dict] = []
     samples = None
