@@ -77,3 +77,16 @@ def test_no_body_of_the_corpus_is_in_a_shipped_file(rel):
         with open(path, encoding="utf-8") as f:
             text = f.read()
         assert not [p for p in pieces if p in text], path
+
+
+def test_a_misspelt_page_name_is_one_line_with_the_close_names():
+    from pltlab.archive.resolve import resolve
+    from pltlab.errors import PltError
+
+    with pytest.raises(PltError) as e:
+        resolve("wikipdia")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("wikipdia: ") and "did you mean wikipedia" in msg
+    with pytest.raises(PltError) as e:
+        resolve("zzzz")
+    assert "did you mean" not in str(e.value) and "docs/formats.md" in str(e.value)

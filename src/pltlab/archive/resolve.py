@@ -1,6 +1,7 @@
 """Resolving what the user names (an archive of any format, a folder of them, a bundled page, a
 URL) to pages: archives through pltlab.archive.formats, as `pltlab import` reads them."""
 
+import difflib
 import os
 
 from pltlab.archive import bundled, formats
@@ -35,7 +36,10 @@ def resolve(what: str, corpus: str | None = None) -> list[Page]:
     for p in candidates:
         if _norm(p.url) == _norm(what):
             return [p]
+    names = list(bundled.NAMES)
+    close = difflib.get_close_matches(what, names, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise PltError(
-        f"{what}: not an archive ({formats.described()}), a folder of them, a bundled page "
-        f"({', '.join(bundled.NAMES)}) or a page URL of the corpus"
+        f"{what}: no such file, bundled page or page URL of the corpus ({hint}bundled pages: "
+        f"{len(names)}, e.g. {', '.join(names[:4])}: docs/formats.md lists them; archives: {formats.described()})"
     )
