@@ -27,6 +27,7 @@ from pltlab.archive.calibration import check_calibration
 from pltlab.archive.deps import link_redirects
 from pltlab.archive.entries import (
     HTTP_VERSION,
+    MAX_MS,
     body_text,
     number,
     parse_time,
@@ -34,6 +35,7 @@ from pltlab.archive.entries import (
     shallow,
 )
 from pltlab.archive.model import Obj, Page
+from pltlab.archive.netinfer import DCL_KEY
 from pltlab.archive.sizes import content_encoding
 from pltlab.errors import PltError
 from pltlab.units import MAX_PAGE_BYTES, show
@@ -302,6 +304,9 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
             raise PltError(f"{where}: {total} bytes in its objects: a page is at most {MAX_PAGE_BYTES} bytes (4 GiB)")
         timings = pm.get("pageTimings")
         onload = timings.get("onLoad") if isinstance(timings, dict) else None
+        dcl = timings.get("onContentLoad") if isinstance(timings, dict) else None
+        if not own and number(dcl) and 0 <= dcl <= MAX_MS:
+            ext[DCL_KEY] = float(dcl)  # the recorded network's comparison (pltlab.archive.netinfer)
         title = pm.get("title")
         page = Page(
             url=url,
