@@ -13,9 +13,9 @@ Pure: a Page in, an ``Inference`` out. What is inferred, and from what:
                      hosts far from both are noted, never used.
     think time       per response: ``wait`` minus its host's RTT (the request's round trip),
                      clipped at 0 (noted when clipped).
-    download rate    median over responses of at least RATE_MIN_BYTES on the wire with a
-                     ``receive`` of at least RATE_MIN_MS of bytes*8/receive. A lower bound of the
-                     link's rate where transfers ran in parallel or in slow start (docs/fidelity.md).
+    download rate    every response's bytes over the union of their ``receive`` phases (parallel
+                     transfers add up); at least RATE_MIN_BYTES over RATE_MIN_MS. A lower bound of
+                     the link's rate: slow start and idle servers count as link time (docs/fidelity.md).
     DNS              per host its first lookup (``dns`` > 0); the page's: their median.
 
 What could not be used is counted once per kind in ``notes`` (entries without timings, reused
@@ -37,8 +37,8 @@ CONNECTION_KEY = "connection"  # Obj.extras: the recorded connection id (HAR `co
 DCL_KEY = "on_content_load_ms"  # Page.extras: the recording's onContentLoad
 PHASES = ("blocked", "dns", "connect", "ssl", "send", "wait", "receive")
 MAX_PHASE_MS = 3_600_000.0  # an hour: a larger phase is a broken recording, read as absent
-RATE_MIN_BYTES = 64 * 1024  # a response this large is long enough to show the link's rate
-RATE_MIN_MS = 5.0  # a shorter receive is below a recording's timer resolution
+RATE_MIN_BYTES = 64 * 1024  # fewer bytes received say little of the link's rate
+RATE_MIN_MS = 5.0  # a shorter time receiving is near a recording's timer resolution
 TLS_RTTS = (0.5, 2.5)  # a handshake outside this many RTTs is noted (neither TLS 1.3 nor 1.2)
 
 
@@ -168,13 +168,7 @@ def infer(page: Page, where: str = "") -> Inference:
             note("think_clipped")
         think.append(max(0.0, w - rtt))
 
-    rates = []
-    for o in page.objects:
-        t = o.extras.get(TIMINGS_KEY)
-        r = _phase(t, "receive") if isinstance(t, dict) else None
-        if r is not None and r >= RATE_MIN_MS and o.wire_size >= RATE_MIN_BYTES and not o.from_cache:
-            rates.append(o.wire_size * 8 / (r / 1000))
-    rate = round(statistics.median(rates)) if rates else None
+    rate, rate_n = _rate(page)
     if rate is None:
         note("no_rate")
     lookups = list(dns.values())
@@ -184,13 +178,37 @@ def infer(page: Page, where: str = "") -> Inference:
         hosts=hosts,
         think_ms=think,
         rate_bps=rate,
-        rate_samples=len(rates),
+        rate_samples=rate_n,
         dns_ms=statistics.median(lookups) if lookups else None,
         timed=timed,
         on_load_ms=page.on_load_ms,
         on_content_load_ms=dcl if isinstance(dcl, (int, float)) and not isinstance(dcl, bool) else None,
         notes=[_NOTES[k].format(n=n) for k, n in notes.items()],
     )
+
+
+def _rate(page: Page) -> tuple[int | None, int]:
+    """(bit/s, responses) of the aggregate download rate: every response's bytes over the time
+    during which at least one response was being received (the union of the receive phases, each
+    placed after its entry's earlier phases), so that parallel transfers add up. None where the
+    responses are too few bytes or too short to tell."""
+    spans, total = [], 0
+    for o in page.objects:
+        t = o.extras.get(TIMINGS_KEY)
+        r = _phase(t, "receive") if isinstance(t, dict) else None
+        if r is None or r <= 0 or o.start_ms is None or o.from_cache or o.wire_size <= 0:
+            continue
+        begin = o.start_ms + sum(v for k in ("blocked", "dns", "connect", "send", "wait") if (v := _phase(t, k)))
+        spans.append((begin, begin + r))
+        total += o.wire_size
+    busy, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            busy += b - max(a, end)
+            end = b
+    if total < RATE_MIN_BYTES or busy < RATE_MIN_MS:
+        return None, 0
+    return round(total * 8 / (busy / 1000)), len(spans)
 
 
 _NOTES = {
@@ -202,6 +220,6 @@ _NOTES = {
     "tls_disagrees": f"{{n}} hosts whose TLS handshake is outside {TLS_RTTS[0]:g}-{TLS_RTTS[1]:g} of their RTT "
     "(neither TLS 1.3 nor 1.2: a slow server or a congested link; the RTT is from TCP's handshake)",
     "think_clipped": "{n} responses whose wait is shorter than their host's RTT: think time 0",
-    "no_rate": f"no response of {RATE_MIN_BYTES // 1024} KiB or more with a receive time of "
-    f"{RATE_MIN_MS:g} ms or more: the download rate is not inferred",
+    "no_rate": f"fewer than {RATE_MIN_BYTES // 1024} KiB received, or over less than {RATE_MIN_MS:g} ms: "
+    "the download rate is not inferred",
 }
