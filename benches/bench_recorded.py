@@ -13,8 +13,9 @@ in the built-in loader and in Chromium (--chromium), and compared with the recor
                   recording kept only sizes)
     request start each request's start vs its recorded start (matched by URL, in order): when it
                   was discovered, i.e. everything before it, compute included
-    duration      each request's start-to-last-byte vs its recorded one: the network inference's
-                  part alone (connection set-up, think time, transfer; no compute inside)
+    duration      each request's time from when the network stack took it to its last byte vs the
+                  recording's (after `blocked`): the network inference's part alone (connection
+                  set-up, think time, transfer; no compute inside)
 
     python3 benches/bench_recorded.py [--chromium] [--json OUT] [--quick] [FILE ...]
 
@@ -119,8 +120,12 @@ def compare(page, run: dict) -> dict:
         if s is None:
             continue
         starts.append(s - o.start_ms)
-        if o.end_ms is not None and r.get("last_byte_ms") is not None:
-            durations.append((r["last_byte_ms"] - s) - (o.end_ms - o.start_ms))
+        # from when the network stack took it (Chromium holds low-priority requests back while the
+        # parser runs: compute), against the recording's start after its `blocked` queueing
+        sent = r.get("released_ms", s)
+        blocked = max(0.0, (o.extras.get("timings") or {}).get("blocked", 0.0))
+        if o.end_ms is not None and r.get("last_byte_ms") is not None and sent is not None:
+            durations.append((r["last_byte_ms"] - sent) - (o.end_ms - o.start_ms - blocked))
     rec_last = max((o.end_ms for o in page.objects if o.end_ms is not None), default=None)
     last = max((r["last_byte_ms"] for r in reqs if r.get("last_byte_ms") is not None), default=None)
     m = run.get("metrics") or {}
