@@ -13,9 +13,9 @@ in the built-in loader and in Chromium (--chromium), and compared with the recor
                   recording kept only sizes)
     request start each request's start vs its recorded start (matched by URL, in order): when it
                   was discovered, i.e. everything before it, compute included
-    duration      each request's time from when the network stack took it to its last byte vs the
-                  recording's (after `blocked`): the network inference's part alone (connection
-                  set-up, think time, transfer; no compute inside)
+    duration      each request's time from being sent to its last byte vs the recording's send +
+                  wait + receive: the network inference's part alone (round trip, think time,
+                  transfer; no queueing, connection set-up or compute inside)
 
     python3 benches/bench_recorded.py [--chromium] [--json OUT] [--quick] [FILE ...]
 
@@ -70,7 +70,7 @@ META = {
             "on": "Chromium's loads only (the built-in loader has no DOMContentLoaded)",
         },
         "duration_err": {
-            "name": "built-in loader: |request duration - recorded|, start to last byte, median over every matched request",
+            "name": "built-in loader: |request duration - recorded|, sent to last byte, median over every matched request",
             "unit": "ms",
             "target": None,
             "on": "the same loads: the network inference's part (no compute inside a request)",
@@ -120,12 +120,12 @@ def compare(page, run: dict) -> dict:
         if s is None:
             continue
         starts.append(s - o.start_ms)
-        # from when the network stack took it (Chromium holds low-priority requests back while the
-        # parser runs: compute), against the recording's start after its `blocked` queueing
-        sent = r.get("released_ms", s)
-        blocked = max(0.0, (o.extras.get("timings") or {}).get("blocked", 0.0))
-        if o.end_ms is not None and r.get("last_byte_ms") is not None and sent is not None:
-            durations.append((r["last_byte_ms"] - sent) - (o.end_ms - o.start_ms - blocked))
+        # from the request on the wire to its last byte (send + wait + receive): no browser
+        # queueing, connection set-up or compute inside, on either side
+        t = o.extras.get("timings") or {}
+        phases = [t.get(k) for k in ("send", "wait", "receive")]
+        if None not in phases and min(phases) >= 0 and None not in (r.get("request_ms"), r.get("last_byte_ms")):
+            durations.append((r["last_byte_ms"] - r["request_ms"]) - sum(phases))
     rec_last = max((o.end_ms for o in page.objects if o.end_ms is not None), default=None)
     last = max((r["last_byte_ms"] for r in reqs if r.get("last_byte_ms") is not None), default=None)
     m = run.get("metrics") or {}

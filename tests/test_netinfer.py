@@ -197,3 +197,13 @@ def test_a_corpus_recording_is_inferred():
     # every RTT from the recording's own connect/ssl times, within what a browser can measure
     assert all(h.rtt_ms is None or 0 < h.rtt_ms < 1000 for h in inf.hosts.values())
     assert inf.on_load_ms > inf.on_content_load_ms > 0
+
+
+def test_dns_knob_is_the_built_in_loaders():
+    assert RunConfig(dns="20ms").dns_us == 20_000 and RunConfig().dns_us == 0
+    with pytest.raises(PltError, match=r"^dns is for the built-in loader \(Chromium resolves names itself\)$"):
+        RunConfig(dns="20ms", client="chromium")
+    with pytest.raises(
+        PltError, match=r"invalid network 'replayed': unknown network \(choose from emulated, recorded\)"
+    ):
+        RunConfig(network="replayed")
