@@ -3,7 +3,8 @@
 Our own fields: `_initiator` ({"type", "url"}, Chrome's convention) and `_pltlab` (start/end
 relative to the page start, whether the body is known, whether the recording got it from its
 cache, provenance, `wire`: the encoded body as recorded on the wire, base64, where an archive kept
-it) on entries and pages; Chromium's measured compute (pltlab.loaders.compute_model):
+it, `timings` and `connection`: an imported entry's recorded timings and connection id, and the
+page's `on_content_load_ms`, for `--network recorded`: pltlab.archive.netinfer) on entries and pages; Chromium's measured compute (pltlab.loaders.compute_model):
 `_pltlab_compute_ms` (ms >= 0) on entries and `_pltlab_calibration` ({"tail_ms", "browser",
 "machine", ...}) on the page. Sizes are written as the HAR spec has them: response.bodySize =
 the encoded body on the wire (-1: not recorded), content.size = the decoded body,
