@@ -46,7 +46,7 @@ def _entry(url, t0, timings, size=1000, conn=None, ip=None):
     return e
 
 
-def synthetic_har(hosts: dict, rate_bps: float, think: dict, seed=1, tls_rtts=1.0, jitter=0.02):
+def synthetic_har(hosts: dict, rate_bps: float, think: dict | None = None, seed=1, tls_rtts=1.0, jitter=0.02):
     """A HAR of a page whose hosts have the RTTs ``hosts`` (host -> ms), each response the server
     time ``think[url]`` and a body received at ``rate_bps``, one request after another; every host opens 2 connections
     (connect = TCP's RTT + TLS's ``tls_rtts`` RTTs, with a little jitter), later requests reuse
@@ -66,7 +66,7 @@ def synthetic_har(hosts: dict, rate_bps: float, think: dict, seed=1, tls_rtts=1.
                 "connect": rtt * j + ssl if new else -1,
                 "ssl": ssl,
                 "send": 0.1,
-                "wait": rtt + think[url],
+                "wait": rtt + (think or {}).get(url, 0.0),
                 "receive": size * 8 / rate_bps * 1000,
             }
             entries.append(_entry(url, t, timings, size=size, conn=f"{host}-{i % 2}", ip=f"10.0.0.{n + 1}"))
@@ -207,3 +207,20 @@ def test_dns_knob_is_the_built_in_loaders():
         PltError, match=r"invalid network 'replayed': unknown network \(choose from emulated, recorded\)"
     ):
         RunConfig(network="replayed")
+
+
+def test_an_experiment_compares_the_recorded_network_with_the_emulated_one(tmp_path):
+    """`network` is a list knob of experiment files: the axis of "as recorded vs as emulated"."""
+    from pltlab.experiments import spec, sweep
+
+    (tmp_path / "p.har").write_text(json.dumps(synthetic_har(HOSTS, 8e6, {})))
+    (tmp_path / "exp.toml").write_text(
+        'name = "rec"\npages = ["p.har"]\nnetwork = ["emulated", "recorded"]\ncompare = "network"\n'
+        'tfo = "off"\nrepetitions = 2\n'
+    )
+    exp = spec.load(str(tmp_path / "exp.toml"))
+    assert exp.axis() == "network" and exp.n_runs == 4
+    items = sweep.schedule(exp)
+    assert sorted(exp.configs[i.config].network for i in items) == ["emulated"] * 2 + ["recorded"] * 2
+    assert sum('"network":"recorded"' in i.key for i in items) == 2  # off its default: in the key
+    assert not any('"network"' in i.key for i in items if exp.configs[i.config].network == "emulated")
