@@ -224,3 +224,13 @@ def test_an_experiment_compares_the_recorded_network_with_the_emulated_one(tmp_p
     assert sorted(exp.configs[i.config].network for i in items) == ["emulated"] * 2 + ["recorded"] * 2
     assert sum('"network":"recorded"' in i.key for i in items) == 2  # off its default: in the key
     assert not any('"network"' in i.key for i in items if exp.configs[i.config].network == "emulated")
+
+
+def test_pltlab_run_says_what_it_inferred_in_one_line():
+    from pltlab.run.batch import network_note
+
+    page = _page(synthetic_har(HOSTS, 8e6, {}, jitter=0))
+    note = network_note(page, RunConfig(network="recorded"))
+    assert note.startswith("https://www.example.com/o0.png: recorded network: RTT 80 ms (3 hosts, 6 new connections)")
+    assert "rate 8 Mbit/s, DNS 21 ms" in note and "12 requests on connections already open" in note
+    assert "\n" not in note and network_note(page, RunConfig()) is None
