@@ -179,6 +179,8 @@ def test_cli_json_and_errors(tmp_path):
         (["wikipedia", "--loss", "1%"], "loss"),
         (["wikipedia", "--rtt", "-5ms"], "must not be negative"),
         (["wikipedia", "--client", "chromium"], "built-in loader"),
+        (["wikipedia", "--network", "recorded"], "not a recorded one"),
+        (["wikipedia", "--dns", "20ms"], "no DNS delay"),
     ):
         cp = pltlab_cmd("predict", *args)
         lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]

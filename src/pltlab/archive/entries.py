@@ -12,7 +12,7 @@ import re
 from datetime import UTC, datetime
 from urllib.parse import urljoin
 
-from pltlab.archive import repairs, sizes, urls
+from pltlab.archive import netinfer, repairs, sizes, urls
 from pltlab.archive.calibration import KEY as COMPUTE_KEY
 from pltlab.archive.calibration import check_delay
 from pltlab.archive.model import Obj
@@ -431,6 +431,11 @@ def read_entry(
         if wait > MAX_MS:
             raise PltError(f"{where}: timings.wait {show(wait)} ms: at most {MAX_MS:g}")
         ext["wait_ms"] = float(wait)  # server think time, for replay's optional think time
+    if not timed and (recorded := netinfer.recorded_timings(e)) is not None:
+        ext[netinfer.TIMINGS_KEY] = recorded  # the recorded network (pltlab.archive.netinfer)
+        conn = e.get("connection")
+        if isinstance(conn, (str, int)) and not isinstance(conn, bool) and str(conn):
+            ext[netinfer.CONNECTION_KEY] = str(conn)[:64]
     s_ms = ext.pop("start_ms", None)
     e_ms = ext.pop("end_ms", None)
     if not timed and t is not None and start is not None:

@@ -3,7 +3,8 @@
 Our own fields: `_initiator` ({"type", "url"}, Chrome's convention) and `_pltlab` (start/end
 relative to the page start, whether the body is known, whether the recording got it from its
 cache, provenance, `wire`: the encoded body as recorded on the wire, base64, where an archive kept
-it) on entries and pages; Chromium's measured compute (pltlab.loaders.compute_model):
+it, `timings` and `connection`: an imported entry's recorded timings and connection id, and the
+page's `on_content_load_ms`, for `--network recorded`: pltlab.archive.netinfer) on entries and pages; Chromium's measured compute (pltlab.loaders.compute_model):
 `_pltlab_compute_ms` (ms >= 0) on entries and `_pltlab_calibration` ({"tail_ms", "browser",
 "machine", ...}) on the page. Sizes are written as the HAR spec has them: response.bodySize =
 the encoded body on the wire (-1: not recorded), content.size = the decoded body,
@@ -27,6 +28,7 @@ from pltlab.archive.calibration import check_calibration
 from pltlab.archive.deps import link_redirects
 from pltlab.archive.entries import (
     HTTP_VERSION,
+    MAX_MS,
     body_text,
     number,
     parse_time,
@@ -34,6 +36,7 @@ from pltlab.archive.entries import (
     shallow,
 )
 from pltlab.archive.model import Obj, Page
+from pltlab.archive.netinfer import DCL_KEY
 from pltlab.archive.sizes import content_encoding
 from pltlab.errors import PltError
 from pltlab.units import MAX_PAGE_BYTES, show
@@ -302,6 +305,9 @@ def har_to_pages(doc: dict, src: str) -> list[Page]:
             raise PltError(f"{where}: {total} bytes in its objects: a page is at most {MAX_PAGE_BYTES} bytes (4 GiB)")
         timings = pm.get("pageTimings")
         onload = timings.get("onLoad") if isinstance(timings, dict) else None
+        dcl = timings.get("onContentLoad") if isinstance(timings, dict) else None
+        if not own and number(dcl) and 0 <= dcl <= MAX_MS:
+            ext[DCL_KEY] = float(dcl)  # the recorded network's comparison (pltlab.archive.netinfer)
         title = pm.get("title")
         page = Page(
             url=url,

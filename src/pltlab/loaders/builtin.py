@@ -63,6 +63,7 @@ class Builtin(Loader):
             model=cfg.model,
             calibrated=cfg.calibrated,
             timeout_s=cfg.load_timeout_s,
+            dns_delay_ms=cfg.dns_us / 1000,
             offered=job.replay.offered,
             tls_mode=cfg.tls,
             quic={"cc": cfg.quic_cc, "icw": cfg.quic_icw},

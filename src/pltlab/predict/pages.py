@@ -6,6 +6,7 @@ from __future__ import annotations
 from pltlab.errors import PltError
 from pltlab.loaders.registry import get as loader_of
 from pltlab.predict.simulate import predict
+from pltlab.run import knobs
 from pltlab.run.batch import named_pages
 from pltlab.run.config import RunConfig
 
@@ -20,6 +21,10 @@ def unsupported(cfg: RunConfig) -> str | None:
         return "--trace: predict models a fixed rate, not a delivery trace"
     if cfg.schemes == "chromium":
         return "--schemes chromium: Chromium's HSTS list is asked from Chromium at run time; use --schemes https"
+    if cfg.network == knobs.RECORDED_NETWORK:
+        return "--network recorded: predict models the network the knobs set, not a recorded one (pltlab run does)"
+    if cfg.dns_us:
+        return "--dns: predict models no DNS delay"
     if cfg.cc not in ("cubic", "reno"):
         return f"--cc {cfg.cc}: predict models slow start without loss (cubic or reno)"
     return None

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterator
 
 from pltlab import files
-from pltlab.archive import formats
+from pltlab.archive import formats, netinfer
 from pltlab.archive import resolve as resolver
 from pltlab.archive.calibration import machine
 from pltlab.archive.model import Page
@@ -18,6 +18,7 @@ from pltlab.loaders import plan
 from pltlab.loaders.registry import get as loader_of
 from pltlab.run import loadhar, loadpcaps
 from pltlab.run.config import RunConfig
+from pltlab.run.knobs import RECORDED_NETWORK
 from pltlab.run.runner import page_label, run_page
 
 
@@ -34,6 +35,22 @@ def calibration_note(page: Page, cfg: RunConfig) -> str | None:
     if cal.get("machine") and cal["machine"] != machine():
         return f"{page.url} was calibrated on another machine ({cal['machine']}): recalibrate here"
     return None
+
+
+def network_note(page: Page, cfg: RunConfig) -> str | None:
+    """With network "recorded": what was inferred of the page's recorded network and what could
+    not be used (once per kind), in one line; a page without timings is one PltError line."""
+    if cfg.network != RECORDED_NETWORK:
+        return None
+    inf = netinfer.infer(page)
+    rate = "not inferred" if inf.rate_bps is None else f"{inf.rate_bps / 1e6:.3g} Mbit/s"
+    dns = "" if inf.dns_ms is None else f", DNS {inf.dns_ms:.0f} ms"
+    conns = sum(h.connections for h in inf.hosts.values())
+    think = sum(t for t in inf.think_ms if t)
+    return (
+        f"{page.url}: recorded network: RTT {inf.rtt_ms:.0f} ms ({len(inf.hosts)} hosts, {conns} new connections), "
+        f"rate {rate}{dns}, think time {think:.0f} ms in all" + "".join(f"; {n}" for n in inf.notes)
+    )
 
 
 def named_pages(what: str, corpus: str | None = None) -> Iterator[tuple[str, Page | None, str | None]]:
@@ -105,9 +122,9 @@ def run_pages(
                     on_run(r)
 
             try:
-                note = calibration_note(p, cfg)
-                if note and on_note:
-                    on_note(note)
+                for note in (network_note(p, cfg), calibration_note(p, cfg)):
+                    if note and on_note:
+                        on_note(note)
                 run_page(p, cfg, on_run=done)
             except PltError as e:
                 err = str(e)

@@ -55,6 +55,8 @@ MIN_QUIC_ICW, MAX_QUIC_ICW = 2, units.MAX_ICW
 H3_DISCOVERY = ("forced", "alt-svc")  # the client told to use QUIC, or learning it from Alt-Svc
 UNPRELOADED = "unpreloaded"  # knob hosts: names on the HSTS preload list renamed (archive.rename)
 HOSTS = ("recorded", UNPRELOADED)
+RECORDED_NETWORK = "recorded"  # knob network: the page's recorded network (pltlab.run.recorded)
+NETWORKS = ("emulated", RECORDED_NETWORK)
 _HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
 
 
@@ -578,6 +580,38 @@ _ALL = (
         scopes=("run", "shell", "sweep"),
         cli_type=list[str],
     ),
+    Knob(
+        "network",
+        _choice(NETWORKS, "network"),
+        "emulated",
+        "'emulated': the link as the other knobs set it; 'recorded': the network the page was "
+        "recorded over, inferred from its HAR/DevTools timings (per-host RTT, server think time, download "
+        "rate, DNS; docs/fidelity.md). Knobs off their defaults apply on top (--rtt, --rate, --origin-rtt, "
+        "--tfo, --protocol, ...).",
+        type=str,
+        label="network",
+        column="network",
+        describe=lambda v: f"{v} network",
+        sweep=True,
+        scopes=("run", "sweep"),
+    ),
+    Knob(
+        "dns",
+        _rtt,
+        "0ms",
+        "Built-in loader: DNS lookup delay before each origin's first connection (e.g. 20ms).",
+        type=int,
+        field="dns_us",
+        unit="us",
+        label="DNS (ms)",
+        column="dns_ms",
+        sql="REAL",
+        to_column=lambda c: c.dns_us / 1000,
+        describe=lambda v: f"DNS {v:g} ms",
+        key=lambda v: f"{v}us",
+        sweep=True,
+        scopes=("run", "sweep"),
+    ),
     # -- one value per experiment --
     Knob(
         "reps",
@@ -931,6 +965,10 @@ def parse(values: dict, ks=None, where: str = "") -> dict[str, Any]:
         raise PltError(
             f"{where + ': ' if where else ''}schemes https is for the built-in loader (Chromium loads a page on "
             "its recorded schemes, upgrading what HSTS says)"
+        )
+    if out.get("dns_us") and out.get("client") is not None and not LOADERS[out["client"]].planned:
+        raise PltError(
+            f"{where + ': ' if where else ''}dns is for the built-in loader (Chromium resolves names itself)"
         )
     for trace, rate, opt in (("trace_down", "rate_bps", "rate"), ("trace_up", "rate_up_bps", "rate_up")):
         if out.get(trace) and out.get(rate):  # a delivery trace is that direction's rate

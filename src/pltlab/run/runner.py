@@ -40,7 +40,7 @@ from pltlab.net.supervise import ProcessDied
 from pltlab.net.topology import Topology
 from pltlab.replay import hosts as hostmap
 from pltlab.replay.server import ReplayServer
-from pltlab.run import graph, knobs, loadpcaps, schemes
+from pltlab.run import graph, knobs, loadpcaps, recorded, schemes
 from pltlab.run.config import RunConfig
 from pltlab.run.point import Point
 
@@ -108,6 +108,9 @@ class PageRunner:
     needs_root = True  # it builds an emulated WAN (pltlab.run.kinds.needs_root)
 
     def __init__(self, page: Page, cfg: RunConfig):
+        self.inferred = None  # network "recorded": what pltlab.archive.netinfer inferred
+        if cfg.network == knobs.RECORDED_NETWORK:  # (refuses a page without timings, naming it)
+            page, cfg, self.inferred = recorded.apply(page, cfg)
         self.page, self.cfg = page, cfg
         self.hosts = hostmap.assign([page])
         self.chain = document_chain(page, self.hosts)  # refuses a page without a document
@@ -308,7 +311,7 @@ class PageRunner:
             # the link's precision aids asked for and refused: name -> error (pltlab.net.emulator)
             "link_aids_missing": dict(self.topo.link_aids_missing),
             # how long packets waited in each direction's queue behind those before them (pltlab.explain)
-            "metrics": {"queue_wait_us": queued} if queued else None,
+            "metrics": self._metrics(queued, res),
             "started_at": before["t"],  # wall clock (s) of the load's start and end
             "ended_at": ended,
             "not_found": sum(1 for r in requests if r.get("status") == 404),
@@ -318,6 +321,14 @@ class PageRunner:
             "connections": res.get("connections"),
             "load_started_at": res.get("load_started_at", before["t"]),
         }
+
+    def _metrics(self, queued: dict | None, res: dict) -> dict | None:
+        out = {"queue_wait_us": queued} if queued else {}
+        if self.inferred is not None:  # what was replayed, and the browser's DOMContentLoaded beside onLoad
+            out["recorded_network"] = self.inferred.summary()
+            dcl = (res.get("nav_timing") or {}).get("domContentLoadedEventEnd")
+            out["dcl_ms"] = dcl if isinstance(dcl, (int, float)) and dcl > 0 else None
+        return out or None
 
 
 def summarize(runs: list[dict]) -> list[dict]:
