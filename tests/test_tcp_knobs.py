@@ -2,10 +2,13 @@
 RunConfig hands the network (sysctls per namespace, the client route's initrwnd, the emulator's
 Gilbert-Elliott parameters), and the backends that can and cannot run bursty loss."""
 
+import sqlite3
+
 import pytest
 
 from pltlab import dataplane
 from pltlab.errors import PltError
+from pltlab.experiments import results
 from pltlab.net import backends, netem
 from pltlab.net.emulator import link_config
 from pltlab.net.loss import gilbert
@@ -106,3 +109,21 @@ def test_only_the_userspace_backend_runs_bursty_loss(monkeypatch):
     assert backends.needs(TopologySpec(link=LinkSpec(loss_burst=3))) == []  # no loss: nothing bursty
     with pytest.raises(PltError, match="^bursty .Gilbert-Elliott. loss need the userspace backend, not netem"):
         backends.resolve(bursty, "ns")
+
+
+def test_older_databases_say_what_their_runs_ran_with(tmp_path):
+    """A results database from before these knobs gains their columns holding what its runs had:
+    the kernel's defaults in fresh namespaces (every sysctl on), random loss, the kernel's initrwnd."""
+    new = ("loss_burst", "initrwnd", "rack", "tlp", "ss_after_idle", "sack", "frto", "wscale", "timestamps")
+    old = {k: v for k, v in results.RUN_COLUMNS.items() if k not in new}
+    db = sqlite3.connect(tmp_path / results.DB_NAME)
+    db.execute(f"CREATE TABLE runs (id INTEGER PRIMARY KEY, {', '.join(f'{k} {v}' for k, v in old.items())})")
+    db.execute("INSERT INTO runs (run_key, attempt, status, icw) VALUES ('k', 1, 'ok', 10)")
+    db.commit()
+    db.close()
+    res = results.Results(str(tmp_path))
+    try:
+        (row,) = res.rows()
+    finally:
+        res.close()
+    assert [row[c] for c in new] == [1.0, None, "on", "on", "on", "on", "on", "on", "on"]
