@@ -197,6 +197,7 @@ TYPES = [
     ("link-config", "Side", emulator.LinkSide),
     ("link-config", "DirCfg", emulator.LinkDirection),
     ("link-config", "Override", emulator.LinkOverride),
+    ("link-config", "GilbertCfg", emulator.LinkGilbert),
     ("manifest", None, manifest.Manifest),
     ("manifest", "Listen", manifest.Listen),
     ("manifest", "TlsFiles", manifest.TlsFiles),

@@ -120,7 +120,7 @@ BAD = [
     (
         '[icw]\ncolor = "red"\n',
         "key 'icw.color': unknown key (known here: quick, cc, repetitions, seed, "
-        "parts, rate, max_conns_per_host, load_timeout_s, initcwnd, [icw.rtt], [icw.loss], [icw.transfer], "
+        "parts, rate, max_conns_per_host, load_timeout_s, initcwnd, stack, knobs, [icw.rtt], [icw.loss], [icw.transfer], "
         "[icw.fairness])",
     ),
     (

@@ -55,6 +55,15 @@ TRANSPORT_KNOBS: dict[str, dict[str, str]] = {
         "icw": "the kernel's initial congestion window is TCP's; QUIC's is quic_icw",
         "cc": "the kernel's congestion control is TCP's; QUIC's is quic_cc",
         "client_rmem": "the client's TCP receive buffer (net.ipv4.tcp_rmem) is TCP's; QUIC's windows are its own",
+        "initrwnd": "the client's initial TCP receive window (a route metric) is TCP's",
+        # the kernel's TCP sysctls (pltlab.net.wan.TCP_SYSCTLS); quinn has its own loss recovery
+        "rack": "RACK (net.ipv4.tcp_recovery) is the kernel TCP's loss detection",
+        "tlp": "tail loss probes (net.ipv4.tcp_early_retrans) are the kernel TCP's",
+        "ss_after_idle": "net.ipv4.tcp_slow_start_after_idle is the kernel TCP's",
+        "sack": "net.ipv4.tcp_sack is the kernel TCP's",
+        "frto": "net.ipv4.tcp_frto is the kernel TCP's",
+        "wscale": "net.ipv4.tcp_window_scaling is the kernel TCP's",
+        "timestamps": "net.ipv4.tcp_timestamps is the kernel TCP's",
     },
     "udp": {
         "quic_cc": "QUIC's congestion control (the replay's and the loader's, in user space); TCP's is cc",

@@ -148,6 +148,10 @@ def rate_bps(text: str | float | int | None, what: str = "rate") -> int | None:
     return round(bps)
 
 
+# the longest mean burst of losses (packets) the loss_burst knob takes
+MAX_LOSS_BURST = 1000
+
+
 def loss_fraction(text: str | float | int | None, what: str = "loss") -> float:
     """'1%' or '0.01' -> 0.01; must lie in [0, 1]."""
     if text is None:

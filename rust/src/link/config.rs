@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
+use super::loss::{Gilbert, LossModel};
 use super::trace;
 
 /// One end of the link: a namespace and the TUN device in it.
@@ -47,6 +48,31 @@ pub struct DirCfg {
     /// ChaCha20 seed of the loss draws.
     #[serde(default)]
     pub seed: u64,
+    /// Bursty loss instead of random (`loss` then 0): the Gilbert-Elliott model (link/loss.rs).
+    #[serde(default)]
+    pub gilbert: Option<GilbertCfg>,
+}
+
+/// Gilbert-Elliott loss (netem's `loss gemodel p r 1-h 1-k`): per packet, from the good state to
+/// the bad with probability `p`, back with `r`; a packet is lost with `loss_bad` in the bad state
+/// and `loss_good` in the good one. Mean burst length with loss_bad 1, loss_good 0: 1 / r.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GilbertCfg {
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub p: f64,
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub r: f64,
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub loss_good: f64,
+    #[serde(default = "d_one")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub loss_bad: f64,
+}
+
+fn d_one() -> f64 {
+    1.0
 }
 
 /// Per server-side address: its own delay and loss (null: the direction's).
@@ -169,6 +195,8 @@ pub struct DirParams {
     pub delay_ns: u64,
     pub loss: f64,
     pub seed: u64,
+    /// Bursty loss instead of `loss` (per-origin overrides' losses stay random).
+    pub gilbert: Option<GilbertCfg>,
     pub shaper: Option<ShaperSpec>,
     pub queue_packets: Option<u64>,
     pub queue_bytes: Option<u64>,
@@ -180,7 +208,10 @@ impl DirParams {
     /// True when per-packet treatment is needed (rate/trace or any loss):
     /// GSO super-packets must then be segmented.
     pub fn needs_segmentation(&self) -> bool {
-        self.shaper.is_some() || self.loss > 0.0 || self.overrides.values().any(|o| o.loss.unwrap_or(0.0) > 0.0)
+        self.shaper.is_some()
+            || self.loss > 0.0
+            || self.gilbert.as_ref().is_some_and(|g| LossModel::Gilbert(Gilbert::new(g)).lossy())
+            || self.overrides.values().any(|o| o.loss.unwrap_or(0.0) > 0.0)
     }
 }
 
@@ -198,6 +229,14 @@ fn dir_params(name: &str, d: &DirCfg) -> Result<DirParams> {
     check_loss(&format!("{name}.loss"), d.loss)?;
     if d.delay_us > MAX_DELAY_US {
         bail!("{name}.delay_us too large: {}", d.delay_us);
+    }
+    if let Some(g) = &d.gilbert {
+        for (f, v) in [("p", g.p), ("r", g.r), ("loss_good", g.loss_good), ("loss_bad", g.loss_bad)] {
+            check_loss(&format!("{name}.gilbert.{f}"), v)?;
+        }
+        if d.loss > 0.0 {
+            bail!("{name}: loss and gilbert are both loss models: give one of them");
+        }
     }
     let shaper = match (&d.rate_bps, &d.trace) {
         (Some(_), Some(_)) => bail!("{name}: rate_bps and trace are mutually exclusive"),
@@ -219,6 +258,7 @@ fn dir_params(name: &str, d: &DirCfg) -> Result<DirParams> {
         delay_ns: d.delay_us * 1000,
         loss: d.loss,
         seed: d.seed,
+        gilbert: d.gilbert.clone(),
         shaper,
         queue_packets: d.queue_packets,
         queue_bytes: d.queue_bytes,
@@ -341,6 +381,15 @@ mod tests {
     }
 
     #[test]
+    fn gilbert_defaults_and_segmentation() {
+        let (u, d) = cfg(r#","downlink":{"gilbert":{"p":0.1,"r":0.25}}"#).unwrap();
+        assert_eq!(d.gilbert, Some(GilbertCfg { p: 0.1, r: 0.25, loss_good: 0.0, loss_bad: 1.0 }));
+        assert!(d.needs_segmentation() && !u.needs_segmentation());
+        let (_, d) = cfg(r#","downlink":{"gilbert":{"p":0.0,"r":0.25}}"#).unwrap();
+        assert!(!d.needs_segmentation()); // never enters the bad state
+    }
+
+    #[test]
     fn lossless_override_makes_direction_lossy() {
         let (u, _) = cfg(r#","overrides":[{"addr":"198.19.0.7","loss_up":0.1}]"#).unwrap();
         assert!(u.needs_segmentation());
@@ -358,6 +407,10 @@ mod tests {
         assert!(err(r#","overrides":[{"addr":"not-an-ip"}]"#).contains("overrides[0].addr"));
         assert!(err(r#","overrides":[{"addr":"1.2.3.4"},{"addr":"1.2.3.4"}]"#).contains("duplicate"));
         assert!(err(r#","overrides":[{"addr":"1.2.3.4","loss_down":2}]"#).contains("overrides[0].loss_down"));
+        assert!(err(r#","downlink":{"gilbert":{"p":1.5,"r":0.5}}"#).contains("downlink.gilbert.p must be in [0, 1]"));
+        assert!(err(r#","uplink":{"loss":0.1,"gilbert":{"p":0.1,"r":0.5}}"#).contains("uplink: loss and gilbert"));
+        assert!(err(r#","uplink":{"gilbert":{"p":0.1,"r":0.5,"h":1}}"#).contains("unknown field `h`"));
+        assert!(err(r#","uplink":{"gilbert":{"p":0.1}}"#).contains("missing field `r`"));
         assert!(err(r#","bogus":1"#).contains("unknown field `bogus`"));
         assert!(err(r#","uplink":{"delay":5}"#).contains("unknown field `delay`"));
         assert!(err(r#","overrides":[{"addr":"1.2.3.4","rtt_us":5}]"#).contains("unknown field `rtt_us`"));

@@ -7,6 +7,7 @@ mod buf;
 pub(crate) mod config;
 mod emulator;
 mod gso;
+mod loss;
 mod pcap;
 mod pipeline;
 mod qdisc;

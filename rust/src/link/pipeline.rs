@@ -1,7 +1,8 @@
 //! One direction of the emulated link, as a pure state machine with time
 //! passed in (ns, CLOCK_MONOTONIC in production):
 //!
-//! arrival -> random loss (one ChaCha draw per IPv4 packet, in arrival order)
+//! arrival -> loss (random: one ChaCha draw per IPv4 packet, in arrival order; Gilbert-Elliott:
+//!            a second draw for its state's move; link/loss.rs)
 //!         -> queue (its discipline: link/qdisc, drop-tail today)
 //!            + rate/trace serializer (only with a rate/trace)
 //!         -> propagation delay (per-origin override)
@@ -18,6 +19,7 @@ use rand_chacha::ChaCha20Rng;
 
 use super::buf::Pkt;
 use super::config::{DirParams, OriginOv, ShaperSpec};
+use super::loss::{Gilbert, LossModel};
 use super::qdisc::{self, QueueDiscipline};
 use super::shaper::{Rate, Shaper, Trace};
 use super::stats::DirStats;
@@ -53,7 +55,7 @@ pub enum Drop {
 
 pub struct Direction {
     delay_ns: u64,
-    loss: f64,
+    loss: LossModel,
     rng: ChaCha20Rng,
     overrides: HashMap<u32, OriginOv>,
     /// Server-side address = destination (uplink) or source (downlink).
@@ -83,7 +85,10 @@ impl Direction {
         });
         Direction {
             delay_ns: p.delay_ns,
-            loss: p.loss,
+            loss: match &p.gilbert {
+                Some(g) => LossModel::Gilbert(Gilbert::new(g)),
+                None => LossModel::Random(p.loss),
+            },
             rng: ChaCha20Rng::seed_from_u64(p.seed),
             overrides: p.overrides.clone(),
             match_dst: uplink,
@@ -120,7 +125,14 @@ impl Direction {
         self.idx += 1;
         let ov = self.overrides.get(&addr).copied().unwrap_or_default();
         let u: f64 = self.rng.gen();
-        if u < ov.loss.unwrap_or(self.loss) {
+        let lost = match ov.loss {
+            Some(p) => u < p, // an origin's own loss is random
+            None => {
+                let rng = &mut self.rng;
+                self.loss.lost(u, || rng.gen())
+            }
+        };
+        if lost {
             self.st.loss.add(idx);
             self.st.all.add(idx);
             return Err((pkt, Drop::Loss));
@@ -176,6 +188,7 @@ impl Direction {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::link::config::GilbertCfg;
 
     const MS: u64 = 1_000_000;
 
@@ -193,6 +206,7 @@ pub(crate) mod tests {
         DirParams {
             delay_ns: 0,
             loss: 0.0,
+            gilbert: None,
             seed: 1,
             shaper: None,
             queue_packets: None,
@@ -303,6 +317,28 @@ pub(crate) mod tests {
         assert!((rate - 0.05).abs() <= 0.005, "loss rate {rate}");
         assert!(loss_run(1, 0.0, 1000).is_empty());
         assert_eq!(loss_run(1, 1.0, 100).len(), 100);
+    }
+
+    #[test]
+    fn gilbert_direction_drops_in_bursts() {
+        // 20 % loss in bursts of 5 on average (r = 0.2, p = 0.05): the drop log's indices come in
+        // runs, random loss's mostly alone
+        let runs = |gilbert: Option<GilbertCfg>, loss: f64| {
+            let mut p = params();
+            (p.gilbert, p.loss, p.seed) = (gilbert, loss, 5);
+            let mut d = Direction::new(&p, true, 0);
+            for i in 0..20_000 {
+                let _ = d.arrive(i as u64, ipv4(C, S, 100));
+            }
+            // (the log keeps the first 1000 indices: the bursts among them)
+            let idx = &d.st.loss.first;
+            let bursts = 1 + idx.windows(2).filter(|w| w[1] != w[0] + 1).count();
+            (d.st.loss.count as f64 / 20_000.0, idx.len() as f64 / bursts as f64)
+        };
+        let (rate, burst) = runs(Some(GilbertCfg { p: 0.05, r: 0.2, loss_good: 0.0, loss_bad: 1.0 }), 0.0);
+        assert!((rate - 0.2).abs() < 0.03 && (4.0..6.5).contains(&burst), "rate {rate}, mean burst {burst}");
+        let (rate, burst) = runs(None, 0.2);
+        assert!((rate - 0.2).abs() < 0.03 && burst < 1.5, "rate {rate}, mean burst {burst}");
     }
 
     #[test]

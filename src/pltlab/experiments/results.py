@@ -16,11 +16,18 @@ from collections.abc import Iterator
 
 from pltlab import files, protocols
 from pltlab.errors import PltError
+from pltlab.net.wan import TCP_SYSCTLS
 from pltlab.run import knobs
 
 DB_NAME = "results.sqlite"
 # the results columns of the knobs of QUIC alone (pltlab.protocols.TRANSPORT_KNOBS)
 _QUIC_COLUMNS = {knobs.KNOBS[n].column for n in protocols.TRANSPORT_KNOBS["udp"] if knobs.KNOBS[n].column}
+# What the runs of a database older than a knob ran with, where known: the TCP sysctl knobs were
+# this kernel's defaults in the fresh namespaces, loss was random (burst 1)
+_PAST = {
+    **{knobs.KNOBS[n].column: knobs.KNOBS[n].value for n in TCP_SYSCTLS},
+    "loss_burst": 1.0,
+}
 
 RUN_COLUMNS = {
     "run_key": "TEXT NOT NULL",
@@ -233,6 +240,9 @@ class Results:
             for k, v in want.items():
                 if k not in have:
                     na = f" DEFAULT '{protocols.NA}'" if table == "runs" and k in _QUIC_COLUMNS else ""
+                    if table == "runs" and k in _PAST:
+                        v0 = _PAST[k]
+                        na = f" DEFAULT '{v0}'" if isinstance(v0, str) else f" DEFAULT {v0!r}"
                     self.db.execute(f"ALTER TABLE {table} ADD COLUMN {k} {v.replace(' NOT NULL', '')}{na}")
         self.db.commit()
 

@@ -19,6 +19,7 @@ CAPABILITIES = {
     "queue_bytes": "queue limits in bytes",
     "pcap": "pcaps of the link",
     "stats": "the emulator's figures (lateness, queue waits)",
+    "bursty_loss": "bursty (Gilbert-Elliott) loss",
 }
 
 
@@ -30,6 +31,7 @@ def needs(spec) -> list[str]:
         "traces": bool(link.trace_up or link.trace_down),
         "queue_bytes": link.queue_bytes is not None,
         "pcap": bool(spec.pcap),
+        "bursty_loss": link.loss_burst != 1 and bool(link.loss_up or link.loss_down),
     }
     return [c for c, on in asked.items() if on]
 

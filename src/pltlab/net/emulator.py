@@ -14,6 +14,7 @@ from pltlab import dataplane
 from pltlab.dataplane import ABSENT
 from pltlab.errors import PltError
 from pltlab.net import nsutil
+from pltlab.net.loss import gilbert
 
 if TYPE_CHECKING:  # the spec module names the backends (pltlab.net.backends), which import this
     from pltlab.net.wan import TopologySpec
@@ -28,6 +29,18 @@ class LinkSide:
 
 
 @dataclass(kw_only=True)
+class LinkGilbert:
+    """Gilbert-Elliott loss of one direction (rust/src/link/loss.rs): per packet, good -> bad with
+    probability p, bad -> good with r; the bad state loses loss_bad of its packets, the good
+    loss_good."""
+
+    p: float
+    r: float
+    loss_good: float
+    loss_bad: float
+
+
+@dataclass(kw_only=True)
 class LinkDirection:
     """One direction of the link (durations in us, rates in bit/s; None: unlimited)."""
 
@@ -38,6 +51,7 @@ class LinkDirection:
     queue_bytes: int | None
     loss: float
     seed: int
+    gilbert: LinkGilbert | None = ABSENT  # bursty loss instead of ``loss`` (then 0)
 
 
 @dataclass(kw_only=True)
@@ -84,14 +98,16 @@ def link_config(
     link = spec.link
 
     def direction(delay, rate, trace, loss, seed) -> LinkDirection:
+        ge = gilbert(loss, link.loss_burst)  # (None: random loss, as before)
         return LinkDirection(
             delay_us=delay,
             rate_bps=rate,
             trace=trace,
             queue_packets=link.queue_packets,
             queue_bytes=link.queue_bytes,
-            loss=loss,
+            loss=loss if ge is None else 0.0,
             seed=seed,
+            gilbert=ABSENT if ge is None else LinkGilbert(p=ge[0], r=ge[1], loss_good=0.0, loss_bad=1.0),
         )
 
     overrides = []

@@ -188,6 +188,7 @@ class Topology:
                 {
                     "net.ipv4.tcp_fastopen": k.tfo_client,
                     "net.ipv4.tcp_no_metrics_save": 1,  # no cwnd/ssthresh carried from run to run
+                    **dict(k.sysctls),  # (the TCP knobs: this namespace's own, the host's untouched)
                 }
             )
             if k.client_rmem:
@@ -203,7 +204,7 @@ class Topology:
             ipr.route("add", dst=names.CLIENT_NET, oif=idx, metrics=_tcp_knob_metrics(k.cc, k.initcwnd, None))
             if self.spec.origin_namespaces:
                 ipr.addr("add", index=1, address=names.ROUTER_IP, prefixlen=32)
-                _write_sysctls({"net.ipv4.ip_forward": 1})
+                _write_sysctls({"net.ipv4.ip_forward": 1, **dict(k.sysctls)})  # (every namespace of the run alike)
             else:
                 for ip in self.origin_ips:
                     ipr.addr("add", index=1, address=ip, prefixlen=32)
@@ -216,6 +217,7 @@ class Topology:
                 "net.ipv4.tcp_fastopen": k.tfo_server,
                 "net.ipv4.tcp_no_metrics_save": 1,
                 "net.ipv4.tcp_fastopen_key": _random_tfo_key(),
+                **dict(k.sysctls),
             }
         )
 

@@ -5,8 +5,79 @@ from dataclasses import dataclass, field
 from pltlab import units
 from pltlab.errors import PltError
 from pltlab.net.backends import CHOICES as BACKENDS
+from pltlab.net.loss import gilbert
 
 CC_CHOICES = ("cubic", "reno", "bbr")
+
+
+@dataclass(frozen=True)
+class TcpSysctl:
+    """A per-namespace TCP sysctl pltlab sets in every namespace it creates (client, server side,
+    origins), never on the host: its knob's words and the values written (docs/knobs.md "TCP of
+    2011": each one measured per network namespace and settable on this kernel)."""
+
+    key: str
+    values: dict  # the knob's word -> the value written
+    kernel: str  # this kernel's default (the knob's default)
+    linux_2011: str  # Linux 2.6.34's (the TFO patches' base), nearest available
+    help: str
+
+
+TCP_SYSCTLS: dict[str, TcpSysctl] = {
+    "rack": TcpSysctl(
+        "net.ipv4.tcp_recovery",
+        {"on": 1, "off": 0},
+        "on",
+        "off",
+        "RACK loss detection (net.ipv4.tcp_recovery; Linux 4.4+). off: duplicate-ACK counting, as 2011's kernels did.",
+    ),
+    "tlp": TcpSysctl(
+        "net.ipv4.tcp_early_retrans",
+        {"on": 3, "off": 0},
+        "on",
+        "off",
+        "Tail loss probes (net.ipv4.tcp_early_retrans; Linux 3.10+). off: a lost tail waits for the "
+        "retransmission timeout, as in 2011.",
+    ),
+    "ss_after_idle": TcpSysctl(
+        "net.ipv4.tcp_slow_start_after_idle",
+        {"on": 1, "off": 0},
+        "on",
+        "on",
+        "Slow start again after an idle period of one RTO (net.ipv4.tcp_slow_start_after_idle).",
+    ),
+    "sack": TcpSysctl(
+        "net.ipv4.tcp_sack",
+        {"on": 1, "off": 0},
+        "on",
+        "on",
+        "Selective acknowledgements (net.ipv4.tcp_sack).",
+    ),
+    "frto": TcpSysctl(
+        "net.ipv4.tcp_frto",
+        {"on": 2, "off": 0},
+        "on",
+        "on",
+        "F-RTO, spurious retransmission timeout detection (net.ipv4.tcp_frto; on: 2, SACK-enhanced).",
+    ),
+    "wscale": TcpSysctl(
+        "net.ipv4.tcp_window_scaling",
+        {"on": 1, "off": 0},
+        "on",
+        "on",
+        "Window scaling (net.ipv4.tcp_window_scaling). off: receive windows of at most 64 KB, as "
+        "Windows XP clients had by default.",
+    ),
+    "timestamps": TcpSysctl(
+        "net.ipv4.tcp_timestamps",
+        {"on": 1, "off": 0},
+        "on",
+        "on",
+        "TCP timestamps (net.ipv4.tcp_timestamps; off: no RTT samples from them, 12 bytes more "
+        "payload per segment), off by default in Windows XP.",
+    ),
+}
+SYSCTL_KEYS = {s.key for s in TCP_SYSCTLS.values()}
 
 
 @dataclass(frozen=True)
@@ -27,6 +98,21 @@ class LinkSpec:
     loss_up: float = 0.0
     loss_down: float = 0.0
     seed: int = 1
+    # mean length of a burst of losses in packets (both directions' loss; 1: random per packet,
+    # else Gilbert-Elliott with that loss rate: ``gilbert``); origin overrides' losses stay random
+    loss_burst: float = 1.0
+
+    def __post_init__(self):
+        if (
+            isinstance(self.loss_burst, bool)
+            or not isinstance(self.loss_burst, (int, float))
+            or not (1 <= self.loss_burst <= units.MAX_LOSS_BURST)
+        ):
+            raise PltError(
+                f"invalid loss burst {units.show(self.loss_burst)}: packets, from 1 to {units.MAX_LOSS_BURST}"
+            )
+        for lo in (self.loss_up, self.loss_down):
+            gilbert(lo, self.loss_burst)
 
     @property
     def rtt_us(self) -> int:
@@ -114,8 +200,13 @@ class TcpKnobs:
     # timing, so a large object can take one round trip more in some loads than in others).
     # Page loads default to DEFAULT_CLIENT_RMEM (experiments.runner.RunConfig).
     client_rmem: int | None = None
+    # per-namespace TCP sysctls (TCP_SYSCTLS' keys -> value), written in every namespace of the run
+    sysctls: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self):
+        for key, v in self.sysctls:
+            if key not in SYSCTL_KEYS or isinstance(v, bool) or not isinstance(v, int):
+                raise PltError(f"invalid TCP sysctl {units.show(key)}={units.show(v)}: not one pltlab sets")
         for name in ("tfo_client", "tfo_server"):
             v = getattr(self, name)
             if not isinstance(v, int) or not 0 <= v <= 0x7FF:

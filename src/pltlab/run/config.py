@@ -11,7 +11,7 @@ of pltlab.run.knobs, parsed once when the configuration is made.
 from dataclasses import dataclass
 
 from pltlab.errors import PltError
-from pltlab.net.wan import LinkSpec, OriginOverride, TcpKnobs, TopologySpec
+from pltlab.net.wan import TCP_SYSCTLS, LinkSpec, OriginOverride, TcpKnobs, TopologySpec
 from pltlab.run import knobs
 
 
@@ -52,10 +52,18 @@ class RunConfig:
             loss_up=self.loss,
             loss_down=self.loss,
             seed=self.seed,
+            loss_burst=self.loss_burst,
         )
 
     def tcp(self) -> TcpKnobs:
-        return TcpKnobs(initcwnd=self.icw, cc=self.cc, client_rmem=self.client_rmem, mtu=self.mtu)
+        return TcpKnobs(
+            initcwnd=self.icw,
+            initrwnd=self.initrwnd,
+            cc=self.cc,
+            client_rmem=self.client_rmem,
+            mtu=self.mtu,
+            sysctls=tuple((s.key, s.values[getattr(self, n)]) for n, s in TCP_SYSCTLS.items()),
+        )
 
     def topology(self, origins: int = 1, hosts: dict | None = None) -> TopologySpec:
         """The emulated network for ``origins`` origins. ``hosts`` (host name -> origin index, a

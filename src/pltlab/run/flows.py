@@ -24,7 +24,7 @@ from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.net import probes
 from pltlab.net.topology import Topology
-from pltlab.net.wan import TcpKnobs, TopologySpec
+from pltlab.net.wan import TopologySpec
 from pltlab.run.config import RunConfig
 from pltlab.run.point import Point
 from pltlab.run.traced import FreshTopologies, check_icw
@@ -158,7 +158,7 @@ class FlowsRunner(FreshTopologies):
             origins=2,
             link=link,
             backend="userspace",
-            knobs=TcpKnobs(initcwnd=self.cfg.icw, cc=self.cfg.cc, client_rmem=self.cfg.client_rmem),
+            knobs=self.cfg.tcp(),
         )
         fetches, errors = [], []
         with self.topology(spec) as topo:

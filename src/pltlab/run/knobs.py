@@ -41,7 +41,8 @@ from pltlab.errors import PltError
 from pltlab.loaders.plan import MODELS
 from pltlab.loaders.registry import DEFAULT as DEFAULT_LOADER
 from pltlab.loaders.registry import LOADERS
-from pltlab.net.wan import BACKENDS, CC_CHOICES, DEFAULT_CLIENT_RMEM
+from pltlab.net.loss import gilbert
+from pltlab.net.wan import BACKENDS, CC_CHOICES, DEFAULT_CLIENT_RMEM, TCP_SYSCTLS
 
 SCOPES = ("run", "shell", "sweep")
 PROTOCOLS = protocols.CHOICES
@@ -141,6 +142,62 @@ def _icw(v, what):
     raise PltError(
         f"invalid {what} {units.show(v)}: must be an integer from {units.MIN_ICW} to {units.MAX_ICW} segments, "
         'or "default" (the kernel\'s 10)'
+    )
+
+
+def _initrwnd(v, what):
+    if v is None or v == "default":
+        return None
+    if units.is_window(v):
+        return v
+    raise PltError(
+        f"invalid {what} {units.show(v)}: must be an integer from {units.MIN_ICW} to {units.MAX_ICW} segments, "
+        'or "default" (the kernel\'s 10)'
+    )
+
+
+def _loss_burst(v, what):
+    """Mean burst length of losses in packets: 1 (random per packet) up to units.MAX_LOSS_BURST."""
+    n = v
+    if isinstance(v, str):
+        try:
+            n = float(v.strip())
+        except ValueError:
+            n = None
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or not 1 <= n <= units.MAX_LOSS_BURST:
+        raise PltError(
+            f"invalid {what} {units.show(v)}: the mean length of a burst of losses, from 1 (random per packet) "
+            f"to {units.MAX_LOSS_BURST} packets"
+        )
+    return float(n)
+
+
+def _onoff(words: tuple):
+    def parse(v, what):
+        if isinstance(v, bool):
+            v = "on" if v else "off"
+        if not isinstance(v, str) or v not in words:
+            raise PltError(f"invalid {what} {units.show(v)}: {' or '.join(words)}")
+        return v
+
+    return parse
+
+
+def _sysctl_knob(name: str) -> Knob:
+    """The knob of a per-namespace TCP sysctl (pltlab.net.wan.TCP_SYSCTLS: its key, words and
+    default are declared there)."""
+    s = TCP_SYSCTLS[name]
+    return Knob(
+        name,
+        _onoff(tuple(s.values)),
+        s.kernel,
+        f"{s.help} Default: this kernel's ({s.kernel}); Linux 2.6.34's: {s.linux_2011}.",
+        type=str,
+        label=name.replace("_", " "),
+        column=name,
+        describe=lambda v, n=name: f"{n.replace('_', ' ')} {v}",
+        sweep=True,
+        scopes=("run", "shell", "sweep"),
     )
 
 
@@ -435,6 +492,23 @@ _ALL = (
         scopes=("run", "shell", "sweep"),
     ),
     Knob(
+        "loss_burst",
+        _loss_burst,
+        1,
+        "Mean length of a burst of losses in packets: 1 = random per packet; more = bursty "
+        "(Gilbert-Elliott) with the same mean loss (per-origin losses stay random).",
+        type=float,
+        unit="packets",
+        label="loss burst",
+        column="loss_burst",
+        sql="REAL",
+        describe=lambda v: "random loss" if v == 1 else f"loss in bursts of {v:g}",
+        key=lambda v: f"{v:g}",
+        sweep=True,
+        scopes=("run", "shell", "sweep"),
+        cli_type=float,
+    ),
+    Knob(
         "queue",
         _queue,
         1000,
@@ -491,6 +565,23 @@ _ALL = (
         sweep=True,
         scopes=("run", "shell", "sweep"),
     ),
+    Knob(
+        "initrwnd",
+        _initrwnd,
+        "default",
+        "Client's initial TCP receive window (segments, the client route's initrwnd); default: the "
+        "kernel's 10 (Linux before 2.6.39: 4 segments, docs/knobs.md).",
+        type=int | None,
+        unit="segments",
+        label="initrwnd",
+        column="initrwnd",
+        sql="INTEGER",
+        describe=lambda v: f"initrwnd {v or 'default'}",
+        sweep=True,
+        scopes=("run", "shell", "sweep"),
+        cli_type=int,
+    ),
+    *(_sysctl_knob(n) for n in TCP_SYSCTLS),
     Knob(
         "client",
         _choice(tuple(LOADERS), "client"),
@@ -976,6 +1067,11 @@ def parse(values: dict, ks=None, where: str = "") -> dict[str, Any]:
                 f"{where + ': ' if where else ''}{trace} and {opt} both set the "
                 f"{trace[6:]}link's rate: give one of them"
             )
+    if out.get("loss_burst", 1) != 1 and "loss" in out:
+        try:
+            gilbert(out["loss"], out["loss_burst"])
+        except PltError as e:
+            raise PltError(f"{where + ': ' if where else ''}{e}") from None
     problem = _transport_problem(out, ks, given)
     if problem is None and out.get("protocol") is not None and out.get("client") is not None:
         problem = LOADERS[out["client"]].protocol_problem(out["protocol"])

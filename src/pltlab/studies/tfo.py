@@ -32,13 +32,17 @@ from pltlab.errors import PltError
 from pltlab.experiments import stats
 from pltlab.experiments.spec import Config, Experiment, PageEntry, page_label
 from pltlab.loaders.registry import get as loader_of
+from pltlab.net.wan import DEFAULT_CLIENT_RMEM
 from pltlab.run.knobs import UNPRELOADED
+from pltlab.studies import presets
 from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, config, lines, table, values
 
 NAME = "tfo"
 HELP = "The TFO paper's experiment: RTT 20/100/200 ms, 4 Mbit/s down, 256 kbit/s up, TFO off vs on."
 CLIENTS = ("builtin", "chromium")
 TLS = ("full", "resume", "0rtt")
+FIXED = ("rtt", "rate", "rate_up")  # the paper's link: --knob refuses these
+SETUPS = (presets.TODAY, "paper2011")  # --setup: today's defaults, or the paper's testbed (studies.presets)
 SCHEMES = ("recorded", "https")  # --schemes: the paper's (http as recorded) or today's (HSTS upgrades)
 # `pltlab reproduce tfo`'s options, in their order (pltlab.studies.engine.Param)
 PARAMS = (
@@ -65,6 +69,21 @@ PARAMS = (
         "recorded (the paper's: http, Chromium with the names renamed out of its HSTS preload list) or https "
         "(today's: the HSTS preload list's upgrades, Chromium's own).",
         SCHEMES,
+    ),
+    Param(
+        "setup",
+        str,
+        presets.TODAY,
+        "today (every knob at its default) or paper2011: the TFO paper's testbed as knobs "
+        '(Linux 2.6.34: no RACK, no TLP, cubic, initcwnd 10, its 87 KB receive buffer; docs/knobs.md "Presets").',
+        SETUPS,
+    ),
+    Param(
+        "knob",
+        str,
+        None,
+        "NAME=VALUE: one knob set otherwise than the set-up sets it (repeatable), e.g. rack=on.",
+        many=True,
     ),
 )
 TABLE = "pltlab: PLT with and without TFO (means)"  # the seeds table `reproduce tfo` prints
@@ -112,6 +131,11 @@ def options(given: dict) -> dict:
         params.update(protocol=v["protocol"], tls=v["tls"])
     if v["schemes"] != "recorded":
         params.update(schemes=v["schemes"])
+    if v["setup"] not in SETUPS:
+        raise PltError(f"invalid --setup {v['setup']!r}: {' or '.join(SETUPS)}")
+    if v["setup"] != presets.TODAY or v["knob"]:
+        presets.values(v["setup"], v["knob"] or (), FIXED)  # (checked now: one line, before anything runs)
+        params.update(setup=v["setup"], knob=list(v["knob"] or ()))
     return params
 
 
@@ -124,7 +148,9 @@ def announce(params: dict, exps: list[tuple[str, Experiment]], out_dir: str, res
         f"reproduce tfo: {', '.join(e.label for e in exp.pages)} x RTT 20/100/200 ms, 4 Mbit/s down, "
         f"256 kbit/s up, cubic, warm cookies, {exp.repetitions} repetition(s), {params['client']} loader"
         f"{f', https + {protocol}, TLS {tls}' if protocol != 'recorded' else ''}"
-        f"{', today: https by the HSTS preload list' if today else ''} -> {out_dir}"
+        f"{', today: https by the HSTS preload list' if today else ''}"
+        f"{', set-up ' + params['setup'] if params.get('setup', presets.TODAY) != presets.TODAY else ''}"
+        f"{', knobs ' + ' '.join(params['knob']) if params.get('knob') else ''} -> {out_dir}"
     )
 
 
@@ -137,7 +163,11 @@ def experiment(
     protocol: str = "recorded",
     tls: str = "full",
     schemes: str = "recorded",
+    setup: str = presets.TODAY,
+    knob: list | tuple = (),
 ) -> Experiment:
+    if setup not in SETUPS:
+        raise PltError(f"invalid --setup {setup!r}: {' or '.join(SETUPS)}")
     if client not in CLIENTS:
         raise PltError(f"invalid --client {client!r}: builtin or chromium")
     if protocol not in protocols.CHOICES:
@@ -166,6 +196,9 @@ def experiment(
             )
         entries = [e for e in entries if e.label in want]
     configs = [config(int(r[:-2]), rate="4mbit", rate_up="256kbit", cc="cubic", client=client, warm=True) for r in RTTS]
+    setup_values = presets.values(setup, knob, FIXED)  # the set-up's knobs, --knob's over them
+    point, exp_level = presets.split(setup_values)
+    configs = presets.configure(configs, point)
     n = reps or (QUICK_REPS if quick else REPS)
     today = protocol != "recorded"
     if today:  # TLS and the protocol are knobs of each configuration; every origin over https
@@ -177,6 +210,8 @@ def experiment(
     name = "reproduce-tfo-today" if hsts else "reproduce-tfo"
     flags = f"{' --protocol ' + protocol if today else ''}{' --tls ' + tls if tls != 'full' else ''}"
     flags += " --schemes https" if hsts else ""
+    flags += f" --setup {setup}" if setup != presets.TODAY else ""
+    flags += "".join(f" --knob {k}" for k in knob)
     settings = (
         {"schemes": "https"}
         if today
@@ -188,11 +223,12 @@ def experiment(
         f"# pltlab reproduce tfo{' --quick' if quick else ''}{' --client ' + client if client != 'builtin' else ''}"
         f"{' --corpus ' + corpus if corpus else ''}{flags}\n" + f'name = "{name}"\n'
         f'pages = {[e.label for e in entries]!r}\nrtt = {list(RTTS)!r}\nrate = "4mbit"\n'
-        f'rate_up = "256kbit"\ncc = "cubic"\nwarmup = "warm"\ntfo = ["off", "on"]\n'
+        f'rate_up = "256kbit"\ncc = "{configs[0].cc}"\nwarmup = "warm"\ntfo = ["off", "on"]\n'
         f'client = "{client}"\nrepetitions = {n}\nseed = 1\n'
         + (f'protocol = "{protocol}"\ntls = "{tls}"\n' if today else "")
         + "".join(f'{k} = "{v}"\n' for k, v in settings.items())
         + (f'hosts = "{UNPRELOADED}"\n' if renamed else "")
+        + presets.toml_lines({k: v for k, v in setup_values.items() if k != "cc"})
     ).replace("'", '"')
     if hsts:  # (its own words: after the quotes were made TOML's)
         src = src.replace("\n", f"\n# {CONDITIONS['today']}\n", 1)
@@ -205,6 +241,8 @@ def experiment(
         seed=1,
         source=src,
         settings=settings,
+        client_rmem=exp_level.get("client_rmem", DEFAULT_CLIENT_RMEM),
+        max_conns_per_host=exp_level.get("max_conns_per_host", 6),
     )
 
 

@@ -109,6 +109,7 @@ mod tests {
         let p = DirParams {
             delay_ns: 0,
             loss: 0.0,
+            gilbert: None,
             seed: 1,
             shaper: Some(ShaperSpec::Rate(12_000_000)), // 1 ms per 1500 B
             queue_packets: None,

@@ -18,6 +18,7 @@ from pltlab.archive import bundled
 from pltlab.archive.generate import from_objects
 from pltlab.archive.model import Page
 from pltlab.experiments.spec import PageEntry
+from pltlab.studies import presets
 from pltlab.studies.engine import StudyExperiment, config
 
 FIG19_RTTS = (50, 100, 200, 800, 1500)
@@ -120,7 +121,7 @@ def _source(name: str, what: str, pages: list[PageEntry], axes: dict, reps: int,
         + ("; every load in a fresh topology, load k with link seed seed + k - 1" if kind != "page_load" else ""),
     ]
     out += [f"# {k} = {_toml(v)}" for k, v in run.items()]
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" + presets.toml_lines(p.setup())
 
 
 def _exp(
@@ -134,15 +135,17 @@ def _exp(
     run: dict,
     axes: dict,
 ) -> StudyExperiment:
+    point, exp_level = presets.split(p.setup())  # the stack's knobs (none: today's defaults)
     return StudyExperiment(
         name=name,
         pages=pages,
-        configs=[c for _, c in points],
+        configs=presets.configure([c for _, c in points], point),
         tfo_modes=(False,),
         repetitions=reps,
         seed=p.seed,
-        max_conns_per_host=p.max_conns_per_host,
-        client_rmem=None,  # the 2011 clients: the kernel's 64 KB window, autotuned
+        max_conns_per_host=exp_level.get("max_conns_per_host", p.max_conns_per_host),
+        # the 2011 clients: the kernel's 64 KB window, autotuned
+        client_rmem=exp_level.get("client_rmem"),
         kind=kind,
         run=run,
         extras={"points": [pt for pt, _ in points]},

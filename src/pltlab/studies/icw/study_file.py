@@ -18,10 +18,12 @@ from pltlab.experiments.spec import read_toml
 from pltlab.net.wan import CC_CHOICES
 from pltlab.run.flows import LONG_FLOWS, SHORT_BYTES
 from pltlab.run.traced import check_icw
+from pltlab.studies import presets
 from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, values
 from pltlab.studies.icw import parts as study
 
 PARTS = ("rtt", "loss", "transfer", "fairness")
+STACKS = (presets.TODAY, "2011")  # --stack: today's defaults, or the study's 2011 set-up (studies.presets)
 HELP = (
     "Initial congestion window study (Yahoo! CDN, IMC 2011): PLT vs RTT and loss, object transfer times in RTTs, "
     "fairness of a large ICW against a long flow."
@@ -55,6 +57,21 @@ PARAMS = (
     Param("loss", float, None, "Loss rates in % of Fig. 20 (repeatable).", many=True),
     Param("fairness_seconds", float, None, "Duration of each fairness run; default 300, quick 60."),
     Param("only", str, None, "Run only these parts: rtt, loss, transfer, fairness (repeatable).", PARTS, many=True),
+    Param(
+        "stack",
+        str,
+        None,
+        "today (every knob at its default; default) or 2011: the study's stacks as knobs (no RACK, no TLP, "
+        'clients without window scaling or timestamps, random loss; docs/knobs.md "Presets").',
+        STACKS,
+    ),
+    Param(
+        "knob",
+        str,
+        None,
+        "NAME=VALUE: one knob set otherwise than the stack sets it (repeatable), e.g. loss_burst=4.",
+        many=True,
+    ),
     RESUME.but(help="Continue a killed study in --out DIR: no finished load is repeated."),
 )
 
@@ -87,6 +104,12 @@ class Params:
     fairness_loss_up: float = 0.0
     fairness_download_bytes: int = SHORT_BYTES
     fairness_long_flow: str = "iperf3"
+    stack: str = presets.TODAY  # the set-up's knobs (studies.presets), --knob's over them
+    knobs: tuple = ()
+
+    def setup(self) -> dict:
+        """The stack's knob values with --knob's over them (user values)."""
+        return presets.values(self.stack, self.knobs, FIXED)
 
     def as_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -101,6 +124,11 @@ QUICK = {
     "fairness_seconds": 60,
 }
 FIELDS = tuple(f.name for f in dataclasses.fields(Params))
+
+
+# the knobs the study sets itself (its own options: --knob refuses them; the stack's cubic is
+# the study's --cc default too)
+FIXED = ("rtt", "loss", "icw", "rate", "cc")
 
 
 def defaults(quick: bool = False) -> Params:
@@ -208,6 +236,13 @@ def _page(v):
     return v
 
 
+def _knob_item(v):
+    if not isinstance(v, str):
+        raise PltError(f'invalid knob {units.show(v)}: "NAME=VALUE"')
+    presets.values(None, [v], FIXED)
+    return v
+
+
 # file key (under [icw]) -> (Params field, element parser, is a list)
 KEYS = {
     "quick": ("quick", _bool, False),
@@ -234,6 +269,8 @@ KEYS = {
     "fairness.loss_up": ("fairness_loss_up", loss, False),
     "fairness.download_bytes": ("fairness_download_bytes", _int("download size", 1, 100_000_000), False),
     "fairness.long_flow": ("fairness_long_flow", _choice("long-flow tool", LONG_FLOWS), False),
+    "stack": ("stack", _choice("stack", STACKS), False),
+    "knobs": ("knobs", _knob_item, True),
 }
 # the study's older key names (numbers in ms and percent), still read
 OLD_KEYS = {
@@ -300,7 +337,7 @@ def from_dict(doc: dict, where: str = "icw study") -> dict:
             raise bad(f"icw.{key}", f"set twice (also as icw.{by[field]})")
         by[field] = key
         try:
-            out[field] = _values(v, parse, many)
+            out[field] = () if field == "knobs" and v == [] else _values(v, parse, many)
         except PltError as e:
             raise bad(f"icw.{key}", str(e)) from None
     return out
@@ -331,6 +368,8 @@ def options(given: dict) -> Params:
         losses=[percent(x) for x in v["loss"]] if v["loss"] else None,
         fairness_seconds=v["fairness_seconds"],
         parts=v["only"] or None,
+        stack=v["stack"],
+        knobs=tuple(v["knob"] or ()) or None,
     )
 
 
@@ -343,5 +382,9 @@ def check(p: Params) -> Params:
     """Every value checked (lists as tuples); the messages name the value, not a key."""
     fixed = {}
     for f, (parse, many) in _CHECK.items():
+        if f == "knobs" and not p.knobs:
+            continue  # (an empty list: none)
         fixed[f] = _values(getattr(p, f), parse, many)
-    return dataclasses.replace(p, **fixed)
+    p = dataclasses.replace(p, **fixed)
+    p.setup()  # the stack with the knobs given: checked now, in one line
+    return p
