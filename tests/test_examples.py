@@ -1,17 +1,27 @@
 """Every sweep file in examples/ reads as written (pages resolve, knobs valid, settings that go
-together) and expands to what its comments say. (The ICW-study files: tests/test_icw_config.py.)"""
+together) and expands to what its comments say. (The studies' files: their studies' tests, e.g. tests/test_icw_config.py.)"""
 
 import glob
 import os
+import tomllib
 
 import pytest
 
 from pltlab.experiments import spec
+from pltlab.studies import STUDIES
 
 FOLDER = os.path.join(os.path.dirname(__file__), "..", "examples")
-EXAMPLES = sorted(
-    p for p in glob.glob(os.path.join(FOLDER, "*.toml")) if not os.path.basename(p).startswith("icw-study")
-)
+
+
+def _study_file(path: str) -> bool:
+    """A study's file (`pltlab reproduce STUDY --config`: one table named for its study), which its
+    study's tests read, not an experiment file."""
+    with open(path, "rb") as f:
+        doc = tomllib.load(f)
+    return any(k in STUDIES and isinstance(v, dict) for k, v in doc.items())
+
+
+EXAMPLES = sorted(p for p in glob.glob(os.path.join(FOLDER, "*.toml")) if not _study_file(p))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
