@@ -51,7 +51,7 @@ def test_the_commands_are_the_registered_studies():
     from pltlab.studies import STUDIES, engine
 
     group = typer.main.get_command(app).commands["reproduce"]
-    assert list(group.commands) == list(STUDIES) == ["tfo", "icw"]
+    assert list(group.commands) == list(STUDIES) == ["tfo", "icw", "handshakes"]
     for name, s in STUDIES.items():
         assert callable(s.experiments) and callable(s.sections) and callable(s.options) and s.HELP
         opts = [p.name for p in group.commands[name].params]
