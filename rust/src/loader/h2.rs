@@ -98,12 +98,12 @@ pub(super) fn request_fields(req: &::http::Request<()>) -> Vec<(String, String)>
     out
 }
 
+/// A request as built: its URL, the request, its header fields as sent.
+pub(super) type Built<'a> = (&'a str, ::http::Request<()>, Vec<(String, String)>);
+
 /// An object's request as h2 and h3 send it (``what``: the protocol, for the error) with its URL
 /// (fragment cut) and its header fields as sent (pseudo-headers first).
-pub(super) fn request<'a>(
-    o: &'a super::plan::Object,
-    what: &str,
-) -> Result<(&'a str, ::http::Request<()>, Vec<(String, String)>)> {
+pub(super) fn request<'a>(o: &'a super::plan::Object, what: &str) -> Result<Built<'a>> {
     let url = o.url.split('#').next().unwrap_or(&o.url);
     let mut req = ::http::Request::builder()
         .method(o.method.as_str())
