@@ -116,10 +116,11 @@ class Sender:
             out.append(Segment(size, events))
         return out
 
-    def acked(self) -> None:
-        """One segment acknowledged."""
+    def acked(self, grow: bool = True) -> None:
+        """One segment acknowledged (``grow``: False when the sender counts as application
+        limited, as quinn does; the window then stays)."""
         self.inflight -= 1
-        if self.cwnd < 2 * self.max_out:
+        if grow and self.cwnd < 2 * self.max_out:
             self.cwnd += 1
         if self.inflight == 0:
             self.max_out = 0
