@@ -241,7 +241,7 @@ class Simulation:
                 elif kind == "ack":  # (ev[2]: the packet left before the address was validated)
                     c = self.conns[ev[1]]
                     c.sender.acked(grow=not (ev[2] and c.held_by_limit))
-                    self._pump(now, self.conns[ev[1]])
+                    self._pump(now, c)
                 elif kind == "server":
                     self._server(now, ev[1], ev[2])
                 elif kind == "connect":
@@ -461,7 +461,7 @@ class Simulation:
                     self.at(wake, ("pump", c.id))
                 break
             seg = s.next_segments(now, 1)
-            for x in seg:  # (sent before validation: see _segment)
+            for x in seg:  # (its ACK: see _segment)
                 x.unvalidated = not c.validated
             out += seg
             c.sent_bytes += sum(x.size + QUIC_OVERHEAD for x in seg)
@@ -477,7 +477,7 @@ class Simulation:
         # counts itself application limited (its last transmit found nothing it could send:
         # connection/mod.rs `app_limited = buf.is_empty() && !congestion_blocked`), and its
         # controllers do not grow the window on such ACKs (congestion/cubic.rs, new_reno.rs `on_ack`)
-        self.at(self.up.send(now, tcpmodel.HEADERS // 2, c.up_ms), ("ack", cid, getattr(seg, "unvalidated", False)))
+        self.at(self.up.send(now, tcpmodel.HEADERS // 2, c.up_ms), ("ack", cid, seg.unvalidated))
         for ev in seg.events:
             kind = ev[0]
             if kind == "hs" and c.quic and not c.finished_sent:

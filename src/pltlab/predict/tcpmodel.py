@@ -56,6 +56,7 @@ class Unit:
 class Segment:
     size: int
     events: list  # of the units' at_first/at_last events this segment completes
+    unvalidated: bool = False  # QUIC: sent before the client's address was validated (simulate)
 
 
 @dataclass
