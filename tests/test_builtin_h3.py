@@ -45,7 +45,7 @@ def test_builtin_loads_a_page_over_h3_full_and_0rtt():
     assert st["quic_full_used"] == len(hosts) and st["quic_handshake_errors"] == 0 and st["h3_streams"] == 29
     assert st["tls_full_used"] == 0  # nothing over TCP
 
-    earlies = run_page(page, _cfg(reps=2, tls="0rtt"))
+    earlies = run_page(page, _cfg(reps=3, tls="0rtt"))
     early = earlies[0]
     assert early["valid"], early["invalid_reason"]
     assert {r["protocol"] for r in early["requests"]} == {"h3"}
@@ -56,9 +56,11 @@ def test_builtin_loads_a_page_over_h3_full_and_0rtt():
     # three: a vCPU stall of a busy machine is longer than a round trip)
     assert min(r["plt_ms"] for r in earlies) < statistics.median(r["plt_ms"] for r in fulls)
 
-    # predict beside the emulated loads (full handshakes; as test_predict's real-load test: within
-    # 5 % of one of them)
-    got = predict(page, _cfg(), False)
-    plts = [r["plt_ms"] for r in fulls]
-    assert any(abs(got["plt_ms"] - p) <= 0.05 * p for p in plts), (got["plt_ms"], plts)
-    assert got["connections"] == len(conns)
+    # predict beside the emulated loads (as test_predict's real-load test: within 5 % of one of
+    # them), full handshakes and 0-RTT (where QUIC's anti-amplification limit holds the first
+    # answers back: without it in the model, 739 ms against 801-1,064 measured on a busy machine)
+    for cfg, runs in ((_cfg(), fulls), (_cfg(tls="0rtt"), earlies)):
+        got = predict(page, cfg, False)
+        plts = [r["plt_ms"] for r in runs]
+        assert any(abs(got["plt_ms"] - p) <= 0.05 * p for p in plts), (cfg.tls, got["plt_ms"], plts)
+        assert got["connections"] == len(conns)

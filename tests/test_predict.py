@@ -327,3 +327,46 @@ def test_h3_slow_start_from_quic_icw(quic_icw, network_only, monkeypatch):
     assert (1 + rounds) * 100 <= paced <= (1 + rounds + 0.8) * 100, paced
     monkeypatch.setattr(simulate, "PACE_GAIN", 1e9)  # no pacing: the window at once
     assert close(predict(page, cfg, False)["plt_ms"], (1 + rounds) * 100)
+
+
+def test_h3_amplification_limit_holds_before_validation(network_only):
+    """QUIC's anti-amplification limit (RFC 9000 §8.1) in the model: on every QUIC connection of a
+    multi-origin page, full and 0-RTT, the server's datagram bytes before the client's Handshake
+    packet validated its address stay within 3 x what it received (all but its last datagram,
+    which quinn lets go while any budget is left), and the client's first flight holds at least
+    its padded Initial (1200 bytes, RFC 9000 §14.1)."""
+    objs = [("html", 0, 80_000, "index")] + [("image", 1 + k % 3, 30_000, f"i{k}") for k in range(9)]
+    page = from_objects(objs, scheme="https", hosts=("www", "a", "b", "c"))
+    for tls in ("full", "0rtt"):
+        sim = simulate.Simulation(page, RunConfig(rtt="100ms", protocol="h3", tls=tls), False)
+        sim.run()
+        assert len(sim.conns) == 4
+        for c in sim.conns:
+            sent, received = c.before_validation
+            assert received >= 1200 and 0 < sent - 1200 < 3 * received, (tls, c.id, sent, received)
+        if tls == "0rtt":  # the document's connection: its first answer was held to the limit
+            sent, received = sim.conns[0].before_validation
+            assert sent < 10 * 1200 and sent >= 3 * received, (sent, received)
+
+
+def test_h3_0rtt_first_flight_is_held_to_three_times_the_client_bytes(network_only, monkeypatch):
+    """One 60 KB document over h3 with 0-RTT at 100 ms (no pacing): the request leaves with the
+    Initial (1200 bytes, padded) and is answered at once, but before the client's Handshake packet
+    arrives (1.5 RTT) the server may send only what 3 x that first flight allows: 4 datagrams of
+    1200 bytes, one of them its own handshake flight; the ACKs of those come while quinn counts the
+    sender application limited (no window growth). By hand: 3 packets of the response, then 10,
+    20, 40 from the validation on: 4 round trips to the last byte where without the limit 10, 20,
+    40 take 3. A full handshake (1 RTT, then 10, 20, 40: 4) validates the address before the
+    request is read: the limit changes nothing there, and for this page 0-RTT saves nothing."""
+    monkeypatch.setattr(simulate, "PACE_GAIN", 1e9)
+    page = from_objects([("html", 0, 60_000, "index")], scheme="https")
+    head, body = response_bytes(page.objects[0])
+    packets = math.ceil((head + body + simulate.QUIC_TICKETS) / (1200 - simulate.QUIC_OVERHEAD))
+    assert 33 < packets <= 70  # (3 + 10 + 20 < packets <= 3 + 10 + 20 + 40, and <= 10 + 20 + 40)
+    cfg = RunConfig(rtt="100ms", protocol="h3", tls="0rtt")
+    assert close(predict(page, cfg, False)["plt_ms"], 400)
+    full = RunConfig(rtt="100ms", protocol="h3", tls="full")
+    assert close(predict(page, full, False)["plt_ms"], 400)
+    monkeypatch.setattr(simulate.quicwire, "AMPLIFICATION", 1000)  # as if validated at once
+    assert close(predict(page, cfg, False)["plt_ms"], 300)
+    assert close(predict(page, full, False)["plt_ms"], 400)

@@ -190,8 +190,8 @@ async fn connection(incoming: quinn::Incoming, sh: Arc<Shared>, _open: Held, unv
     // facts exist only after it
     match tokio::time::timeout_at(deadline, connecting.handshake_data()).await {
         Ok(Ok(_)) => {}
-        Ok(Err(_)) => {
-            st.quic_handshake_errors.fetch_add(1, Relaxed);
+        Ok(Err(e)) => {
+            handshake_lost(st, &e);
             return;
         }
         Err(_) => {
@@ -235,7 +235,17 @@ async fn connection(incoming: quinn::Incoming, sh: Arc<Shared>, _open: Held, unv
                 Some(early)
             }
             Ok(_) => {
-                st.quic_handshake_errors.fetch_add(1, Relaxed);
+                if let Some(e) = conn.close_reason() {
+                    // closed here at the deadline: the first request's wait ends at the same
+                    // instant and, polled first, drops h3's connection, which closes the QUIC one
+                    let ours =
+                        matches!(e, quinn::ConnectionError::LocallyClosed) && tokio::time::Instant::now() >= deadline;
+                    if ours {
+                        st.quic_handshake_timeouts.fetch_add(1, Relaxed);
+                    } else {
+                        handshake_lost(st, &e);
+                    }
+                }
                 None
             }
             Err(_) => {
@@ -256,6 +266,14 @@ async fn connection(incoming: quinn::Incoming, sh: Arc<Shared>, _open: Held, unv
             }
         }
     }
+}
+
+/// A handshake that ended before it completed: quinn's idle timeout (nothing from the client for
+/// the negotiated idle period, `ConnectionError::TimedOut`) counts as a timeout, as the
+/// deadline does; anything else (a close by the client, a TLS or transport error) as an error.
+fn handshake_lost(st: &super::stats::Stats, e: &quinn::ConnectionError) {
+    if matches!(e, quinn::ConnectionError::TimedOut) { &st.quic_handshake_timeouts } else { &st.quic_handshake_errors }
+        .fetch_add(1, Relaxed);
 }
 
 /// Why an h3 connection ended.

@@ -4,7 +4,8 @@ it) run through the loader's own scheduling (rust/src/loader/scheduler.rs and po
 `pltlab-dp schedule` process) over modelled connections (predict.tcpmodel: slow start from
 initcwnd, the bottleneck rate) with TCP Fast Open, TLS 1.3 (full, resumed, 0-RTT), HTTP/2 and
 HTTP/3 (QUIC: no TCP handshake, the QUIC one 1 RTT or none with 0-RTT, slow start from quic_icw
-packets of 1200 bytes) handshakes as the loader makes them. No namespace, socket or clock; the same page and
+packets of 1200 bytes, the server held to 3 x the client's bytes until its address is validated:
+predict.quicwire) handshakes as the loader makes them. No namespace, socket or clock; the same page and
 configuration give the same prediction. docs/explain.md "Predict" says what is modelled and what is not.
 
     predict(page, cfg, tfo=True)   # {"plt_ms", "requests": [...], "connections", ...}
@@ -21,7 +22,7 @@ from pltlab.errors import PltError
 from pltlab.loaders import plan as plans
 from pltlab.loaders.registry import get as loader_of
 from pltlab.net import names
-from pltlab.predict import tcpmodel
+from pltlab.predict import quicwire, tcpmodel
 from pltlab.replay import hosts as hostmap
 from pltlab.replay import manifest
 from pltlab.run.config import RunConfig
@@ -50,6 +51,11 @@ TFO_SEND_MS = 0.85
 SERVE_CPU_MS = 0.3
 SERVE_TLS_CPU_MS = 1.0
 TICKETS = 2 * 250  # the replay's two NewSessionTicket records, written before the first answer
+# over QUIC the same two tickets in CRYPTO frames, without TLS records: each a NewSessionTicket
+# message as rustls writes it with the replay's session store (RFC 8446 §4.6.1: header 4,
+# lifetime 4, age_add 4, a 32-byte nonce and a 32-byte session id with their lengths, the
+# early_data extension 8)
+QUIC_TICKETS = 2 * 89
 # QUIC (protocol h3): packets of 1200 bytes (quinn's initial MTU; its MTU discovery is not
 # modelled), of which a packet's header, AEAD tag and STREAM frame header take about this much;
 # the ClientHello goes in a padded Initial of 1200 bytes; the window is quic_icw packets
@@ -181,6 +187,14 @@ class _Conn:
         self.tokens: float | None = None  # QUIC: the pacer's bytes (None: full, at first)
         self.paced_at = 0.0
         self.pace_wake: float | None = None  # when a ("pump", c) event is due
+        # QUIC's anti-amplification limit (predict/quicwire.py): the server's datagram bytes sent
+        # and received until the client's Handshake packet validates its address
+        self.validated = not self.quic
+        self.finished_sent = False
+        self.sent_bytes = self.recvd_bytes = 0
+        self.before_validation: tuple[int, int] | None = None  # (sent, received) then
+        self.held_by_limit = False  # the limit held the server back when validation came
+        self.amp_blocked = False
 
 
 class Simulation:
@@ -224,9 +238,10 @@ class Simulation:
                     self._actions(now, self.sched.handle(now, ev[1]))
                 elif kind == "segment":
                     self._segment(now, ev[1], ev[2])
-                elif kind == "ack":
-                    self.conns[ev[1]].sender.acked()
-                    self._pump(now, self.conns[ev[1]])
+                elif kind == "ack":  # (ev[2]: the packet left before the address was validated)
+                    c = self.conns[ev[1]]
+                    c.sender.acked(grow=not (ev[2] and c.held_by_limit))
+                    self._pump(now, c)
                 elif kind == "server":
                     self._server(now, ev[1], ev[2])
                 elif kind == "connect":
@@ -236,6 +251,11 @@ class Simulation:
                 elif kind == "pump":
                     self.conns[ev[1]].pace_wake = None
                     self._pump(now, self.conns[ev[1]])
+                elif kind == "validated":  # QUIC: the client's Handshake packet arrived
+                    c = self.conns[ev[1]]
+                    c.validated, c.before_validation = True, (c.sent_bytes, c.recvd_bytes)
+                    c.held_by_limit = c.amp_blocked
+                    self._pump(now, c)
             end = self.sched.end()
         if not end["done"]:
             raise PltError("predict: the plan's scheduling stalled (an object never became ready)")
@@ -325,7 +345,7 @@ class Simulation:
         if c.h2 and c.batch is not None and c.batch[0] == now:  # h2: in the same write as the one before
             c.batch[1].append(i)
             return
-        size = REQUEST_HEAD + len(obj["url"])
+        size = quicwire.request_bytes(obj) + QUIC_OVERHEAD if c.quic else REQUEST_HEAD + len(obj["url"])
         if c.syn_free:  # in the SYN (already on its way)
             c.syn_free = False
             arrive = c.up_ms + c.opened
@@ -339,11 +359,18 @@ class Simulation:
     def _server(self, now: float, cid: int, what: tuple) -> None:
         c = self.conns[cid]
         if what[0] == "flight":
-            c.sender.write(now, tcpmodel.Unit(_tls(what[1]), [("hs", cid)]))
+            if c.quic:  # the client's Initial (padded to a full packet); the server's is padded too
+                c.recvd_bytes += QUIC_PACKET
+                c.sender.write(now, tcpmodel.Unit(max(what[1], QUIC_PACKET - QUIC_OVERHEAD), [("hs", cid)]))
+            else:
+                c.sender.write(now, tcpmodel.Unit(_tls(what[1]), [("hs", cid)]))
         else:
+            if c.quic and len(what) == 2:  # the requests' packets (0-RTT before validation)
+                n = sum(quicwire.request_bytes(self.plan["objects"][i]) for i in what[1])
+                c.recvd_bytes += n + QUIC_OVERHEAD * -(-n // (QUIC_PACKET - QUIC_OVERHEAD))
             if c.tls and not c.tickets:  # the client's Finished came with it: 2 session tickets
                 c.tickets = True
-                c.sender.write(now, tcpmodel.Unit(TICKETS, []))
+                c.sender.write(now, tcpmodel.Unit(QUIC_TICKETS if c.quic else TICKETS, []))
             if c.h2 and len(what[1]) > 1 and len(what) == 2:
                 # the server answers the requests of one read one after another, then writes the
                 # answers in one go (one TLS write): the first waited SERVE_TLS_CPU_MS, each further
@@ -407,7 +434,8 @@ class Simulation:
             self.at(self.down.send(now, seg.size + tcpmodel.HEADERS, c.down_ms), ("segment", c.id, seg))
         if c.h2 and c.streams:
             self._frames(now, c)
-            held = c.quic and c.pace_wake is not None  # (the pacer's wake-up pumps again)
+            # (the pacer's wake-up, or the client's Handshake packet, pumps again)
+            held = c.quic and (c.pace_wake is not None or c.amp_blocked)
             if c.sender.queue and c.sender.inflight < int(c.sender.cwnd) and not held:
                 self._pump(now, c)
 
@@ -421,24 +449,44 @@ class Simulation:
         c.tokens = cap if c.tokens is None else min(cap, c.tokens + (now - c.paced_at) * rate)
         c.paced_at = now
         out = []
+        c.amp_blocked = False
         while s.queue and s.inflight < int(s.cwnd):
+            if not c.validated and c.sent_bytes >= quicwire.AMPLIFICATION * c.recvd_bytes:
+                c.amp_blocked = True  # until the client's Handshake packet ("validated")
+                break
             if c.tokens < QUIC_PACKET - 1e-6:
                 wake = now + max((QUIC_PACKET - c.tokens) / rate, 1e-3)
                 if c.pace_wake is None or wake < c.pace_wake:
                     c.pace_wake = wake
                     self.at(wake, ("pump", c.id))
                 break
-            out += s.next_segments(now, 1)
+            seg = s.next_segments(now, 1)
+            for x in seg:  # (its ACK: see _segment)
+                x.unvalidated = not c.validated
+            out += seg
+            c.sent_bytes += sum(x.size + QUIC_OVERHEAD for x in seg)
             c.tokens -= QUIC_PACKET
         return out
 
     # -- the client side --
     def _segment(self, now: float, cid: int, seg: tcpmodel.Segment) -> None:
         c = self.conns[cid]
-        # the client's ACK; on the uplink it costs half a header: delayed ACKs cover two segments
-        self.at(self.up.send(now, tcpmodel.HEADERS // 2, c.up_ms), ("ack", cid))
+        # the client's ACK; on the uplink it costs half a header: delayed ACKs cover two segments.
+        # QUIC: the ACKs of packets sent before the client's address was validated travel with
+        # its Handshake packet; if the limit held the server back then, quinn reads them while it
+        # counts itself application limited (its last transmit found nothing it could send:
+        # connection/mod.rs `app_limited = buf.is_empty() && !congestion_blocked`), and its
+        # controllers do not grow the window on such ACKs (congestion/cubic.rs, new_reno.rs `on_ack`)
+        self.at(self.up.send(now, tcpmodel.HEADERS // 2, c.up_ms), ("ack", cid, seg.unvalidated))
         for ev in seg.events:
             kind = ev[0]
+            if kind == "hs" and c.quic and not c.finished_sent:
+                # the client's Handshake packet (its Finished, after it checked the flight)
+                # validates its address at the server (RFC 9000 §8.1); with the Initial's ACK
+                # the datagram is padded to a full packet
+                c.finished_sent = True
+                leave = now + TLS_CPU_MS if c.connected is None else now
+                self.at(self.up.send(leave, QUIC_PACKET + 28, c.up_ms), ("validated", cid))
             if kind == "hs" and c.connected is None:  # (0-RTT: set up when the hello left)
                 c.connected = now + TLS_CPU_MS  # the client checks the flight (certificate)
                 self.at(c.connected, ("sched", self._connected_event(c)))

@@ -56,6 +56,7 @@ class Unit:
 class Segment:
     size: int
     events: list  # of the units' at_first/at_last events this segment completes
+    unvalidated: bool = False  # QUIC: sent before the client's address was validated (simulate)
 
 
 @dataclass
@@ -116,10 +117,11 @@ class Sender:
             out.append(Segment(size, events))
         return out
 
-    def acked(self) -> None:
-        """One segment acknowledged."""
+    def acked(self, grow: bool = True) -> None:
+        """One segment acknowledged (``grow``: False when the sender counts as application
+        limited, as quinn does; the window then stays)."""
         self.inflight -= 1
-        if self.cwnd < 2 * self.max_out:
+        if grow and self.cwnd < 2 * self.max_out:
             self.cwnd += 1
         if self.inflight == 0:
             self.max_out = 0
