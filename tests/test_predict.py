@@ -14,6 +14,7 @@ from pltlab.archive import bundled
 from pltlab.archive.generate import from_objects, generate
 from pltlab.errors import PltError
 from pltlab.predict import simulate
+from pltlab.predict.pages import predict_pages
 from pltlab.predict.simulate import Scheduler, predict, response_bytes
 from pltlab.run.config import RunConfig
 from tests.conftest import pltlab_cmd
@@ -370,3 +371,20 @@ def test_h3_0rtt_first_flight_is_held_to_three_times_the_client_bytes(network_on
     monkeypatch.setattr(simulate.quicwire, "AMPLIFICATION", 1000)  # as if validated at once
     assert close(predict(page, cfg, False)["plt_ms"], 300)
     assert close(predict(page, full, False)["plt_ms"], 400)
+
+
+def test_predict_says_where_a_page_stands_against_what_it_was_fitted_on():
+    from pltlab.predict import fitted
+
+    # a bundled page of the fit, however named: in sample
+    got = predict_pages("wikipedia", RunConfig(rtt="100ms", tfo="off"))
+    assert got[0]["fit"] == {"in_sample": True, "outside": []}
+    # a page bigger than any of the fit, at an RTT and over a protocol never fitted
+    big = generate(objects=400, total_bytes=400 * 30_000, origins=60, depth=3, seed=2)
+    st = fitted.stance(big, RunConfig(rtt="5ms", protocol="h3", schemes="https"))
+    assert not st["in_sample"]
+    text = " | ".join(st["outside"])
+    assert "400 objects" in text and "60 origins" in text and "RTT 5 ms" in text and "protocol h3" in text
+    # a page of the public set inside every fitted range: out of sample, nothing outside
+    st = fitted.stance(bundled.load("github"), RunConfig(rtt="100ms"))
+    assert st == {"in_sample": False, "outside": []}

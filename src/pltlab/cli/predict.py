@@ -61,7 +61,14 @@ def predict(
             str(p["connections"]),
             f"{p['plt_ms']:.1f}",
         )
-    Console().print(t)
+    con = Console()
+    con.print(t)
+    for p in {p["page_id"]: p for p in got}.values():  # (once per page)
+        name = escape(os.path.basename(p["page_id"]) or p["page_id"])
+        if p["fit"]["in_sample"]:
+            con.print(f"note: {name} is one of the pages the model's CPU constants were set from (in sample)")
+        if p["fit"]["outside"]:
+            con.print(f"note: {name}: outside what the model was fitted on: {escape('; '.join(p['fit']['outside']))}")
 
 
 def beside_results(out_dir: str) -> list[dict]:

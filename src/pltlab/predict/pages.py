@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pltlab.errors import PltError
 from pltlab.loaders.registry import get as loader_of
+from pltlab.predict import fitted
 from pltlab.predict.simulate import predict
 from pltlab.run import knobs
 from pltlab.run.batch import named_pages
@@ -41,6 +42,7 @@ def predict_pages(what: str, cfg: RunConfig, corpus: str | None = None) -> list[
     for label, page, err in named_pages(what, corpus):
         if err is not None:
             raise PltError(f"{label}: {err}" if not err.startswith(label) else err)
+        fit = fitted.stance(page, cfg)
         for tfo in cfg.tfo_modes:
             try:
                 res = predict(page, cfg, tfo)
@@ -54,6 +56,7 @@ def predict_pages(what: str, cfg: RunConfig, corpus: str | None = None) -> list[
                     "rate_mbit": cfg.rate_bps / 1e6 if cfg.rate_bps else None,
                     "tfo": tfo,
                     **res,
+                    "fit": fit,  # where it stands against what the CPU constants were set from
                 }
             )
     return out
