@@ -65,6 +65,7 @@ pub fn server_config(m: &Manifest, sessions: Arc<crate::certs::Sessions>) -> Res
         tc.receive_window(quinn::VarInt::from_u32(t.max_early_data));
     }
     cfg.transport_config(Arc::new(tc));
+    cfg.validation_token_config(super::quic_tokens::config());
     Ok(cfg)
 }
 

@@ -34,6 +34,7 @@ mod h2_sent;
 mod h2_tests;
 pub mod h3;
 mod h3_quic;
+mod quic_tokens;
 #[cfg(test)]
 mod h3_tests;
 #[cfg(test)]
