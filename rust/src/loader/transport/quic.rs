@@ -193,3 +193,31 @@ impl QuicStats {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    /// The lab's largest bandwidth-delay product QUIC must not be window-limited at: 250 Mbit/s
+    /// (above every shaped rate of examples/*.toml, at most 20 Mbit/s) at 200 ms (the
+    /// handshakes study's largest RTT) = 6.25 MB. A window below it caps a transfer at
+    /// window / RTT, which h2 over kernel TCP (autotuned buffers) is not.
+    pub const LAB_BDP: u64 = 250_000_000 / 8 * 200 / 1000;
+
+    /// A window quinn's transport settings carry, read from their Debug form (the fields are
+    /// private).
+    pub fn window(t: &quinn::TransportConfig, name: &str) -> u64 {
+        let d = format!("{t:?}");
+        let at = d.find(&format!("{name}: ")).unwrap_or_else(|| panic!("no {name} in {d}"));
+        d[at + name.len() + 2..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap()
+    }
+
+    #[test]
+    fn the_loaders_receive_windows_cover_the_labs_largest_bdp() {
+        for (cc, icw) in [(None, None), (Some("cubic"), Some(10)), (Some("bbr"), None), (Some("newreno"), Some(32))] {
+            let t = super::transport(cc, icw).unwrap();
+            for name in ["stream_receive_window", "receive_window"] {
+                let w = window(&t, name);
+                assert!(w >= LAB_BDP, "{name} {w} below the lab's largest BDP {LAB_BDP} ({cc:?})");
+            }
+        }
+    }
+}
