@@ -34,7 +34,6 @@ mod h2_sent;
 mod h2_tests;
 pub mod h3;
 mod h3_quic;
-mod quic_tokens;
 #[cfg(test)]
 mod h3_tests;
 #[cfg(test)]
@@ -45,6 +44,7 @@ pub mod priority;
 #[cfg(test)]
 mod prop_tests;
 pub mod quic_socket;
+mod quic_tokens;
 pub mod report;
 pub mod service;
 pub mod shared;

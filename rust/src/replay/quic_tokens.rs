@@ -24,7 +24,12 @@ const CAPACITY: usize = 100_000;
 pub struct UsedTokens(Mutex<HashSet<(u128, SystemTime, Duration)>>);
 
 impl quinn::TokenLog for UsedTokens {
-    fn check_and_insert(&self, nonce: u128, issued: SystemTime, lifetime: Duration) -> Result<(), quinn::TokenReuseError> {
+    fn check_and_insert(
+        &self,
+        nonce: u128,
+        issued: SystemTime,
+        lifetime: Duration,
+    ) -> Result<(), quinn::TokenReuseError> {
         let mut used = self.0.lock().unwrap();
         if used.len() >= CAPACITY {
             let now = SystemTime::now();
@@ -33,7 +38,11 @@ impl quinn::TokenLog for UsedTokens {
                 return Err(quinn::TokenReuseError);
             }
         }
-        if used.insert((nonce, issued, lifetime)) { Ok(()) } else { Err(quinn::TokenReuseError) }
+        if used.insert((nonce, issued, lifetime)) {
+            Ok(())
+        } else {
+            Err(quinn::TokenReuseError)
+        }
     }
 }
 
