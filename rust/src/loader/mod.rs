@@ -127,9 +127,12 @@ pub fn load_phased(plan: Plan, between: impl FnOnce(f64) -> Result<()>) -> Resul
         }
         _ => None,
     };
+    // the tokens the visit's connections get validate the load's (their Initials carry them)
+    let tokens = transport::quic::tokens();
     let quic = |zero_rtt: bool| -> Result<Option<Quic>> {
         let hs = transport::quic::HANDSHAKE_TIMEOUT.min(timeout / 2);
-        quic_tls.as_ref().map(|t| Quic::new(t, zero_rtt, plan.quic_cc.as_deref(), plan.quic_icw, hs)).transpose()
+        let (cc, icw) = (plan.quic_cc.as_deref(), plan.quic_icw);
+        quic_tls.as_ref().map(|t| Quic::new(t, zero_rtt, cc, icw, hs, tokens.clone())).transpose()
     };
     let quic_load = quic(plan.tls_mode == "0rtt")?;
     let quic_warm = if plan.warm_tls() { quic(false)? } else { None };

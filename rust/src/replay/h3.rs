@@ -65,14 +65,21 @@ pub fn server_config(m: &Manifest, sessions: Arc<crate::certs::Sessions>) -> Res
         tc.receive_window(quinn::VarInt::from_u32(t.max_early_data));
     }
     cfg.transport_config(Arc::new(tc));
+    cfg.validation_token_config(super::quic_tokens::config());
     Ok(cfg)
 }
 
+/// Response bytes a connection may hold unacknowledged (quinn's `send_window`; its default is
+/// 10 MB): the client's connection receive window (the loader's and Chromium's 15 MiB), so the
+/// server is never the tighter limit.
+pub const SEND_WINDOW: u64 = 15 << 20;
+
 /// Transport settings from the manifest's `quic` object (receive window: quinn's default).
-fn transport(q: &QuicSettings, request_timeout_ms: u64) -> quinn::TransportConfig {
+pub(super) fn transport(q: &QuicSettings, request_timeout_ms: u64) -> quinn::TransportConfig {
     use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
     let mut tc = quinn::TransportConfig::default();
     tc.mtu_discovery_config(None);
+    tc.send_window(SEND_WINDOW);
     tc.max_concurrent_bidi_streams(MAX_CONCURRENT_STREAMS.into());
     let window = u64::from(q.initial_window_packets) * PACKET;
     match q.cc {

@@ -364,3 +364,13 @@ fn rfc9218_priorities_order_the_responses_of_an_h3_connection() {
     eprintln!("image bytes before the stylesheet ended: rfc9218 {prio}, round-robin {rr}");
     assert!(rr >= 150_000, "round-robin: {rr} bytes of the image before the stylesheet ended");
 }
+
+#[test]
+fn the_replays_send_window_covers_the_labs_largest_bdp() {
+    // the server may hold this much unacknowledged: below the BDP, h3 transfers stall at
+    // window / RTT (the same bound the loader's receive windows are tested against)
+    use crate::loader::transport::quic::tests::{window, LAB_BDP};
+    let t = super::h3::transport(&Default::default(), 120_000);
+    let w = window(&t, "send_window");
+    assert!(w >= LAB_BDP, "send_window {w} below the lab's largest BDP {LAB_BDP}");
+}

@@ -44,6 +44,7 @@ pub mod priority;
 #[cfg(test)]
 mod prop_tests;
 pub mod quic_socket;
+mod quic_tokens;
 pub mod report;
 pub mod service;
 pub mod shared;

@@ -7,6 +7,8 @@
 //!   probes in the counts), receive windows as h2's (stream 6 MiB, connection 15 MiB: Chromium's),
 //!   the plan's `quic_cc` and `quic_icw` (packets of 1200 bytes; quinn's defaults without them),
 //!   segmentation offload on (quinn's default).
+//! * Address validation tokens (NEW_TOKEN) kept from the visit before the load (`tokens()`),
+//!   as Chromium keeps them with its sessions: a returning connection's Initial carries one.
 //! * 0-RTT (tls_mode "0rtt", a ticket allowing it): `into_0rtt()` returns at once and the h3
 //!   client's streams and the first requests go as 0-RTT packets in the Initial's flight;
 //!   `ZeroRttAccepted` says whether the server took them (h3.rs sends them again if not).
@@ -45,16 +47,20 @@ impl Quic {
     /// load: its clones share the ticket store and the verifier tickets resume under);
     /// `zero_rtt`: offer early data and send the first requests as 0-RTT (tls_mode "0rtt",
     /// measured load; false in "resume": rustls would offer early data on every resumption);
-    /// `cc`, `icw`: the plan's `quic_cc`, `quic_icw`.
+    /// `cc`, `icw`: the plan's `quic_cc`, `quic_icw`; `tokens`: the load's store of address
+    /// validation tokens (`tokens()`), shared by the visit before the load and the load, as the
+    /// ticket store is.
     pub fn new(
         tls: &rustls::ClientConfig,
         zero_rtt: bool,
         cc: Option<&str>,
         icw: Option<u32>,
         handshake_timeout: Duration,
+        tokens: Arc<dyn quinn::TokenStore>,
     ) -> Result<Quic> {
         let mut cfg = crate::certs::quic::quic_client_config_noting(tls, zero_rtt)?;
         cfg.transport_config(Arc::new(transport(cc, icw)?));
+        cfg.token_store(tokens);
         Ok(Quic { cfg, zero_rtt, handshake_timeout })
     }
 
@@ -89,6 +95,15 @@ impl Quic {
         };
         Ok(QuicConn { conn, zero_rtt: None, endpoint, handshake_timeout: self.handshake_timeout })
     }
+}
+
+/// A load's store of the address validation tokens servers send (NEW_TOKEN frames, RFC 9000
+/// §8.1.3): the next connection to the same server name sends one in its Initial, which
+/// validates its address at once (the server's answer to 0-RTT requests is then not held to 3x
+/// the client's bytes until the handshake completes), as Chromium does with the tokens it keeps
+/// beside its sessions. quinn's memory cache: 2 tokens for each of 256 server names.
+pub fn tokens() -> Arc<dyn quinn::TokenStore> {
+    Arc::new(quinn::TokenMemoryCache::default())
 }
 
 /// quinn's transport settings for the loader's connections.
@@ -175,6 +190,34 @@ impl QuicStats {
             datagrams_in: s.udp_rx.datagrams,
             udp_bytes_out: s.udp_tx.bytes,
             udp_bytes_in: s.udp_rx.bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    /// The lab's largest bandwidth-delay product QUIC must not be window-limited at: 250 Mbit/s
+    /// (above every shaped rate of examples/*.toml, at most 20 Mbit/s) at 200 ms (the
+    /// handshakes study's largest RTT) = 6.25 MB. A window below it caps a transfer at
+    /// window / RTT, which h2 over kernel TCP (autotuned buffers) is not.
+    pub const LAB_BDP: u64 = 250_000_000 / 8 * 200 / 1000;
+
+    /// A window quinn's transport settings carry, read from their Debug form (the fields are
+    /// private).
+    pub fn window(t: &quinn::TransportConfig, name: &str) -> u64 {
+        let d = format!("{t:?}");
+        let at = d.find(&format!("{name}: ")).unwrap_or_else(|| panic!("no {name} in {d}"));
+        d[at + name.len() + 2..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap()
+    }
+
+    #[test]
+    fn the_loaders_receive_windows_cover_the_labs_largest_bdp() {
+        for (cc, icw) in [(None, None), (Some("cubic"), Some(10)), (Some("bbr"), None), (Some("newreno"), Some(32))] {
+            let t = super::transport(cc, icw).unwrap();
+            for name in ["stream_receive_window", "receive_window"] {
+                let w = window(&t, name);
+                assert!(w >= LAB_BDP, "{name} {w} below the lab's largest BDP {LAB_BDP} ({cc:?})");
+            }
         }
     }
 }
