@@ -9,14 +9,18 @@ data plane uses (no fitted constant):
   `anti_amplification_blocked`, checked per datagram in connection/mod.rs `poll_transmit`) lets
   a datagram go while the bytes sent so far are below 3 x those received (the last datagram may
   pass the bound by less than one packet). The address is validated by the client's first
-  Handshake packet (its second flight); quinn's NEW_TOKEN tokens, which would validate it at
-  once, need quinn-proto's `bloom` feature, which pltlab's build leaves off (no NEW_TOKEN sent,
-  none accepted).
+  Handshake packet (its second flight), or at once by an address validation token the client
+  brings (RFC 9000 §8.1.3).
+- ``TOKEN_MODES``: the replay sends NEW_TOKEN tokens (rust/src/replay/quic_tokens.rs) and the
+  built-in loader keeps them from the visit before the load (rust/src/loader/transport/quic.rs
+  `tokens()`), which it makes for TLS "resume" and "0rtt" only: those loads' connections are
+  validated from their first Initial; a "full" load (no visit before it) is held to the limit.
 """
 
 from __future__ import annotations
 
 AMPLIFICATION = 3
+TOKEN_MODES = ("resume", "0rtt")
 # RFC 9204 Appendix A, the static table: (name, value) -> index, for the fields the loader sends
 STATIC = {
     (":authority", ""): 0,

@@ -4,8 +4,8 @@ it) run through the loader's own scheduling (rust/src/loader/scheduler.rs and po
 `pltlab-dp schedule` process) over modelled connections (predict.tcpmodel: slow start from
 initcwnd, the bottleneck rate) with TCP Fast Open, TLS 1.3 (full, resumed, 0-RTT), HTTP/2 and
 HTTP/3 (QUIC: no TCP handshake, the QUIC one 1 RTT or none with 0-RTT, slow start from quic_icw
-packets of 1200 bytes, the server held to 3 x the client's bytes until its address is validated:
-predict.quicwire) handshakes as the loader makes them. No namespace, socket or clock; the same page and
+packets of 1200 bytes, the server held to 3 x the client's bytes until its address is validated unless the client
+brings a token from its visit before the load: predict.quicwire) handshakes as the loader makes them. No namespace, socket or clock; the same page and
 configuration give the same prediction. docs/explain.md "Predict" says what is modelled and what is not.
 
     predict(page, cfg, tfo=True)   # {"plt_ms", "requests": [...], "connections", ...}
@@ -253,7 +253,9 @@ class Simulation:
                     self._pump(now, self.conns[ev[1]])
                 elif kind == "validated":  # QUIC: the client's Handshake packet arrived
                     c = self.conns[ev[1]]
-                    c.validated, c.before_validation = True, (c.sent_bytes, c.recvd_bytes)
+                    if not c.validated:
+                        c.before_validation = (c.sent_bytes, c.recvd_bytes)
+                    c.validated = True
                     c.held_by_limit = c.amp_blocked
                     self._pump(now, c)
             end = self.sched.end()
@@ -284,6 +286,8 @@ class Simulation:
             sender = tcpmodel.Sender(mss=self.mss, cwnd=self.icw, initcwnd=self.icw, rtt_ms=up + down)
         c = _Conn(cid, o, sender, now)
         c.up_ms, c.down_ms = up, down
+        if c.quic and self.cfg.tls in quicwire.TOKEN_MODES:  # its Initial carries a token: validated
+            c.validated = True
         self.conns.append(c)
         cookie = self.cookies.get(c.ip)
         c.tfo = not c.quic and self.tfo and (self.cfg.warm or (cookie is not None and cookie <= now))
