@@ -145,15 +145,7 @@ def _icw(v, what):
     )
 
 
-def _initrwnd(v, what):
-    if v is None or v == "default":
-        return None
-    if units.is_window(v):
-        return v
-    raise PltError(
-        f"invalid {what} {units.show(v)}: must be an integer from {units.MIN_ICW} to {units.MAX_ICW} segments, "
-        'or "default" (the kernel\'s 10)'
-    )
+_initrwnd = _icw  # (the same limits and words: a window in segments, the kernel's 10 by default)
 
 
 def _loss_burst(v, what):

@@ -76,6 +76,20 @@ def values(params: tuple[Param, ...], given: dict) -> dict:
     return {**{p.name: p.default for p in declared(params)}, **given}
 
 
+def file_value(v, parse, many: bool):
+    """A study file's value of one key: ``parse``d, or with ``many`` a tuple of distinct parsed
+    values (a single value is a list of one); one PltError line otherwise."""
+    if not many:
+        return parse(v)
+    vs = v if isinstance(v, (list, tuple)) else [v]
+    if not vs:
+        raise PltError("empty list")
+    out = tuple(parse(x) for x in vs)
+    if len(set(out)) != len(out):
+        raise PltError(f"duplicate values in {list(vs)!r}")
+    return out
+
+
 def as_json(params) -> dict:
     """A study's parameters as study.json records them (a dict, or an object with ``as_json``)."""
     return params.as_json() if hasattr(params, "as_json") else dict(params)

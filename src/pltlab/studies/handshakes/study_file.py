@@ -14,7 +14,7 @@ from pltlab.archive import bundled
 from pltlab.errors import PltError
 from pltlab.experiments.spec import read_toml
 from pltlab.loaders.registry import LOADERS
-from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, values
+from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, file_value, values
 
 TLS = ("full", "resume", "0rtt")  # the tls knob's values, baseline first
 CLIENTS = tuple(LOADERS)  # builtin, chromium
@@ -163,18 +163,6 @@ KEYS = {
 _CHECK = {f: (_fraction if p is loss else p, many) for f, p, many in KEYS.values()}
 
 
-def _values(v, parse, many: bool):
-    if not many:
-        return parse(v)
-    vs = v if isinstance(v, (list, tuple)) else [v]  # a single value is a list of one
-    if not vs:
-        raise PltError("empty list")
-    out = tuple(parse(x) for x in vs)
-    if len(set(out)) != len(out):
-        raise PltError(f"duplicate values in {list(vs)!r}")
-    return out
-
-
 def load(path: str) -> dict:
     """The values a handshake-study file sets, as {Params field: value}."""
     return from_dict(read_toml(path)[0], path)
@@ -206,7 +194,7 @@ def from_dict(doc: dict, where: str = "handshake study") -> dict:
             raise bad(f"handshakes.{key}", f"unknown key (known here: {', '.join(known)})")
         field, parse, many = KEYS[key]
         try:
-            out[field] = _values(v, parse, many)
+            out[field] = file_value(v, parse, many)
         except PltError as e:
             raise bad(f"handshakes.{key}", str(e)) from None
     return out
@@ -225,7 +213,7 @@ def resolve(file_values: dict | None = None, **given) -> Params:
 
 def check(p: Params) -> Params:
     """Every value checked (lists as tuples); the messages name the value, not a key."""
-    fixed = {f: _values(getattr(p, f), parse, many) for f, (parse, many) in _CHECK.items()}
+    fixed = {f: file_value(getattr(p, f), parse, many) for f, (parse, many) in _CHECK.items()}
     p = dataclasses.replace(p, **fixed)
     if not any(points(p, c)[0] for c in p.clients):
         raise PltError(

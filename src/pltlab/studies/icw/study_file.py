@@ -19,7 +19,7 @@ from pltlab.net.wan import CC_CHOICES
 from pltlab.run.flows import LONG_FLOWS, SHORT_BYTES
 from pltlab.run.traced import check_icw
 from pltlab.studies import presets
-from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, values
+from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, file_value, values
 from pltlab.studies.icw import parts as study
 
 PARTS = ("rtt", "loss", "transfer", "fairness")
@@ -289,18 +289,6 @@ OLD_KEYS = {
 _CHECK = {f: (_fraction if p is loss else _rtt if p is _knob_rtt else p, many) for f, p, many in KEYS.values()}
 
 
-def _values(v, parse, many: bool):
-    if not many:
-        return parse(v)
-    vs = v if isinstance(v, (list, tuple)) else [v]  # a single value is a list of one
-    if not vs:
-        raise PltError("empty list")
-    out = tuple(parse(x) for x in vs)
-    if len(set(out)) != len(out):
-        raise PltError(f"duplicate values in {list(vs)!r}")
-    return out
-
-
 # ---- files -------------------------------------------------------------------------------
 def load(path: str) -> dict:
     """The values an ICW-study file sets, as {Params field: value}."""
@@ -337,7 +325,7 @@ def from_dict(doc: dict, where: str = "icw study") -> dict:
             raise bad(f"icw.{key}", f"set twice (also as icw.{by[field]})")
         by[field] = key
         try:
-            out[field] = () if field == "knobs" and v == [] else _values(v, parse, many)
+            out[field] = () if field == "knobs" and v == [] else file_value(v, parse, many)
         except PltError as e:
             raise bad(f"icw.{key}", str(e)) from None
     return out
@@ -384,7 +372,7 @@ def check(p: Params) -> Params:
     for f, (parse, many) in _CHECK.items():
         if f == "knobs" and not p.knobs:
             continue  # (an empty list: none)
-        fixed[f] = _values(getattr(p, f), parse, many)
+        fixed[f] = file_value(getattr(p, f), parse, many)
     p = dataclasses.replace(p, **fixed)
     p.setup()  # the stack with the knobs given: checked now, in one line
     return p
