@@ -76,6 +76,27 @@ def values(params: tuple[Param, ...], given: dict) -> dict:
     return {**{p.name: p.default for p in declared(params)}, **given}
 
 
+def file_table(doc: dict, name: str, parts, where: str, example: str, what: str) -> dict:
+    """A study file's one table ``[name]`` flattened: its keys, and those of its sub-tables
+    ``parts`` as "part.key"; one PltError line naming ``where`` and the key otherwise (``what``:
+    the file's kind in words, "an ICW-study file"; ``example``: the file to see)."""
+    for k in doc:
+        if k != name:
+            raise PltError(f"{where}: key '{k}': unknown key ({what} holds one table, [{name}])")
+    tab = doc.get(name)
+    if not isinstance(tab, dict):
+        raise PltError(f"{where}: no [{name}] table (see {example})")
+    flat = {}
+    for k, v in tab.items():
+        if k in parts:
+            if not isinstance(v, dict):
+                raise PltError(f"{where}: key '{name}.{k}': must be a table ([{name}.{k}])")
+            flat.update({f"{k}.{k2}": v2 for k2, v2 in v.items()})
+        else:
+            flat[k] = v
+    return flat
+
+
 def file_value(v, parse, many: bool):
     """A study file's value of one key: ``parse``d, or with ``many`` a tuple of distinct parsed
     values (a single value is a list of one); one PltError line otherwise."""

@@ -14,7 +14,7 @@ from pltlab.archive import bundled
 from pltlab.errors import PltError
 from pltlab.experiments.spec import read_toml
 from pltlab.loaders.registry import LOADERS
-from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, file_value, values
+from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, file_table, file_value, values
 
 TLS = ("full", "resume", "0rtt")  # the tls knob's values, baseline first
 CLIENTS = tuple(LOADERS)  # builtin, chromium
@@ -172,20 +172,7 @@ def from_dict(doc: dict, where: str = "handshake study") -> dict:
     def bad(key, msg):
         return PltError(f"{where}: key '{key}': {msg}")
 
-    for k in doc:
-        if k != "handshakes":
-            raise bad(k, "unknown key (a handshake-study file holds one table, [handshakes])")
-    tab = doc.get("handshakes")
-    if not isinstance(tab, dict):
-        raise PltError(f"{where}: no [handshakes] table (see examples/handshakes.toml)")
-    flat = {}
-    for k, v in tab.items():
-        if k == "chromium":
-            if not isinstance(v, dict):
-                raise bad("handshakes.chromium", "must be a table ([handshakes.chromium])")
-            flat.update({f"chromium.{k2}": v2 for k2, v2 in v.items()})
-        else:
-            flat[k] = v
+    flat = file_table(doc, "handshakes", ("chromium",), where, "examples/handshakes.toml", "a handshake-study file")
     out = {}
     for key, v in flat.items():
         if key not in KEYS:

@@ -19,7 +19,7 @@ from pltlab.net.wan import CC_CHOICES
 from pltlab.run.flows import LONG_FLOWS, SHORT_BYTES
 from pltlab.run.traced import check_icw
 from pltlab.studies import presets
-from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, file_value, values
+from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, file_table, file_value, values
 from pltlab.studies.icw import parts as study
 
 PARTS = ("rtt", "loss", "transfer", "fairness")
@@ -299,20 +299,7 @@ def from_dict(doc: dict, where: str = "icw study") -> dict:
     def bad(key, msg):
         return PltError(f"{where}: key '{key}': {msg}")
 
-    for k in doc:
-        if k != "icw":
-            raise bad(k, "unknown key (an ICW-study file holds one table, [icw])")
-    tab = doc.get("icw")
-    if not isinstance(tab, dict):
-        raise PltError(f"{where}: no [icw] table (see examples/icw-study.toml)")
-    flat = {}
-    for k, v in tab.items():
-        if k in PARTS:
-            if not isinstance(v, dict):
-                raise bad(f"icw.{k}", f"must be a table ([icw.{k}])")
-            flat.update({f"{k}.{k2}": v2 for k2, v2 in v.items()})
-        else:
-            flat[k] = v
+    flat = file_table(doc, "icw", PARTS, where, "examples/icw-study.toml", "an ICW-study file")
     out, by = {}, {}
     for key, v in flat.items():
         if key not in KEYS and key not in OLD_KEYS:
