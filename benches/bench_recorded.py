@@ -268,7 +268,7 @@ def measure(b, a, files: list[str]) -> None:
                     "median_signed": statistics.median(vs),
                     "max_abs": max(absv),
                 },
-                on=f"{len(vs)} pages, busy machine (other helpers' work)",
+                on=f"{len(vs)} pages",
             )
         st = [abs(x) for r in ok for x in r["start_err_ms"]]
         if st:
@@ -278,7 +278,7 @@ def measure(b, a, files: list[str]) -> None:
                 "ms",
                 name=META["figures"]["start_err"]["name"].replace("built-in loader", who),
                 dist={"n": len(st), "p50": statistics.median(st), "p90": _p(st, 0.9), "max": max(st)},
-                on=f"{len(st)} requests of {len(ok)} pages, busy machine",
+                on=f"{len(st)} requests of {len(ok)} pages",
             )
         du = [x for r in ok for x in r["duration_err_ms"]]
         if du:
@@ -293,7 +293,7 @@ def measure(b, a, files: list[str]) -> None:
                     "p90_abs": _p([abs(x) for x in du], 0.9),
                     "median_signed": statistics.median(du),
                 },
-                on=f"{len(du)} requests of {len(ok)} pages, busy machine",
+                on=f"{len(du)} requests of {len(ok)} pages",
             )
         tails = [
             (r["tail_ms"], r["recorded_tail_ms"])

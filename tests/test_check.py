@@ -6,7 +6,8 @@ import pytest
 
 from tests.conftest import pltlab_cmd
 
-pytestmark = pytest.mark.root
+# ~30 s (`pltlab check --quick`: 3 RTTs, rate and loss): CI's test-slow step; the cluster tests run it too
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 def test_check_json_reports_environment_and_fidelity():

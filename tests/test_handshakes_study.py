@@ -191,7 +191,8 @@ def test_flags_override_the_file(tmp_path):
 TINY = '[handshakes]\nprotocol = ["h2", "h3"]\ntls = ["full", "0rtt"]\n'
 
 
-@pytest.mark.root  # 12 loads, resumed once: ~40 s
+@pytest.mark.root  # 12 loads, resumed once: ~25-40 s: CI's test-slow step
+@pytest.mark.slow
 def test_reproduce_handshakes_tiny_end_to_end(tmp_path):
     conf = tmp_path / "tiny.toml"
     conf.write_text(TINY)
