@@ -111,6 +111,19 @@ def file_value(v, parse, many: bool):
     return out
 
 
+def resolve(what: str, defaults, check, file_values: dict | None, given: dict):
+    """A study's parameters (a dataclass): ``defaults(quick)`` < ``file_values`` < ``given``
+    (None: not given), then ``check``ed. Whatever neither sets takes the quick defaults if
+    ``quick`` is set by either. ``what`` names the study in the TypeError of an unknown field."""
+    vals = {**(file_values or {}), **{k: v for k, v in given.items() if v is not None}}
+    base = defaults(bool(vals.get("quick", False)))
+    fields = {f.name for f in dataclasses.fields(base)}
+    for k in vals:
+        if k not in fields:
+            raise TypeError(f"unknown {what} parameter {k!r}")
+    return check(dataclasses.replace(base, **vals))
+
+
 def as_json(params) -> dict:
     """A study's parameters as study.json records them (a dict, or an object with ``as_json``)."""
     return params.as_json() if hasattr(params, "as_json") else dict(params)

@@ -15,6 +15,7 @@ from pltlab.errors import PltError
 from pltlab.experiments.spec import read_toml
 from pltlab.loaders.registry import LOADERS
 from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, file_table, file_value, values
+from pltlab.studies.engine import resolve as engine_resolve
 
 TLS = ("full", "resume", "0rtt")  # the tls knob's values, baseline first
 CLIENTS = tuple(LOADERS)  # builtin, chromium
@@ -73,7 +74,6 @@ QUICK_VALUES = {
     "chromium_losses": (0.0,),
     "chromium_reps": 2,
 }
-FIELDS = tuple(f.name for f in dataclasses.fields(Params))
 
 
 def defaults(quick: bool = False) -> Params:
@@ -190,12 +190,7 @@ def from_dict(doc: dict, where: str = "handshake study") -> dict:
 def resolve(file_values: dict | None = None, **given) -> Params:
     """Defaults < ``file_values`` < ``given`` (None: not given); checked. Whatever neither sets
     takes the quick defaults if ``quick`` is set by either."""
-    vals = {**(file_values or {}), **{k: v for k, v in given.items() if v is not None}}
-    for k in vals:
-        if k not in FIELDS:
-            raise TypeError(f"unknown handshake-study parameter {k!r}")
-    p = dataclasses.replace(defaults(bool(vals.get("quick", False))), **vals)
-    return check(p)
+    return engine_resolve("handshake-study", defaults, check, file_values, given)
 
 
 def check(p: Params) -> Params:

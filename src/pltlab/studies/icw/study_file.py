@@ -20,6 +20,7 @@ from pltlab.run.flows import LONG_FLOWS, SHORT_BYTES
 from pltlab.run.traced import check_icw
 from pltlab.studies import presets
 from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param, file_table, file_value, values
+from pltlab.studies.engine import resolve as engine_resolve
 from pltlab.studies.icw import parts as study
 
 PARTS = ("rtt", "loss", "transfer", "fairness")
@@ -321,12 +322,7 @@ def from_dict(doc: dict, where: str = "icw study") -> dict:
 def resolve(file_values: dict | None = None, **given) -> Params:
     """Defaults < ``file_values`` < ``given`` (None: not given); checked. Whatever neither sets
     takes the quick defaults if ``quick`` is set by either."""
-    vals = {**(file_values or {}), **{k: v for k, v in given.items() if v is not None}}
-    for k in vals:
-        if k not in FIELDS:
-            raise TypeError(f"unknown ICW-study parameter {k!r}")
-    p = dataclasses.replace(defaults(bool(vals.get("quick", False))), **vals)
-    return check(p)
+    return engine_resolve("ICW-study", defaults, check, file_values, given)
 
 
 def options(given: dict) -> Params:
