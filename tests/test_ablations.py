@@ -159,7 +159,7 @@ def _tfo_variant(d, cells):
         for (page, rtt), (off, on) in cells.items():
             imp = 100 * (1 - sum(on) / len(on) / (sum(off) / len(off)))
             for tfo in ("off", "on"):
-                w.writerow([page, rtt, tfo, len(off), f"{imp:.2f}", "-", "-"])
+                w.writerow([page, rtt, tfo, len(off), f"{imp:.2f}", f"{imp - 1:.2f}", f"{imp + 1:.2f}"])
     (d / "report.html").write_text("<html></html>")
 
 
@@ -203,6 +203,10 @@ def test_tfo_effects_and_gaps_table(tmp_path, capsys):
     md = gaps.page([doc])
     assert "| 4% to 41%, rising with RTT | 2.0 % to 15.0 % (mean at 20/100 ms: 2.0/15.0 %) | not measured |" in md
     assert "| `today+rack=off` | `today` | +16.5 pts [" in md and "+18.0 pts [" in md
+    assert (
+        "| variant | wsj 20 ms | wsj 100 ms |" in md
+        and "| `today` | 2.0 % [1.0 %, 3.0 %] | 15.0 % [14.0 %, 16.0 %] |" in md
+    )
     # the written summary is what the studies' reports read; without one: not measured
     findings.write(str(out))
     assert paper_gaps.why("tfo", str(out))[:2] == doc["sentences"][:2]
@@ -226,7 +230,7 @@ def test_few_loads_show_no_ci_and_a_missing_variant_is_named(tmp_path):
     # 1 - 85/105 - (1 - 95/105) = 10/105; two loads a side: no interval (stats.MIN_N)
     assert e["effect"] == pytest.approx(10 / 105) and e["ci"] is None
     assert doc["missing"] == ["today+rack=off"]
-    assert "by +9.5 pts no CI (n < 5)" in doc["sentences"][1]
+    assert "by +9.5 pts n < 5: no CI" in doc["sentences"][1]
     assert doc["sentences"][-1] == "Not finished, so not measured: today+rack=off."
 
 

@@ -96,6 +96,11 @@ def begin(params: dict, out_dir: str, resume: bool) -> None:
     """Refuse a folder that is not empty without ``resume`` or that holds another study, then
     record study.json: the parameters and the variants (what findings reads)."""
     engine.prepare(NAME, params, [], out_dir, resume)
+    prev = (engine.read_study(out_dir) or {}).get("params") or {}
+    if prev and prev.get("paper") != params["paper"]:
+        raise PltError(
+            f"{out_dir} holds the ablations of --paper {prev.get('paper')}: choose another output folder (-o)"
+        )
     engine.record(NAME, params, out_dir, {"variants": [v.__dict__ | {"knobs": list(v.knobs)} for v in plan(params)]})
 
 

@@ -10,6 +10,7 @@ import os
 
 from pltlab import files
 from pltlab.errors import PltError
+from pltlab.experiments import stats
 from pltlab.studies import engine
 from pltlab.studies.ablations import effects
 from pltlab.studies.ablations.variants import PAPERS
@@ -26,8 +27,11 @@ def _pts(x) -> str:
     return "-" if x is None else f"{x * 100:+.1f} pts"
 
 
-def _ci(ci, fmt) -> str:
-    return "no CI (n < 5)" if not ci else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+def _ci(ci, fmt, n: int | None = None) -> str:
+    """An interval as text; none: too few loads (stats.shown: the tables' rule) or BCa had none."""
+    if ci:
+        return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+    return stats.NO_CI if n is not None and not stats.shown(n) else "no CI"
 
 
 def _ratio(x) -> str:
@@ -104,7 +108,7 @@ def headline_text(paper: str, h: dict | None) -> str:
     if h is None:
         return "not measured"
     if paper == "icw":
-        return f"{_ratio(h['ratio'])} {_ci(h['ci'], _ratio)} at ICW {h['icw']}"
+        return f"{_ratio(h['ratio'])} {_ci(h['ci'], _ratio, h['downloads'])} at ICW {h['icw']}"
     imps = [c["improvement"] for c in h["cells"] if c["improvement"] is not None]
     if not imps:
         return "no valid loads"
@@ -125,7 +129,7 @@ def largest(doc: dict, n: int = TOP) -> list[dict]:
 
 def effect_text(paper: str, e: dict) -> str:
     fmt = _pts if paper == "tfo" else _dratio
-    return f"{fmt(e['effect'])} {_ci(e['ci'], fmt)}"
+    return f"{fmt(e['effect'])} {_ci(e['ci'], fmt, e['n'])}"
 
 
 def _where(e: dict) -> str:
@@ -173,6 +177,30 @@ def _row(cells) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def _cells_table(doc: dict) -> list[str]:
+    """tfo: each variant's improvement per page x RTT with its CI (the study's stats.csv)."""
+    heads = [(v["name"], v["headline"]) for v in doc["variants"] if v["headline"]]
+    cells = sorted({(c["page"], c["rtt_ms"]) for _, h in heads for c in h["cells"]})
+    out = [
+        "TFO improvement per page x RTT [95 % BCa bootstrap interval] (each variant's stats.csv):",
+        "",
+        _row(["variant"] + [f"{p} {r:g} ms" for p, r in cells]),
+        _row(["---"] * (1 + len(cells))),
+    ]
+    for name, h in heads:
+        by = {(c["page"], c["rtt_ms"]): c for c in h["cells"]}
+        out.append(
+            _row(
+                [f"`{name}`"]
+                + [
+                    "-" if k not in by else f"{_pct(by[k]['improvement'])} {_ci(by[k]['ci'], _pct, by[k]['n'])}"
+                    for k in cells
+                ]
+            )
+        )
+    return out
+
+
 def markdown(doc: dict) -> str:
     """One paper's section of paper-gaps.md."""
     paper, preset = doc["paper"], doc["preset"]
@@ -216,6 +244,8 @@ def markdown(doc: dict) -> str:
                 ]
             )
         )
+    if paper == "tfo":
+        lines += ["", *_cells_table(doc)]
     rtts = sorted({r["rtt_ms"] for e in doc["effects"] for r in e.get("by_rtt", [])})
     lines += [
         "",
