@@ -313,3 +313,23 @@ def test_reproduce_ablations_tiny(tmp_path):
     # without --resume the folder is refused in one line
     cp = pltlab_cmd(*args)
     assert cp.returncode == 2 and "pass --resume" in cp.stderr
+
+
+@pytest.mark.root
+@pytest.mark.slow  # two variants of two 2-s fairness runs (ICW 32 and 3)
+def test_reproduce_ablations_icw_tiny(tmp_path):
+    out = tmp_path / "abl"
+    cp = pltlab_cmd(
+        *("reproduce", "ablations", "--paper", "icw", "--quick", "--fairness-seconds", "2"),
+        *("--variant", "2011+loss_burst=4", "-o", str(out)),
+        timeout=600,
+    )
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads((out / "ablations.json").read_text())
+    assert [v["name"] for v in doc["variants"]] == ["2011", "2011+loss_burst=4"]
+    assert json.loads((out / "2011" / "study.json").read_text())["params"]["parts"] == ["fairness"]
+    (e,) = doc["effects"]
+    heads = {v["name"]: v["headline"] for v in doc["variants"]}
+    assert heads["2011"]["icw"] == 32 and heads["2011"]["ratio"] > 0
+    assert e["base"] == "2011" and e["factor"] == "loss_burst=4" and e["effect"] is not None
+    assert "| `2011+loss_burst=4` | `2011` |" in cp.stdout  # the table it prints

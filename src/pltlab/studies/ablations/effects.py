@@ -183,6 +183,8 @@ def _ratio_stat(s: dict):
 def icw_effect(variant: dict, base: dict) -> dict:
     """The variant's fairness ratio minus the base's with its BCa interval (downloads and the long
     flow's 1-s rates resampled, as the study's own ratio CI)."""
+    if not len(variant["downloads"]) or not len(base["downloads"]):
+        return {"effect": None, "ci": None, "n": 0}  # (a run too short for one download: no ratio)
     sv, rv = _ratio_stat(variant)
     sb, rb = _ratio_stat(base)
 
