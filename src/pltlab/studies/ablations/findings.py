@@ -193,7 +193,9 @@ def _cells_table(doc: dict) -> list[str]:
             _row(
                 [f"`{name}`"]
                 + [
-                    "-" if k not in by else f"{_pct(by[k]['improvement'])} {_ci(by[k]['ci'], _pct, by[k]['n'])}"
+                    "-"
+                    if k not in by or by[k]["improvement"] is None
+                    else f"{_pct(by[k]['improvement'])} {_ci(by[k]['ci'], _pct, by[k]['n'])}"
                     for k in cells
                 ]
             )
@@ -259,7 +261,7 @@ def markdown(doc: dict) -> str:
         lines.append(
             _row(
                 [f"`{e['variant']}`", f"`{e['base']}`", effect_text(paper, e)]
-                + [effect_text(paper, by[r]) if r in by else "-" for r in rtts]
+                + [effect_text(paper, by[r]) if r in by and by[r]["effect"] is not None else "-" for r in rtts]
                 + ["yes" if e["moves_into_band"] else "no"]
             )
         )

@@ -58,7 +58,7 @@ PAPERS = {
             # its knob is another change's: the row joins when pltlab.run.knobs has it
             Extra("keepalive", "off", "the CS244 2013 reproduction served the pages with SimpleHTTPServer (HTTP/1.0)"),
         ),
-        7.0,
+        7.0,  # `reproduce tfo --quick`: 5-7 min of loads on this machine
         tfo_study.options,
     ),
     "icw": Paper(
@@ -74,7 +74,7 @@ PAPERS = {
             Extra("rack", "off", "no RACK loss detection (Linux before 4.4)"),
             Extra("tlp", "off", "no tail loss probes (Linux before 3.10)"),
         ),
-        3.0,
+        2.5,  # its two 60 s fairness runs took 61-69 s each (quick runs of 2026-11-27), then the report
         icw_study.options,
     ),
 }
