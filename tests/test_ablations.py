@@ -334,3 +334,23 @@ def test_reproduce_ablations_icw_tiny(tmp_path):
     assert heads["2011"]["icw"] == 32 and heads["2011"]["ratio"] > 0
     assert e["base"] == "2011" and e["factor"] == "loss_burst=4" and e["effect"] is not None
     assert "| `2011+loss_burst=4` | `2011` |" in cp.stdout  # the table it prints
+
+
+def test_the_reports_read_the_committed_ablations(tmp_path, monkeypatch):
+    from pltlab.studies import tfo
+
+    def why_lines():
+        (sec,) = [s for s in tfo.sections({"rows": []}) if "lines" in s]
+        return [x for x in sec["lines"] if x.startswith("why results can differ: ")]
+
+    monkeypatch.setitem(paper_gaps.COMMITTED, "tfo", str(tmp_path / "none"))
+    assert why_lines() == [
+        "why results can differ: not measured; see docs/results/paper-gaps.md "
+        "(`pltlab reproduce ablations --paper tfo` measures it)"
+    ]
+    (tmp_path / "ablations.json").write_text(json.dumps({"sentences": ["Setting rack=off changes it by +1.0 pts."]}))
+    monkeypatch.setitem(paper_gaps.COMMITTED, "tfo", str(tmp_path))
+    assert why_lines() == [
+        "why results can differ: Setting rack=off changes it by +1.0 pts.",
+        "why results can differ: see docs/results/paper-gaps.md",
+    ]
