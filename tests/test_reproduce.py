@@ -51,9 +51,13 @@ def test_the_commands_are_the_registered_studies():
     from pltlab.studies import STUDIES, engine
 
     group = typer.main.get_command(app).commands["reproduce"]
-    assert list(group.commands) == list(STUDIES) == ["tfo", "icw", "handshakes"]
+    assert list(group.commands) == list(STUDIES) == ["tfo", "icw", "handshakes", "ablations"]
     for name, s in STUDIES.items():
-        assert callable(s.experiments) and callable(s.sections) and callable(s.options) and s.HELP
+        assert callable(s.options) and s.HELP
+        if hasattr(s, "runs"):  # a study of studies (the ablations): other studies' runs, then its own summary
+            assert callable(s.finished) and callable(s.begin) and callable(s.finish) and callable(s.text)
+        else:
+            assert callable(s.experiments) and callable(s.sections)
         opts = [p.name for p in group.commands[name].params]
         assert opts == [p.name for p in engine.declared(s.PARAMS)] + ["cluster", "slots", "connect_timeout"]
         assert {"quick", "json", "output", "resume"} <= set(opts)

@@ -107,6 +107,8 @@ def reproduce(name: str, values: dict) -> dict:
     t0 = time.monotonic()
     study = STUDIES[name]
     values = dict(values)
+    if hasattr(study, "runs"):  # a study of studies: each of its runs is another study's
+        return _runs(name, study, values)
     cluster = [values.pop(n, d) for n, _, d in CLUSTER]
     as_json, output, resume = (values.pop(k) for k in engine.RUN_OPTIONS)
     p = study.options(values)  # checked: nothing is written before
@@ -176,4 +178,39 @@ def _one(name: str, study, exps: list, ran: dict, out_dir: str, as_json: bool, e
         f"report: {built['files']['report.html']}",
         highlight=False,
     )
+    return doc
+
+
+def _runs(name: str, study, values: dict) -> dict:
+    """A study of studies (``runs``: the ablations): each (folder, study, options) run as
+    `reproduce STUDY -o DIR/folder` (a finished one skipped, a started one resumed), then the
+    study's ``finish`` over the folders."""
+    from rich.console import Console
+
+    from pltlab.experiments import lock
+    from pltlab.experiments.sweep import check_out_dir
+    from pltlab.studies import engine
+
+    cluster = {n: values.pop(n, d) for n, _, d in CLUSTER}
+    as_json, output, resume = (values.pop(k) for k in engine.RUN_OPTIONS)
+    p = study.options(values)  # checked, every run's options too: nothing is written before
+    out_dir = output or os.path.join("results", time.strftime(f"reproduce-{name}-{p['paper']}-%Y%m%d-%H%M%S"))
+    check_out_dir(out_dir)
+    err = Console(stderr=True)
+    with lock.held(out_dir, f"reproduce {name}"):
+        study.begin(p, out_dir, resume)
+        err.print(study.announce(p, out_dir), highlight=False)
+        for sub, other, vals in study.runs(p):
+            d = os.path.join(out_dir, sub)
+            if study.finished(d):
+                err.print(f"reproduce {name}: {sub}: finished before, not run again", highlight=False)
+                continue
+            started = os.path.isdir(d) and bool(lock.contents(d))
+            err.print(f"reproduce {name}: {sub}{' (resumed)' if started else ''}", highlight=False)
+            reproduce(other, {**vals, **cluster, "json": as_json, "output": d, "resume": started})
+        doc = study.finish(p, out_dir)
+    if as_json:
+        print(json.dumps(doc))
+    else:
+        print(study.text(doc))
     return doc

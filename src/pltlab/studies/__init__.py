@@ -20,8 +20,14 @@ from it (cli/studies.py), with no command of its own. It provides:
   pltlab.report.why.StudyExplainer), ``figures``, ``title``, ``document``, ``params``: rendered
   by pltlab.report.study_report); ``summary``: what --json prints (one experiment: from the
   sweep's analysis, with ``conclusions`` and ``TABLE`` for the text; several: from the results).
+
+
+A study of studies (``ablations``) provides instead of experiments ``runs(params) -> [(folder,
+study, options' values)]`` (each another study's run into its folder, with its own resume),
+``finished(folder)`` (a variant not to run again), ``begin``, ``announce(params, out_dir)``,
+``finish(params, out_dir) -> summary`` and ``text(summary)``.
 """
 
-from pltlab.studies import handshakes, icw, tfo
+from pltlab.studies import ablations, handshakes, icw, tfo
 
-STUDIES = {"tfo": tfo, "icw": icw, "handshakes": handshakes}
+STUDIES = {"tfo": tfo, "icw": icw, "handshakes": handshakes, "ablations": ablations}

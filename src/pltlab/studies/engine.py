@@ -215,6 +215,20 @@ def read_study(out_dir: str) -> dict | None:
         return None
 
 
+def record(name: str, params: dict, out_dir: str, note: dict) -> None:
+    """Write ``study.json``: the study, its parameters, its sessions and ``note``."""
+    prev = read_study(out_dir) or {}
+    doc = {
+        "study": name,
+        "params": params,
+        "pltlab": __version__,
+        "started": prev.get("started", time.strftime("%Y-%m-%d %H:%M:%S %z")),
+        "sessions": prev.get("sessions", 0) + 1,
+        **note,
+    }
+    files.write_text(os.path.join(out_dir, STUDY_FILE), json.dumps(doc, indent=1))
+
+
 def run(
     name: str,
     params: dict,
@@ -235,17 +249,7 @@ def run(
 
 def _run(name, params, experiments, out_dir, resume, console, note, executor) -> dict:
     prepare(name, params, experiments, out_dir, resume)
-    prev = read_study(out_dir) or {}
-    doc = {
-        "study": name,
-        "params": params,
-        "pltlab": __version__,
-        "started": prev.get("started", time.strftime("%Y-%m-%d %H:%M:%S %z")),
-        "sessions": prev.get("sessions", 0) + 1,
-        "experiments": {exp.name: sub for sub, exp in experiments},
-        **(note or {}),
-    }
-    files.write_text(os.path.join(out_dir, STUDY_FILE), json.dumps(doc, indent=1))
+    record(name, params, out_dir, {"experiments": {exp.name: sub for sub, exp in experiments}, **(note or {})})
     t0 = time.monotonic()
     out = {}
     for d, exp in plan(experiments, out_dir):

@@ -1,0 +1,277 @@
+"""The ablations' findings from their results folders: per variant its headline figures, per
+factor its effect with its CI (pltlab.studies.ablations.effects), the measured sentences and one
+paper's section of docs/results/paper-gaps.md (pltlab.studies.ablations.gaps). Reads the folders,
+never measures; a variant that did not finish is listed as such."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from pltlab import files
+from pltlab.errors import PltError
+from pltlab.experiments import stats
+from pltlab.studies import engine
+from pltlab.studies.ablations import effects
+from pltlab.studies.ablations.variants import PAPERS
+from pltlab.studies.paper_gaps import PUBLISHED, SUMMARY
+
+TOP = 3  # factors named in the table as accounting for the difference: the largest effects
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x * 100:.1f} %"
+
+
+def _pts(x) -> str:
+    return "-" if x is None else f"{x * 100:+.1f} pts"
+
+
+def _ci(ci, fmt, n: int | None = None) -> str:
+    """An interval as text; none: too few loads (stats.shown: the tables' rule) or BCa had none."""
+    if ci:
+        return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+    return stats.NO_CI if n is not None and not stats.shown(n) else "no CI"
+
+
+def _ratio(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _dratio(x) -> str:
+    return "-" if x is None else f"{x:+.2f}"
+
+
+def read_plan(folder: str) -> tuple[str, list[dict]]:
+    """The paper and the variants of an ablation folder (its study.json)."""
+    doc = engine.read_study(folder)
+    if not doc or doc.get("study") != "ablations":
+        raise PltError(f"{folder}: no {engine.STUDY_FILE} of `pltlab reproduce ablations` here")
+    return doc["params"]["paper"], doc["variants"]
+
+
+def summarize(folder: str) -> dict:
+    """An ablation folder's findings: each finished variant's headline, each factor's effect
+    against its base, whether each moves the figure into the paper's band, and the sentences."""
+    paper, plan = read_plan(folder)
+    tfo = paper == "tfo"
+    heads, loads, missing = {}, {}, []
+    for v in plan:
+        d = os.path.join(folder, v["name"])
+        try:
+            heads[v["name"]] = effects.tfo_headline(d) if tfo else effects.icw_headline(d)
+            loads[v["name"]] = effects.tfo_loads(d) if tfo else effects.icw_loads(d, heads[v["name"]]["icw"])
+        except PltError:
+            missing.append(v["name"])
+    out_effects = []
+    for v in plan:
+        b = v["base"]
+        if not b or v["name"] not in heads or b not in heads:
+            continue
+        if tfo:
+            e = effects.tfo_effect(loads[v["name"]], loads[b])
+            rtts = sorted({c["rtt_ms"] for c in heads[v["name"]]["cells"]})
+            e["by_rtt"] = [{"rtt_ms": r, **effects.tfo_effect(loads[v["name"]], loads[b], r)} for r in rtts]
+        else:
+            e = effects.icw_effect(loads[v["name"]], loads[b])
+        out_effects.append(
+            {
+                "variant": v["name"],
+                "base": b,
+                "factor": " ".join(v["knobs"]),
+                "role": v["role"],
+                "why": v.get("why", ""),
+                **e,
+                "in_band": heads[v["name"]]["in_band"],
+                "base_in_band": heads[b]["in_band"],
+                "moves_into_band": heads[v["name"]]["in_band"] and not heads[b]["in_band"],
+            }
+        )
+    doc = {
+        "paper": paper,
+        "preset": PAPERS[paper].preset,
+        "published": PUBLISHED[paper],
+        "variants": [{**v, "headline": heads.get(v["name"])} for v in plan],
+        "missing": missing,
+        "effects": out_effects,
+    }
+    doc["sentences"] = sentences(doc)
+    return doc
+
+
+def _head(doc: dict, name: str) -> dict | None:
+    return next((v["headline"] for v in doc["variants"] if v["name"] == name), None)
+
+
+def headline_text(paper: str, h: dict | None) -> str:
+    """A variant's headline in words: tfo its range and per-RTT means, icw its ratio [CI]."""
+    if h is None:
+        return "not measured"
+    if paper == "icw":
+        return f"{_ratio(h['ratio'])} {_ci(h['ci'], _ratio, h['downloads'])} at ICW {h['icw']}"
+    imps = [c["improvement"] for c in h["cells"] if c["improvement"] is not None]
+    if not imps:
+        return "no valid loads"
+    by = {}
+    for c in h["cells"]:
+        if c["improvement"] is not None:
+            by.setdefault(c["rtt_ms"], []).append(c["improvement"])
+    means = "/".join(f"{sum(x) / len(x) * 100:.1f}" for _, x in sorted(by.items()))
+    rtts = "/".join(f"{r:g}" for r in sorted(by))
+    return f"{_pct(min(imps))} to {_pct(max(imps))} (mean at {rtts} ms: {means} %)"
+
+
+def largest(doc: dict, n: int = TOP) -> list[dict]:
+    """The ``n`` factors with the largest measured effects (by size)."""
+    es = [e for e in doc["effects"] if e["effect"] is not None]
+    return sorted(es, key=lambda e: -abs(e["effect"]))[:n]
+
+
+def effect_text(paper: str, e: dict) -> str:
+    fmt = _pts if paper == "tfo" else _dratio
+    return f"{fmt(e['effect'])} {_ci(e['ci'], fmt, e['n'])}"
+
+
+def _where(e: dict) -> str:
+    return "from today's defaults" if e["role"] != "back" and e["base"] == "today" else f"in the {e['base']} set-up"
+
+
+def sentences(doc: dict) -> list[str]:
+    """What was measured, in sentences (only figures of the folder)."""
+    paper, preset = doc["paper"], doc["preset"]
+    pub = doc["published"]
+    what = "TFO improvement" if paper == "tfo" else "fairness ratio"
+    out = []
+    today, pre = _head(doc, "today"), _head(doc, preset)
+    band = (
+        f"{pub['band'][0]:.0%}-{pub['band'][1]:.0%} rising with RTT" if paper == "tfo" else f">= {pub['band'][0]:.1f}"
+    )
+    if today or pre:
+        out.append(
+            f"Measured {what}: today's defaults {headline_text(paper, today)}"
+            f"{'' if not today else ' (in the paper band)' if today['in_band'] else ' (outside the paper band)'}; "
+            f"the {preset} preset {headline_text(paper, pre)}"
+            f"{'' if not pre else ' (in the paper band)' if pre['in_band'] else ' (outside the paper band)'}; "
+            f"the paper's band: {band}."
+        )
+    for e in largest(doc):
+        moved = (
+            "moves it into the paper's band"
+            if e["moves_into_band"]
+            else "leaves it in the band"
+            if e["in_band"]
+            else "does not bring it into the paper's band"
+        )
+        zero = e["ci"] and e["ci"][0] <= 0 <= e["ci"][1]
+        out.append(
+            f"Setting {e['factor']} {_where(e)} changes the {what} by {effect_text(paper, e)}"
+            f"{' (its CI spans zero)' if zero else ''} and {moved}."
+        )
+    if doc["missing"]:
+        out.append(f"Not finished, so not measured: {', '.join(doc['missing'])}.")
+    return out
+
+
+# ---- Markdown ----------------------------------------------------------------------------
+def _row(cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _cells_table(doc: dict) -> list[str]:
+    """tfo: each variant's improvement per page x RTT with its CI (the study's stats.csv)."""
+    heads = [(v["name"], v["headline"]) for v in doc["variants"] if v["headline"]]
+    cells = sorted({(c["page"], c["rtt_ms"]) for _, h in heads for c in h["cells"]})
+    out = [
+        "TFO improvement per page x RTT [95 % BCa bootstrap interval] (each variant's stats.csv):",
+        "",
+        _row(["variant"] + [f"{p} {r:g} ms" for p, r in cells]),
+        _row(["---"] * (1 + len(cells))),
+    ]
+    for name, h in heads:
+        by = {(c["page"], c["rtt_ms"]): c for c in h["cells"]}
+        out.append(
+            _row(
+                [f"`{name}`"]
+                + [
+                    "-"
+                    if k not in by or by[k]["improvement"] is None
+                    else f"{_pct(by[k]['improvement'])} {_ci(by[k]['ci'], _pct, by[k]['n'])}"
+                    for k in cells
+                ]
+            )
+        )
+    return out
+
+
+def markdown(doc: dict) -> str:
+    """One paper's section of paper-gaps.md."""
+    paper, preset = doc["paper"], doc["preset"]
+    pub = doc["published"]
+    pub_text = (
+        f"{pub['band'][0]:.0%} to {pub['band'][1]:.0%}, rising with RTT"
+        if paper == "tfo"
+        else f"{pub['value']} (band: >= {pub['band'][0]:.1f})"
+    )
+    top = "; ".join(f"{e['variant']} vs {e['base']}: {effect_text(paper, e)}" for e in largest(doc)) or "-"
+    lines = [
+        f"## {'TFO' if paper == 'tfo' else 'ICW fairness'}: {pub['source']}",
+        "",
+        f"{pub['what'][0].upper()}{pub['what'][1:]}.",
+        "",
+        _row(
+            [
+                "published",
+                "pltlab today",
+                f"pltlab {preset} preset",
+                "largest measured effects (factor: effect [95 % CI])",
+            ]
+        ),
+        _row(["---"] * 4),
+        _row([pub_text, headline_text(paper, _head(doc, "today")), headline_text(paper, _head(doc, preset)), top]),
+        "",
+        "Every variant:",
+        "",
+        _row(["variant", "what", "figure", "in the paper's band"]),
+        _row(["---"] * 4),
+    ]
+    for v in doc["variants"]:
+        h = v["headline"]
+        lines.append(
+            _row(
+                [
+                    f"`{v['name']}`",
+                    v.get("why") or v["role"],
+                    headline_text(paper, h),
+                    "-" if h is None else "yes" if h["in_band"] else "no",
+                ]
+            )
+        )
+    if paper == "tfo":
+        lines += ["", *_cells_table(doc)]
+    rtts = sorted({r["rtt_ms"] for e in doc["effects"] for r in e.get("by_rtt", [])})
+    lines += [
+        "",
+        "Each factor's effect (the variant minus its base; 95 % BCa bootstrap interval over the loads):",
+        "",
+        _row(["variant", "base", "effect"] + [f"at {r:g} ms" for r in rtts] + ["moves into the band"]),
+        _row(["---"] * (4 + len(rtts))),
+    ]
+    for e in doc["effects"]:
+        by = {r["rtt_ms"]: r for r in e.get("by_rtt", [])}
+        lines.append(
+            _row(
+                [f"`{e['variant']}`", f"`{e['base']}`", effect_text(paper, e)]
+                + [effect_text(paper, by[r]) if r in by and by[r]["effect"] is not None else "-" for r in rtts]
+                + ["yes" if e["moves_into_band"] else "no"]
+            )
+        )
+    lines += ["", *(f"- {s}" for s in doc["sentences"]), ""]
+    return "\n".join(lines)
+
+
+def write(folder: str) -> dict:
+    """Write an ablation folder's ablations.json and ablations.md; returns the summary."""
+    doc = summarize(folder)
+    files.write_text(os.path.join(folder, SUMMARY), json.dumps(doc, indent=1))
+    files.write_text(os.path.join(folder, "ablations.md"), markdown(doc))
+    return doc

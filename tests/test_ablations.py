@@ -1,0 +1,356 @@
+"""`pltlab reproduce ablations`: the variant table (pure), each factor's effect with its CI and the
+gaps table on synthetic results folders (expected values worked out by hand), and one tiny real
+ablation (root)."""
+
+import csv
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pltlab.errors import PltError
+from pltlab.run import knobs
+from pltlab.studies import ablations, engine, paper_gaps
+from pltlab.studies.ablations import effects, findings, gaps, variants
+from tests.conftest import pltlab_cmd
+
+KEEPALIVE = "keepalive" in knobs.KNOBS  # (another change's knob: its rows join when it is merged)
+
+
+def names(paper, quick=False, only=()):
+    return [v.name for v in variants.variants(paper, quick, only)]
+
+
+def test_tfo_variants_one_factor_at_a_time_and_back():
+    got = names("tfo")
+    want = [
+        "today",
+        "paper2011",
+        # toward 2011 from today: the preset's factors that differ from today's defaults (frto, sack,
+        # ss_after_idle, cubic and 6 connections per host are today's too; icw 10 is the kernel's)
+        "today+rack=off",
+        "today+tlp=off",
+        "today+client_rmem=87380",
+        # back from the preset to today's value
+        "paper2011+rack=on",
+        "paper2011+tlp=on",
+        "paper2011+client_rmem=default",
+        # candidate causes the preset does not hold
+        "paper2011+icw=3",
+        *(["paper2011+keepalive=off"] if KEEPALIVE else []),
+        "today+icw=3",
+        *(["today+keepalive=off"] if KEEPALIVE else []),
+    ]
+    assert got == want
+    table = {v.name: v for v in variants.variants("tfo")}
+    assert table["today+rack=off"].base == "today" and table["today+rack=off"].knobs == ("rack=off",)
+    assert table["paper2011+rack=on"].base == "paper2011" and table["paper2011+rack=on"].setup == "paper2011"
+    assert "2.6.34" in table["paper2011+icw=3"].why  # each extra with its source
+    # --quick: no switching back
+    # --quick: no switching back, the extras on the preset only
+    assert names("tfo", quick=True) == [
+        "today",
+        "paper2011",
+        "today+rack=off",
+        "today+tlp=off",
+        "today+client_rmem=87380",
+        "paper2011+icw=3",
+        *(["paper2011+keepalive=off"] if KEEPALIVE else []),
+    ]
+
+
+def test_icw_variants_and_duplicates_left_out():
+    got = names("icw")
+    assert got[:2] == ["today", "2011"]
+    assert set(got) == {
+        "today",
+        "2011",
+        "today+rack=off",
+        "today+tlp=off",
+        "today+wscale=off",
+        "today+timestamps=off",
+        "2011+rack=on",
+        "2011+tlp=on",
+        "2011+wscale=on",
+        "2011+timestamps=on",
+        "2011+loss_burst=4",
+        "today+loss_burst=4",
+    }
+    # the extras wscale/timestamps/rack/tlp off are the preset's own: on the preset they are the
+    # preset, from today the one-factor variants; neither is run twice
+    assert len(got) == len(set(got))
+    assert "2011+wscale=off" not in got and "today+loss_burst=1" not in got
+    # no two variants with the same knob values
+    pp = variants.PAPERS["icw"]
+    keys = [repr(sorted(variants.knob_values(pp, v).items())) for v in variants.variants("icw")]
+    assert len(keys) == len(set(keys))
+
+
+def test_only_some_variants_keeps_their_bases():
+    assert names("tfo", only=("paper2011+icw=3",)) == ["paper2011", "paper2011+icw=3"]
+    assert names("icw", True, ("today+rack=off",)) == ["today", "today+rack=off"]
+    with pytest.raises(PltError, match=r"^--variant 'today\+rack=of': no such variant of tfo \(choose from "):
+        names("tfo", only=("today+rack=of",))
+
+
+def test_refusals_are_one_line(monkeypatch):
+    tfo = variants.PAPERS["tfo"]
+    for extra, msg in (
+        # the link is the paper's: a study's fixed knob is no factor
+        (variants.Extra("rate", "100mbit", "x"), r"^invalid --knob 'rate=100mbit': the study sets rate itself"),
+        (variants.Extra("rack", "maybe", "x"), r"^set-up paper2011: invalid rack 'maybe': on or off$"),
+    ):
+        monkeypatch.setitem(variants.PAPERS, "tfo", dataclasses.replace(tfo, extra=(extra,)))
+        with pytest.raises(PltError, match=msg) as e:
+            variants.variants("tfo")
+        assert "\n" not in str(e.value)
+    monkeypatch.setitem(variants.PAPERS, "tfo", tfo)
+    for given, msg in (
+        ({}, r"^--paper is required: tfo or icw$"),
+        ({"paper": "spdy"}, r"^invalid --paper 'spdy': tfo or icw$"),
+        ({"paper": "icw", "pages": "wikipedia"}, r"^--pages is for --paper tfo$"),
+        ({"paper": "tfo", "fairness_seconds": 2.0}, r"^--fairness-seconds is for --paper icw$"),
+        ({"paper": "tfo", "reps": 0}, r"--reps"),
+    ):
+        with pytest.raises(PltError, match=msg):
+            ablations.options(given)
+
+
+def test_each_variant_runs_its_papers_study():
+    p = ablations.options({"paper": "icw", "quick": True, "fairness_seconds": 2.0, "variant": ["2011+loss_burst=4"]})
+    assert ablations.runs(p) == [
+        ("2011", "icw", {"quick": True, "stack": "2011", "knob": [], "only": ["fairness"], "fairness_seconds": 2.0}),
+        (
+            "2011+loss_burst=4",
+            "icw",
+            {"quick": True, "stack": "2011", "knob": ["loss_burst=4"], "only": ["fairness"], "fairness_seconds": 2.0},
+        ),
+    ]
+    p = ablations.options({"paper": "tfo", "pages": "wikipedia", "reps": 1, "variant": ["today+rack=off"]})
+    assert [(sub, study, v["setup"], v["knob"], v["pages"], v["reps"]) for sub, study, v in ablations.runs(p)] == [
+        ("today", "tfo", "today", [], "wikipedia", 1),
+        ("today+rack=off", "tfo", "today", ["rack=off"], "wikipedia", 1),
+    ]
+
+
+# ---- synthetic results folders --------------------------------------------------------------
+def _tfo_variant(d, cells):
+    """A `reproduce tfo` folder's stats.csv and runs.csv: cells {(page, rtt): (PLTs off, PLTs on)}."""
+    d.mkdir(parents=True)
+    with open(d / "runs.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "status", "page", "rtt_ms", "tfo", "rep", "plt_ms", "valid"])
+        i = 0
+        for (page, rtt), sides in cells.items():
+            for tfo, plts in enumerate(sides):
+                for rep, plt in enumerate(plts, 1):
+                    i += 1
+                    w.writerow([i, "ok", page, rtt, tfo, rep, plt, 1])
+            # an invalid load and a failed one: neither counts
+            w.writerow([i + 100, "ok", page, rtt, 1, 9, 1.0, 0])
+            w.writerow([i + 200, "failed", page, rtt, 1, 9, "", ""])
+    with open(d / "stats.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            ["page", "rtt_ms", "tfo", "n", "improvement_pct", "improvement_ci95_lo_pct", "improvement_ci95_hi_pct"]
+        )
+        for (page, rtt), (off, on) in cells.items():
+            imp = 100 * (1 - sum(on) / len(on) / (sum(off) / len(off)))
+            for tfo in ("off", "on"):
+                w.writerow([page, rtt, tfo, len(off), f"{imp:.2f}", f"{imp - 1:.2f}", f"{imp + 1:.2f}"])
+    (d / "report.html").write_text("<html></html>")
+
+
+def _ablation_dir(tmp_path, paper, plan):
+    out = tmp_path / paper
+    out.mkdir()
+    vs = [v for v in variants.variants(paper) if v.name in plan]
+    engine.record("ablations", {"paper": paper}, str(out), {"variants": [v.__dict__ for v in vs]})
+    return out
+
+
+def test_tfo_effects_and_gaps_table(tmp_path, capsys):
+    out = _ablation_dir(tmp_path, "tfo", ["today", "today+rack=off"])
+    off = [95, 105, 100, 100, 100]  # mean 100
+    # today: 2 % at 20 ms (below the paper's 4 %), 15 % at 100 ms
+    _tfo_variant(
+        out / "today",
+        {("wsj", 20): (off, [97, 99, 98, 98, 98]), ("wsj", 100): ([2 * x for x in off], [168, 172, 170, 170, 170])},
+    )
+    # rack off: 20 % and 30 %
+    _tfo_variant(
+        out / "today+rack=off",
+        {("wsj", 20): (off, [75, 85, 80, 80, 80]), ("wsj", 100): ([2 * x for x in off], [135, 145, 140, 140, 140])},
+    )
+    doc = findings.summarize(str(out))
+    today, rack = (v["headline"] for v in doc["variants"])
+    assert [c["improvement"] for c in today["cells"]] == pytest.approx([0.02, 0.15])
+    assert not today["in_band"] and rack["in_band"]
+    (e,) = doc["effects"]
+    assert (e["variant"], e["base"], e["factor"]) == ("today+rack=off", "today", "rack=off")
+    # (0.20 - 0.02 + 0.30 - 0.15) / 2 over the cells; per RTT 0.18 and 0.15
+    assert e["effect"] == pytest.approx(0.165)
+    assert [r["effect"] for r in e["by_rtt"]] == pytest.approx([0.18, 0.15])
+    assert e["n"] == 10 and e["ci"][0] < 0.165 < e["ci"][1] and e["ci"][0] > 0
+    assert e["by_rtt"][0]["n"] == 5 and e["by_rtt"][0]["ci"][0] < 0.18 < e["by_rtt"][0]["ci"][1]
+    assert e["moves_into_band"]
+    assert doc["sentences"][0].startswith("Measured TFO improvement: today's defaults 2.0 % to 15.0 %")
+    assert "Setting rack=off from today's defaults changes the TFO improvement by +16.5 pts [" in doc["sentences"][1]
+    assert "moves it into the paper's band" in doc["sentences"][1]
+    assert doc["missing"] == []
+    md = gaps.page([doc])
+    assert "| 4% to 41%, rising with RTT | 2.0 % to 15.0 % (mean at 20/100 ms: 2.0/15.0 %) | not measured |" in md
+    assert "| `today+rack=off` | `today` | +16.5 pts [" in md and "+18.0 pts [" in md
+    assert (
+        "| variant | wsj 20 ms | wsj 100 ms |" in md
+        and "| `today` | 2.0 % [1.0 %, 3.0 %] | 15.0 % [14.0 %, 16.0 %] |" in md
+    )
+    # the written summary is what the studies' reports read; without one: not measured
+    findings.write(str(out))
+    assert paper_gaps.why("tfo", str(out))[:2] == doc["sentences"][:2]
+    # paper-gaps.md from the folder: its ablations.json (a committed folder need not hold the loads)
+    (out / "today" / "runs.csv").unlink()
+    assert gaps.main([str(out)]) == 0
+    page = capsys.readouterr().out
+    assert "| `today+rack=off` | `today` | +16.5 pts [" in page
+    assert "Not measured yet: `pltlab reproduce ablations --paper icw -o docs/results/ablations-icw`" in page
+    assert paper_gaps.why("tfo", str(tmp_path / "none")) == [
+        "not measured; see docs/results/paper-gaps.md (`pltlab reproduce ablations --paper tfo` measures it)"
+    ]
+
+
+def test_few_loads_show_no_ci_and_a_missing_variant_is_named(tmp_path):
+    out = _ablation_dir(tmp_path, "tfo", ["today", "today+tlp=off", "today+rack=off"])
+    _tfo_variant(out / "today", {("wsj", 20): ([100, 110], [90, 100])})
+    _tfo_variant(out / "today+tlp=off", {("wsj", 20): ([100, 110], [80, 90])})
+    doc = findings.summarize(str(out))
+    (e,) = doc["effects"]
+    # 1 - 85/105 - (1 - 95/105) = 10/105; two loads a side: no interval (stats.MIN_N)
+    assert e["effect"] == pytest.approx(10 / 105) and e["ci"] is None
+    assert doc["missing"] == ["today+rack=off"]
+    assert "by +9.5 pts n < 5: no CI" in doc["sentences"][1]
+    assert doc["sentences"][-1] == "Not finished, so not measured: today+rack=off."
+
+
+def _fair_metrics(downloads, intervals):
+    return {
+        "downloads": downloads,  # [ms, bytes]
+        "long_intervals_kbyte_s": intervals,
+        "long_bytes": sum(intervals) * 1000,
+        "long_seconds": len(intervals),
+    }
+
+
+def test_icw_ratio_effect_and_gaps_table(tmp_path, monkeypatch):
+    # variant: 6 x 5000 B in 6 x 100 ms = 50 KB/s short, long flow 10 KB/s: 5.0; base: 20/10 = 2.0
+    v = effects.fairness_samples(
+        _fair_metrics([[90, 5000], [110, 5000], [100, 5000], [95, 5000], [105, 5000], [100, 5000]], [9, 11, 10, 10, 10])
+    )
+    b = effects.fairness_samples(
+        _fair_metrics([[240, 5000], [260, 5000], [250, 5000], [250, 5000], [245, 5000], [255, 5000]], [9, 11, 10, 10])
+    )
+    e = effects.icw_effect(v, b)
+    assert e["effect"] == pytest.approx(3.0) and e["ci"][0] < 3.0 < e["ci"][1] and e["n"] == 6
+    out = _ablation_dir(tmp_path, "icw", ["today", "2011", "today+wscale=off"])
+    for name, ratio in (("today", 2.0), ("2011", 2.5), ("today+wscale=off", 5.0)):
+        (out / name).mkdir()
+        fair = {"icw": 32, "ratio": ratio, "ratio_ci": [ratio - 1, ratio + 1], "long_kbyte_s": 10.0}
+        fair.update(short_kbyte_s=10 * ratio, short_downloads=6)
+        other = {
+            "icw": 3,
+            "ratio": 9.0,
+            "ratio_ci": [8, 10],
+            "long_kbyte_s": 1,
+            "short_kbyte_s": 9,
+            "short_downloads": 1,
+        }
+        (out / name / "results.json").write_text(json.dumps({"fairness": [fair, other]}))
+    samples = {"today": b, "2011": b, "today+wscale=off": v}
+    monkeypatch.setattr(effects, "icw_loads", lambda folder, icw: samples[folder.rsplit("/", 1)[1]])
+    doc = findings.summarize(str(out))
+    heads = {x["name"]: x["headline"] for x in doc["variants"]}
+    assert heads["today"]["ratio"] == 2.0 and heads["today"]["icw"] == 32  # the largest ICW's
+    assert not heads["today"]["in_band"] and heads["today+wscale=off"]["in_band"]  # >= 4.7 / 1.5
+    (e,) = doc["effects"]
+    assert e["variant"] == "today+wscale=off" and e["effect"] == pytest.approx(3.0) and e["moves_into_band"]
+    md = gaps.page([doc])
+    assert "| 4.7 (band: >= 3.1) | 2.00 [1.00, 3.00] at ICW 32 | 2.50 [1.50, 3.50] at ICW 32 |" in md
+    assert "Setting wscale=off from today's defaults changes the fairness ratio by +3.00 [" in md
+
+
+def test_gaps_module_refuses_a_folder_that_is_no_ablation(tmp_path):
+    cp = subprocess.run(
+        [sys.executable, "-m", "pltlab.studies.ablations.gaps", str(tmp_path)], capture_output=True, text=True
+    )
+    assert cp.returncode == 2 and cp.stdout == ""
+    assert cp.stderr == f"pltlab: error: {tmp_path}: no study.json of `pltlab reproduce ablations` here\n"
+
+
+@pytest.mark.root
+@pytest.mark.slow  # two variants of a one-page, one-repetition tfo study: 12 real loads
+def test_reproduce_ablations_tiny(tmp_path):
+    out = tmp_path / "abl"
+    args = ("reproduce", "ablations", "--paper", "tfo", "--pages", "wikipedia", "--reps", "1")
+    args += ("--variant", "today+rack=off", "-o", str(out))
+    cp = pltlab_cmd(*args, "--json", timeout=600)
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(cp.stdout.strip().splitlines()[-1])
+    assert [v["name"] for v in doc["variants"]] == ["today", "today+rack=off"]
+    for name in ("today", "today+rack=off"):
+        assert (out / name / "report.html").is_file()
+        assert json.loads((out / name / "study.json").read_text())["study"] == "tfo"
+    (e,) = doc["effects"]
+    # one load per side and RTT (an invalid one, e.g. a late emulator on a busy machine, leaves its cell out)
+    assert e["factor"] == "rack=off" and 1 <= e["n"] <= 3 and e["ci"] is None and e["effect"] is not None
+    assert (out / "ablations.json").is_file() and "`today+rack=off`" in (out / "ablations.md").read_text()
+    with open(out / "today+rack=off" / "runs.csv", newline="") as f:
+        assert {r["rack"] for r in csv.DictReader(f)} == {"off"}
+    # resumed: a finished variant is not run again
+    cp = pltlab_cmd(*args, "--resume", timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stderr.count("finished before, not run again") == 2
+    # without --resume the folder is refused in one line
+    cp = pltlab_cmd(*args)
+    assert cp.returncode == 2 and "pass --resume" in cp.stderr
+
+
+@pytest.mark.root
+@pytest.mark.slow  # two variants of two 2-s fairness runs (ICW 32 and 3): ~4 min on a busy machine (retries of runs too short to finish a download)
+def test_reproduce_ablations_icw_tiny(tmp_path):
+    out = tmp_path / "abl"
+    cp = pltlab_cmd(
+        *("reproduce", "ablations", "--paper", "icw", "--quick", "--fairness-seconds", "2"),
+        *("--variant", "2011+loss_burst=4", "-o", str(out)),
+        timeout=600,
+    )
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads((out / "ablations.json").read_text())
+    assert [v["name"] for v in doc["variants"]] == ["2011", "2011+loss_burst=4"]
+    assert json.loads((out / "2011" / "study.json").read_text())["params"]["parts"] == ["fairness"]
+    (e,) = doc["effects"]
+    heads = {v["name"]: v["headline"] for v in doc["variants"]}
+    assert heads["2011"]["icw"] == 32 and heads["2011"]["ratio"] > 0
+    assert e["base"] == "2011" and e["factor"] == "loss_burst=4" and e["effect"] is not None
+    assert "| `2011+loss_burst=4` | `2011` |" in cp.stdout  # the table it prints
+
+
+def test_the_reports_read_the_committed_ablations(tmp_path, monkeypatch):
+    from pltlab.studies import tfo
+
+    def why_lines():
+        (sec,) = [s for s in tfo.sections({"rows": []}) if "lines" in s]
+        return [x for x in sec["lines"] if x.startswith("why results can differ: ")]
+
+    monkeypatch.setitem(paper_gaps.COMMITTED, "tfo", str(tmp_path / "none"))
+    assert why_lines() == [
+        "why results can differ: not measured; see docs/results/paper-gaps.md "
+        "(`pltlab reproduce ablations --paper tfo` measures it)"
+    ]
+    (tmp_path / "ablations.json").write_text(json.dumps({"sentences": ["Setting rack=off changes it by +1.0 pts."]}))
+    monkeypatch.setitem(paper_gaps.COMMITTED, "tfo", str(tmp_path))
+    assert why_lines() == [
+        "why results can differ: Setting rack=off changes it by +1.0 pts.",
+        "why results can differ: see docs/results/paper-gaps.md",
+    ]
