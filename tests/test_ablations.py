@@ -39,16 +39,16 @@ def test_tfo_variants_one_factor_at_a_time_and_back():
         "paper2011+client_rmem=default",
         # candidate causes the preset does not hold
         "paper2011+icw=3",
-        *(["paper2011+keepalive=off"] if KEEPALIVE else []),
         "today+icw=3",
-        *(["today+keepalive=off"] if KEEPALIVE else []),
+        *(["paper2011+keepalive=off", "today+keepalive=off"] if KEEPALIVE else []),
+        "paper2011+queue=50",
+        "today+queue=50",
     ]
     assert got == want
     table = {v.name: v for v in variants.variants("tfo")}
     assert table["today+rack=off"].base == "today" and table["today+rack=off"].knobs == ("rack=off",)
     assert table["paper2011+rack=on"].base == "paper2011" and table["paper2011+rack=on"].setup == "paper2011"
     assert "2.6.34" in table["paper2011+icw=3"].why  # each extra with its source
-    # --quick: no switching back
     # --quick: no switching back, the extras on the preset only
     assert names("tfo", quick=True) == [
         "today",
@@ -58,6 +58,7 @@ def test_tfo_variants_one_factor_at_a_time_and_back():
         "today+client_rmem=87380",
         "paper2011+icw=3",
         *(["paper2011+keepalive=off"] if KEEPALIVE else []),
+        "paper2011+queue=50",
     ]
 
 
