@@ -59,7 +59,11 @@ PAPERS = {
             Extra("keepalive", "off", "the CS244 2013 reproduction served the pages with SimpleHTTPServer (HTTP/1.0)"),
             # the lab's drop-tail queue of 1000 packets holds ~3 s at 4 Mbit/s (a load's downlink packets
             # waited 0.5-0.9 s in it, quick run of 2026-11-27); the paper does not state its emulator's
-            Extra("queue", 50, "a short bottleneck queue: Dummynet's default of 50 slots (the paper's queue is not stated)"),
+            Extra(
+                "queue",
+                50,
+                "a short bottleneck queue: Dummynet's default of 50 slots (the paper's queue is not stated)",
+            ),
         ),
         7.0,  # `reproduce tfo --quick`: 5-7 min of loads on this machine
         tfo_study.options,
