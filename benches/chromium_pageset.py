@@ -1,0 +1,455 @@
+"""Chromium's data on the 29-page set (issue 27), collected with pltlab's own commands, and what
+makes 20 ms hard.
+
+    python3 benches/chromium_pageset.py all --out /work/data27      # calib, why20, truth (resumable)
+    python3 benches/chromium_pageset.py calib  --out DIR   # pltlab calibrate NAME -o DIR/calib --loads 3, per page
+    python3 benches/chromium_pageset.py truth  --out DIR   # pltlab sweep benches/pagesets/chromium-truth.toml -o DIR/truth
+    python3 benches/chromium_pageset.py why20  --out DIR   # Chromium at RTT 0/20 ms and the built-in loader
+                                                           # (calibrated, model chromium) on 4 pages, 3 loads each
+    python3 benches/chromium_pageset.py status --out DIR   # DIR/STATUS.md from what is there
+    python3 benches/chromium_pageset.py analyse --out DIR  # the "Why 20 ms is hard" figures
+
+The page set is benches/pagesets/public.txt (its names; the experiment files must list the same).
+Every step skips what is already there (a calibration written, a sweep's committed runs: --resume),
+so `all` re-run after a kill continues. `all` runs benches/proc_sampler.py beside the loads
+(DIR/cpu/samples.jsonl: per load, the CPU and run-queue wait of each Chromium process and thread,
+and of each built-in loader process) and rewrites DIR/STATUS.md every minute. Data stays in DIR:
+no page body is written anywhere (calibrated HARs are structure and timings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import datetime
+import gzip
+import json
+import os
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.normpath(os.path.join(HERE, "..", "src"))  # this tree's pltlab, for the commands too
+sys.path.insert(0, SRC)
+
+from pltlab.experiments import folds, spec  # noqa: E402
+
+PAGESET = os.path.join(HERE, "pagesets", "public.txt")
+TRUTH = os.path.join(HERE, "pagesets", "chromium-truth.toml")
+WHY20 = os.path.join(HERE, "pagesets", "why20-chromium.toml")
+PLTLAB = [sys.executable, "-m", "pltlab"]
+
+
+def names() -> list[str]:
+    return [e.name for e in folds.read(PAGESET)]
+
+
+def check_experiment(path: str, subset: bool = False) -> None:
+    """The experiment lists the page set's pages (``subset``: some of them), or one line and exit 2."""
+    want = names()
+    got = [e.label for e in spec.load(path).pages]
+    bad = [n for n in got if n not in want] if subset else ([] if got == want else got)
+    if bad:
+        sys.exit(f"{path}: pages {bad} are not the page set's ({PAGESET})")
+
+
+def _log(out: str, line: str) -> None:
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
+    with open(os.path.join(out, "collect.log"), "a") as f:
+        f.write(f"{stamp} {line}\n")
+    print(f"{stamp} {line}", flush=True)
+
+
+def _run(out: str, cmd: list[str], log_name: str) -> int:
+    os.makedirs(os.path.join(out, "logs"), exist_ok=True)
+    with open(os.path.join(out, "logs", log_name), "a") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=os.path.join(HERE, ".."), env=env).returncode
+
+
+def _last_error(out: str, log_name: str) -> str:
+    try:
+        with open(os.path.join(out, "logs", log_name)) as f:
+            lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("$")]
+    except OSError:
+        return "?"
+    err = [ln for ln in lines if "rror" in ln] or lines
+    return err[-1][:300] if err else "?"
+
+
+# ---- steps -------------------------------------------------------------------------------------
+def calib(out: str) -> None:
+    d = os.path.join(out, "calib")
+    os.makedirs(d, exist_ok=True)
+    failed_path = os.path.join(d, "failed.json")
+    failed = json.load(open(failed_path)) if os.path.exists(failed_path) else {}
+    for n in names():
+        if os.path.exists(os.path.join(d, f"{n}.har")):
+            continue
+        t = time.time()
+        rc = _run(out, PLTLAB + ["calibrate", n, "-o", d, "--loads", "3"], f"calib-{n}.log")
+        ok = rc == 0 and os.path.exists(os.path.join(d, f"{n}.har"))
+        if ok:
+            failed.pop(n, None)
+        else:
+            failed[n] = _last_error(out, f"calib-{n}.log")
+        json.dump(failed, open(failed_path, "w"), indent=1)
+        _log(out, f"calib {n}: {'ok' if ok else 'FAILED: ' + failed[n]} ({time.time() - t:.0f} s)")
+
+
+def sweep(out: str, toml: str, sub: str) -> int:
+    d = os.path.join(out, sub)
+    resume = os.path.exists(os.path.join(d, "results.sqlite"))
+    cmd = PLTLAB + ["sweep", toml, "-o", d, "--no-report"] + (["--resume"] if resume else [])
+    t = time.time()
+    rc = _run(out, cmd, f"{sub.replace('/', '-')}.log")
+    _log(out, f"sweep {sub}: exit {rc} ({time.time() - t:.0f} s)")
+    return rc
+
+
+def truth(out: str) -> int:
+    check_experiment(TRUTH)
+    return sweep(out, TRUTH, "truth")
+
+
+WHY20_BUILTIN = """# written by benches/chromium_pageset.py why20: the built-in loader with the Chromium model,
+# calibrated at RTT 0 (pltlab calibrate: {calib}), on Chromium's schemes, same link as
+# benches/pagesets/why20-chromium.toml
+name = "why20-builtin"
+pages = [{pages}]
+client = "builtin"
+model = "chromium"
+schemes = "chromium"
+calibrated = true
+rtt = ["0ms", "20ms"]
+rate = "20mbit"
+rate_up = "5mbit"
+protocol = ["h1", "h2"]
+tfo = "off"
+repetitions = 3
+seed = 27
+"""
+
+
+def why20(out: str) -> None:
+    check_experiment(WHY20, subset=True)
+    sweep(out, WHY20, "why20/chromium")
+    chosen = [e.label for e in spec.load(WHY20).pages]
+    cal = os.path.join(out, "calib")
+    have = [n for n in chosen if os.path.exists(os.path.join(cal, f"{n}.har"))]
+    if not have:
+        _log(out, "why20 builtin: no calibration of its pages yet")
+        return
+    path = os.path.join(out, "why20", "builtin.toml")
+    with open(path, "w") as f:
+        f.write(WHY20_BUILTIN.format(calib=cal, pages=", ".join(f'"{cal}/{n}.har"' for n in have)))
+    sweep(out, path, "why20/builtin")
+
+
+# ---- status ------------------------------------------------------------------------------------
+def _db(path: str):
+    if not os.path.exists(path):
+        return None
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def status(out: str, running: str = "") -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# Chromium data of the 29-page set (issue 27): status {now}", ""]
+    lines += [f"Running now: {running or 'nothing (from this script)'}", ""]
+    all_names = names()
+    cal = os.path.join(out, "calib")
+    done = [n for n in all_names if os.path.exists(os.path.join(cal, f"{n}.har"))]
+    failed = (
+        json.load(open(os.path.join(cal, "failed.json"))) if os.path.exists(os.path.join(cal, "failed.json")) else {}
+    )
+    lines += [
+        f"## Calibrations ({cal}/NAME.har; pltlab calibrate NAME --loads 3, RTT 0, Chromium's schemes)",
+        "",
+        f"{len(done)} of {len(all_names)} written."
+        + (f" Missing: {', '.join(n for n in all_names if n not in done)}." if len(done) < len(all_names) else ""),
+    ]
+    for n, why in sorted(failed.items()):
+        lines.append(f"- FAILED {n}: {why}")
+    lines.append("")
+    for sub, what in (
+        ("truth", "ground truth: benches/pagesets/chromium-truth.toml"),
+        ("why20/chromium", "why 20 ms: Chromium"),
+        ("why20/builtin", "why 20 ms: built-in loader"),
+    ):
+        db = _db(os.path.join(out, sub, "results.sqlite"))
+        lines.append(f"## {sub} ({what})")
+        lines.append("")
+        if db is None:
+            lines += ["not started", ""]
+            continue
+        rows = db.execute(
+            "select page, rtt_ms, protocol, tfo, rep, status, valid, invalid_reason, failure_reason, wall_ms "
+            "from runs where id in (select max(id) from runs group by run_key)"
+        ).fetchall()
+        exp_path = (
+            TRUTH
+            if sub == "truth"
+            else (WHY20 if sub == "why20/chromium" else os.path.join(out, "why20", "builtin.toml"))
+        )
+        total = spec.load(exp_path).n_runs if os.path.exists(exp_path) else None
+        ok = [r for r in rows if r["status"] == "ok"]
+        lines.append(
+            f"{len(rows)} of {total} runs done ({len(ok)} ok, {sum(1 for r in ok if r['valid'])} valid; "
+            f"{len(rows) - len(ok)} failed)"
+        )
+        walls = [r["wall_ms"] for r in rows if r["wall_ms"]]
+        if walls and total:
+            left = (total - len(rows)) * statistics.mean(walls) / 60000
+            lines.append(
+                f"mean wall time per load {statistics.mean(walls) / 1000:.1f} s; about {left:.0f} min of loads left"
+            )
+        lines += ["", "| rep | RTT ms | protocol | TFO | valid | invalid | failed |", "|---|---|---|---|---|---|---|"]
+        cells = defaultdict(Counter)
+        for r in rows:
+            k = (r["rep"], r["rtt_ms"], r["protocol"], r["tfo"])
+            cells[k][
+                "valid" if r["status"] == "ok" and r["valid"] else ("invalid" if r["status"] == "ok" else "failed")
+            ] += 1
+        for k in sorted(cells):
+            c = cells[k]
+            lines.append(
+                f"| {k[0]} | {k[1]:g} | {k[2]} | {'on' if k[3] else 'off'} | {c['valid']} | {c['invalid']} | {c['failed']} |"
+            )
+        bad = [r for r in rows if not (r["status"] == "ok" and r["valid"])]
+        if bad:
+            lines += ["", "Invalid or failed loads, page by page:"]
+            for r in sorted(bad, key=lambda r: (r["page"], r["rtt_ms"], r["protocol"], r["tfo"], r["rep"])):
+                why = (r["invalid_reason"] or r["failure_reason"] or "?")[:240]
+                lines.append(
+                    f"- {r['page']} {r['rtt_ms']:g} ms {r['protocol']} TFO {'on' if r['tfo'] else 'off'} rep {r['rep']}: {why}"
+                )
+        lines.append("")
+        db.close()
+    lines += [
+        "## Reading it",
+        "",
+        "- truth/results.sqlite: `pltlab.results.open(DIR)` (runs, requests, HARs). Chromium loads each page on its",
+        "  recorded schemes plus its own HSTS upgrades (the 2013 pages: https): compare the built-in loader with",
+        "  `--schemes chromium`. TFO on https saves nothing in Chromium 156 (its ClientHello does not fit in the SYN).",
+        "- cpu/samples.jsonl (benches/proc_sampler.py): per Chromium load (key = its temp profile), the CPU and run-queue",
+        "  wait per process type and thread, sampled every 100 ms; match a load by time (its HAR's startedDateTime).",
+        "",
+    ]
+    text = "\n".join(lines)
+    tmp = os.path.join(out, "STATUS.md.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, os.path.join(out, "STATUS.md"))
+    return text
+
+
+def all_steps(out: str) -> None:
+    os.makedirs(os.path.join(out, "cpu"), exist_ok=True)
+    sampler = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "proc_sampler.py"), "--out", os.path.join(out, "cpu", "samples.jsonl")]
+    )
+    step = ["starting"]
+    stop = threading.Event()
+
+    def keep_status():
+        while not stop.wait(60):
+            try:
+                status(out, step[0])
+            except Exception as e:  # noqa: BLE001 - a status file is never worth the collection
+                _log(out, f"status: {e}")
+
+    threading.Thread(target=keep_status, daemon=True).start()
+    try:
+        for name, fn in (
+            ("calibrations", calib),
+            ("why20 (Chromium and built-in at RTT 0/20 ms, 4 pages, h1/h2)", why20),
+            ("truth sweep", truth),
+        ):
+            step[0] = f"{name} (pid {os.getpid()}, since {datetime.datetime.now(datetime.UTC):%H:%M} UTC)"
+            status(out, step[0])
+            _log(out, f"start {name}")
+            fn(out)
+    finally:
+        stop.set()
+        sampler.send_signal(signal.SIGTERM)
+        sampler.wait(30)
+        status(out, "")
+        _log(out, "all done")
+
+
+# ---- analysis: why 20 ms is hard ------------------------------------------------------------------
+def _loads(db_path: str) -> list[dict]:
+    """Valid runs with their requests and the load's start (epoch s, its HAR)."""
+    db = _db(db_path)
+    if db is None:
+        return []
+    out = []
+    for r in db.execute("select * from runs where status='ok' and valid=1"):
+        r = dict(r)
+        r["req"] = [dict(q) for q in db.execute("select * from requests where run_id=?", (r["id"],))]
+        har = db.execute("select * from hars where run_id=?", (r["id"],)).fetchone()
+        r["t0"] = None
+        if har is not None:
+            blob = [v for v in dict(har).values() if isinstance(v, bytes)]
+            if blob:
+                page = json.loads(gzip.decompress(blob[0]))["log"]["pages"][0]
+                r["t0"] = datetime.datetime.fromisoformat(page["startedDateTime"].replace("Z", "+00:00")).timestamp()
+        out.append(r)
+    return out
+
+
+def _cpu_records(out: str) -> list[dict]:
+    path = os.path.join(out, "cpu", "samples.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(ln) for ln in f if ln.strip()]
+
+
+def _at(times: list[float], series: list, t: float) -> list[float]:
+    """The cumulative figures at time ``t`` (linear between samples)."""
+    i = bisect.bisect_left(times, t)
+    if i <= 0:
+        return series[0]
+    if i >= len(times):
+        return series[-1]
+    a, b, f = series[i - 1], series[i], (t - times[i - 1]) / max(times[i] - times[i - 1], 1e-9)
+    return [x + (y - x) * f for x, y in zip(a, b)]
+
+
+def cpu_of(load: dict, recs: list[dict], kind: str) -> dict | None:
+    """CPU and run-queue wait (ms) of the process group that ran ``load``, from its start to its PLT:
+    total, per process type, and Chromium's main threads."""
+    if load.get("t0") is None:
+        return None
+    t0, t1 = load["t0"], load["t0"] + load["plt_ms"] / 1000
+    ns = f"plt-{load['runner_id']}-"
+    rec = next(
+        (
+            r
+            for r in recs
+            if r["kind"] == kind
+            and (r.get("netns") or "").startswith(ns)
+            and r["times"]
+            and (r["times"][0] <= t0 <= r["times"][-1] if kind == "chromium" else t0 - 1 <= r["times"][0] <= t1)
+        ),
+        None,
+    )
+    if rec is None:
+        return None
+    whole = kind != "chromium"  # a built-in loader process lives for its load: all of it
+    res: dict = defaultdict(float)
+    for name, s in rec["threads"].items():
+        a, b = (s[0], s[-1]) if whole else (_at(rec["times"], s, t0), _at(rec["times"], s, t1))
+        if whole:
+            a = [0.0, 0.0, 0]
+        run, wait, sl = b[0] - a[0], b[1] - a[1], b[2] - a[2]
+        ptype, thread = name.split("/", 1)
+        res["cpu_ms"] += run
+        res["wait_ms"] += wait
+        res["slices"] += sl
+        res[f"cpu:{ptype}"] += run
+        res[f"wait:{ptype}"] += wait
+        if thread == "main" or ptype == "network" and thread in ("main", "Chrome_ChildIOT"):
+            res[f"cpu:{ptype}/{thread}"] += run
+            res[f"wait:{ptype}/{thread}"] += wait
+    return dict(res)
+
+
+def _med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _conns(load: dict) -> int:
+    """Connections that carried a request (distinct connection ids)."""
+    return len({q["conn_id"] for q in load["req"] if q["conn_id"] is not None and q["host"]})
+
+
+def _tail(load: dict) -> float | None:
+    ends = [q["last_byte_ms"] for q in load["req"] if q["last_byte_ms"] is not None]
+    return load["plt_ms"] - max(ends) if ends else None
+
+
+def analyse(out: str) -> dict:
+    recs = _cpu_records(out)
+    chrom = _loads(os.path.join(out, "why20", "chromium", "results.sqlite"))
+    built = _loads(os.path.join(out, "why20", "builtin", "results.sqlite"))
+    cal_tail = {}
+    for n in names():
+        p = os.path.join(out, "calib", f"{n}.har")
+        if os.path.exists(p):
+            with open(p) as f:
+                cal_tail[n] = json.load(f)["log"]["pages"][0].get("_pltlab_calibration", {})
+    res = {}
+    for page in sorted({r["page"] for r in chrom}):
+        row = {}
+        for rtt in (0.0, 20.0):
+            c = [r for r in chrom if r["page"] == page and r["rtt_ms"] == rtt]
+            b = [r for r in built if r["page"] == page and r["rtt_ms"] == rtt]
+            cc = [cpu_of(r, recs, "chromium") for r in c]
+            bc = [cpu_of(r, recs, "dp:load") for r in b]
+            cc = [x for x in cc if x]
+            bc = [x for x in bc if x]
+            keys = sorted({k for x in cc for k in x})
+            row[f"{rtt:g}"] = {
+                "chromium_n": len(c),
+                "chromium_plt_ms": _med(r["plt_ms"] for r in c),
+                "chromium_conns": _med(_conns(r) for r in c),
+                "chromium_tls_full": _med(r["tls_full"] for r in c),
+                "chromium_tls_full_used": _med(r["tls_full_used"] for r in c),
+                "chromium_tail_ms": _med(_tail(r) for r in c),
+                "chromium_lateness_p99_us": _med(r["lateness_p99_us"] for r in c),
+                "chromium_lateness_max_us": _med(r["lateness_max_us"] for r in c),
+                "chromium_cpu_n": len(cc),
+                "chromium_cpu": {k: _med(x.get(k, 0.0) for x in cc) for k in keys},
+                "builtin_n": len(b),
+                "builtin_plt_ms": _med(r["plt_ms"] for r in b),
+                "builtin_network_plt_ms": _med(r["network_plt_ms"] for r in b),
+                "builtin_tail_ms": _med(r["tail_ms"] for r in b),
+                "builtin_conns": _med(_conns(r) for r in b),
+                "builtin_tls_full": _med(r["tls_full"] for r in b),
+                "builtin_lateness_p99_us": _med(r["lateness_p99_us"] for r in b),
+                "builtin_lateness_max_us": _med(r["lateness_max_us"] for r in b),
+                "builtin_cpu": {k: _med(x.get(k, 0.0) for x in bc) for k in ("cpu_ms", "wait_ms", "slices")}
+                if bc
+                else {},
+            }
+        row["calibration_tail_ms"] = cal_tail.get(page, {}).get("tail_ms")
+        res[page] = row
+    with open(os.path.join(out, "why20", "analysis.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps(res, indent=1))
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("step", choices=("all", "calib", "truth", "why20", "status", "analyse"))
+    ap.add_argument("--out", required=True, help="data folder (outside the repository)")
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    {
+        "all": all_steps,
+        "calib": calib,
+        "truth": truth,
+        "why20": why20,
+        "status": lambda o: print(status(o)),
+        "analyse": analyse,
+    }[a.step](a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
