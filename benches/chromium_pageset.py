@@ -428,9 +428,44 @@ def analyse(out: str) -> dict:
             }
         row["calibration_tail_ms"] = cal_tail.get(page, {}).get("tail_ms")
         res[page] = row
+    res = {"why20": res, "truth": truth_cpu(out, recs)}
+    os.makedirs(os.path.join(out, "why20"), exist_ok=True)
     with open(os.path.join(out, "why20", "analysis.json"), "w") as f:
         json.dump(res, f, indent=1)
     print(json.dumps(res, indent=1))
+    return res
+
+
+def truth_cpu(out: str, recs: list[dict]) -> dict:
+    """Over the ground truth's loads, per RTT and protocol: the median over pages of each page's
+    median Chromium CPU during its load (to its load event), the share of the 2 cores it kept busy
+    (CPU / PLT / 2), its threads' run-queue wait, the renderer's and the network service's main
+    threads, the connections that carried a request, and the tail (load event - last byte)."""
+    loads = _loads(os.path.join(out, "truth", "results.sqlite"))
+    by = defaultdict(lambda: defaultdict(list))
+    for r in loads:
+        c = cpu_of(r, recs, "chromium")
+        by[(r["rtt_ms"], r["protocol"])][r["page"]].append((r, c))
+    res = {}
+    for (rtt, proto), pages in sorted(by.items()):
+        per = defaultdict(list)
+        for runs in pages.values():
+            with_cpu = [(r, c) for r, c in runs if c]
+            per["plt_ms"].append(_med(r["plt_ms"] for r, _ in runs))
+            per["tail_ms"].append(_med(_tail(r) for r, _ in runs))
+            per["conns"].append(_med(_conns(r) for r, _ in runs))
+            if with_cpu:
+                per["cpu_ms"].append(_med(c["cpu_ms"] for _, c in with_cpu))
+                per["cores_busy"].append(_med(c["cpu_ms"] / r["plt_ms"] / 2 for r, c in with_cpu))
+                per["wait_ms"].append(_med(c["wait_ms"] for _, c in with_cpu))
+                per["renderer_main_ms"].append(_med(c.get("cpu:renderer/main", 0.0) for _, c in with_cpu))
+                per["network_main_ms"].append(_med(c.get("cpu:network/main", 0.0) for _, c in with_cpu))
+                per["browser_ms"].append(_med(c.get("cpu:browser", 0.0) for _, c in with_cpu))
+        res[f"{rtt:g}ms {proto}"] = {
+            "pages": len(pages),
+            **{k: _med(v) for k, v in per.items()},
+            "pages_with_cpu": len(per["cpu_ms"]),
+        }
     return res
 
 

@@ -78,7 +78,9 @@ class Watch:
     def sample(self, t: float) -> bool:
         alive = False
         for pid, ptype in list(self.pids.items()):
-            tids = None
+            st, tids = _read(f"/proc/{pid}/stat"), None
+            if not st or st.rsplit(")", 1)[1].split()[0] == "Z":  # gone, or a zombie left to its parent
+                continue
             try:
                 tids = os.listdir(f"/proc/{pid}/task")
             except OSError:
