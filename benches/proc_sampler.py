@@ -54,6 +54,11 @@ def _netns(pid: str) -> str | None:
     return None
 
 
+def _args(raw: bytes) -> list[bytes]:
+    """A command line's words: NUL-separated, or one string (a renderer's title, set by the zygote)."""
+    return raw.replace(b"\0", b" ").split() or [b""]
+
+
 def _ptype(cmd: list[bytes]) -> str:
     """The Chromium process's role from its --type (browser: none); utility processes by sub-type."""
     typ = next((a[7:].decode() for a in cmd if a.startswith(b"--type=")), "browser")
@@ -70,14 +75,14 @@ class Watch:
         self.key, self.kind, self.first = key, kind, t
         self.netns: str | None = None
         self.pids: dict[str, str] = {}  # pid -> process type
-        self.names: dict[tuple[str, str], str] = {}  # (pid, tid) -> thread label
+        self.names: dict[tuple[str, str], str] = {}  # (pid, tid) -> thread label (main: tid == pid)
         self.times: list[float] = []
         self.series: dict[str, list[list[float]]] = {}  # "type/thread" -> [[run_ms, wait_ms, slices] per sample]
         self.last: dict[tuple[str, str], tuple[float, float, int]] = {}
 
     def sample(self, t: float) -> bool:
         alive = False
-        for pid, ptype in list(self.pids.items()):
+        for pid in list(self.pids):
             st, tids = _read(f"/proc/{pid}/stat"), None
             if not st or st.rsplit(")", 1)[1].split()[0] == "Z":  # gone, or a zombie left to its parent
                 continue
@@ -96,13 +101,13 @@ class Watch:
                 k = (pid, tid)
                 if k not in self.names:
                     comm = (_read(f"/proc/{pid}/task/{tid}/comm") or "?").strip()
-                    self.names[k] = f"{ptype}/{'main' if tid == pid else comm}"
+                    self.names[k] = "main" if tid == pid else comm
                 self.last[k] = (int(run) / 1e6, int(wait) / 1e6, int(slices))
         if alive:
             self.times.append(t)
             agg: dict[str, list[float]] = {}
             for k, v in self.last.items():  # threads gone keep their last figures (cumulative)
-                a = agg.setdefault(self.names[k], [0.0, 0.0, 0])
+                a = agg.setdefault(f"{self.pids[k[0]]}/{self.names[k]}", [0.0, 0.0, 0])
                 a[0] += v[0]
                 a[1] += v[1]
                 a[2] += v[2]
@@ -131,31 +136,40 @@ def classify(pid: str, watches: dict, owner: dict) -> None:
     raw = _read(f"/proc/{pid}/cmdline", binary=True)
     if not raw:
         return
-    cmd = raw.split(b"\0")
+    cmd = _args(raw)
     exe = os.path.basename(cmd[0].decode(errors="replace"))
     t = time.time()
+    ppid = _ppid(pid)
+    if ppid is not None and str(ppid) in owner:  # a descendant of a watched browser (its type: retype)
+        root = owner[str(ppid)]
+        w = watches.get(root)
+        if w is not None and w.kind == "chromium":
+            w.pids[pid] = _ptype(cmd)
+            owner[pid] = root
+        return
     if exe == "pltlab-dp" and len(cmd) > 1 and cmd[1] == b"load":  # the built-in loader (one per load)
-        role = cmd[1].decode(errors="replace")
-        w = watches[pid] = Watch(f"dp:{role}:{pid}", f"dp:{role}", t)
-        w.pids[pid] = role
+        w = watches[pid] = Watch(f"dp:load:{pid}", "dp:load", t)
+        w.pids[pid] = "load"
         w.netns = _netns(pid)
         owner[pid] = pid
         return
     prof = next((a for a in cmd if a.startswith(b"--user-data-dir=") and PROFILE in a), None)
-    ppid = _ppid(pid)
     if prof is not None and not any(a.startswith(b"--type=") for a in cmd):
         key = prof.split(b"=", 1)[-1].decode(errors="replace")
         w = watches[pid] = Watch(key, "chromium", t)
         w.pids[pid] = "browser"
         w.netns = _netns(pid)
         owner[pid] = pid
-        return
-    if ppid is not None and str(ppid) in owner and "chrom" in exe:  # a descendant of a watched browser
-        root = owner[str(ppid)]
-        w = watches.get(root)
-        if w is not None and w.kind == "chromium":
-            w.pids[pid] = _ptype(cmd)
-            owner[pid] = root
+
+
+def retype(w: Watch, root: str) -> None:
+    """A child seen right after its fork still shows its parent's command line (the browser's, or
+    the zygote's before it names itself a renderer): read it again until it says what it is."""
+    for pid, ptype in w.pids.items():
+        if pid != root and ptype in ("browser", "zygote"):
+            raw = _read(f"/proc/{pid}/cmdline", binary=True)
+            if raw:
+                w.pids[pid] = _ptype(_args(raw))
 
 
 def main(argv=None) -> int:
@@ -177,6 +191,8 @@ def main(argv=None) -> int:
                 seen.add(pid)
                 classify(pid, watches, owner)
             for root, w in list(watches.items()):
+                if w.kind == "chromium":
+                    retype(w, root)
                 if not w.sample(t) and w.times:
                     out.write(json.dumps(w.record()) + "\n")
                     out.flush()
