@@ -361,7 +361,7 @@ def cpu_of(load: dict, recs: list[dict], kind: str) -> dict | None:
         res["slices"] += sl
         res[f"cpu:{ptype}"] += run
         res[f"wait:{ptype}"] += wait
-        if thread == "main" or ptype == "network" and thread in ("main", "Chrome_ChildIOT"):
+        if thread == "main" or thread in ("Chrome_ChildIOT", "Chrome_IOThread"):
             res[f"cpu:{ptype}/{thread}"] += run
             res[f"wait:{ptype}/{thread}"] += wait
     return dict(res)
@@ -382,57 +382,105 @@ def _tail(load: dict) -> float | None:
     return load["plt_ms"] - max(ends) if ends else None
 
 
+def _lastbyte(load: dict) -> float | None:
+    ends = [q["last_byte_ms"] for q in load["req"] if q["last_byte_ms"] is not None]
+    return max(ends) if ends else None
+
+
+def _spans(load: dict, a: str, b: str, new: bool = False) -> list[float]:
+    """Per request, ``b`` - ``a``; the set-up's end is its TLS handshake's where the loader reports
+    it apart (the built-in loader's connect_end_ms is TCP's; Chromium's includes TLS)."""
+    out = []
+    for q in load["req"]:
+        end = max(q[b], q["tls_end_ms"] or 0) if b == "connect_end_ms" and q[b] is not None else q[b]
+        if q[a] is not None and end is not None and end >= q[a] and (q["new_conn"] or not new):
+            out.append(end - q[a])
+    return out
+
+
+def _side(runs: list[dict], recs: list[dict], kind: str) -> dict:
+    """Medians over ``runs`` (one page, RTT and protocol) of what each load measured."""
+    cpu = [x for x in (cpu_of(r, recs, kind) for r in runs) if x]
+    out = {
+        "n": len(runs),
+        "plt_ms": _med(r["plt_ms"] for r in runs),
+        "last_byte_ms": _med(_lastbyte(r) for r in runs),
+        "tail_ms": _med(_tail(r) for r in runs),
+        "conns": _med(_conns(r) for r in runs),
+        "tls_full": _med(r["tls_full"] for r in runs),
+        "lateness_p99_us": _med(r["lateness_p99_us"] for r in runs),
+        "lateness_max_us": _med(r["lateness_max_us"] for r in runs),
+        "cpu_n": len(cpu),
+        # the network stack's own time: a new connection's TCP + TLS set-up (2 RTT on the link), a
+        # request's wait for its first byte (1 RTT for a small response), medians over the load's requests
+        "handshake_ms": _med(_med(_spans(r, "connect_start_ms", "connect_end_ms", new=True)) for r in runs),
+        "ttfb_ms": _med(_med(_spans(r, "request_ms", "first_byte_ms")) for r in runs),
+    }
+    keys = sorted({k for x in cpu for k in x})
+    out.update({k: _med(x.get(k, 0.0) for x in cpu) for k in keys})
+    if cpu:
+        out["cores_busy"] = _med(x["cpu_ms"] / r["plt_ms"] / 2 for r, x in zip(runs, cpu) if r["plt_ms"])
+    return out
+
+
 def analyse(out: str) -> dict:
+    """The why-20-ms figures: per page and protocol, Chromium and the built-in loader (calibrated at
+    RTT 0) at RTT 0 and 20 ms, medians of their loads; a markdown table on stdout, all of it in
+    DIR/why20/analysis.json."""
     recs = _cpu_records(out)
     chrom = _loads(os.path.join(out, "why20", "chromium", "results.sqlite"))
     built = _loads(os.path.join(out, "why20", "builtin", "results.sqlite"))
-    cal_tail = {}
+    cal = {}
     for n in names():
         p = os.path.join(out, "calib", f"{n}.har")
         if os.path.exists(p):
             with open(p) as f:
-                cal_tail[n] = json.load(f)["log"]["pages"][0].get("_pltlab_calibration", {})
-    res = {}
-    for page in sorted({r["page"] for r in chrom}):
-        row = {}
-        for rtt in (0.0, 20.0):
-            c = [r for r in chrom if r["page"] == page and r["rtt_ms"] == rtt]
-            b = [r for r in built if r["page"] == page and r["rtt_ms"] == rtt]
-            cc = [cpu_of(r, recs, "chromium") for r in c]
-            bc = [cpu_of(r, recs, "dp:load") for r in b]
-            cc = [x for x in cc if x]
-            bc = [x for x in bc if x]
-            keys = sorted({k for x in cc for k in x})
-            row[f"{rtt:g}"] = {
-                "chromium_n": len(c),
-                "chromium_plt_ms": _med(r["plt_ms"] for r in c),
-                "chromium_conns": _med(_conns(r) for r in c),
-                "chromium_tls_full": _med(r["tls_full"] for r in c),
-                "chromium_tls_full_used": _med(r["tls_full_used"] for r in c),
-                "chromium_tail_ms": _med(_tail(r) for r in c),
-                "chromium_lateness_p99_us": _med(r["lateness_p99_us"] for r in c),
-                "chromium_lateness_max_us": _med(r["lateness_max_us"] for r in c),
-                "chromium_cpu_n": len(cc),
-                "chromium_cpu": {k: _med(x.get(k, 0.0) for x in cc) for k in keys},
-                "builtin_n": len(b),
-                "builtin_plt_ms": _med(r["plt_ms"] for r in b),
-                "builtin_network_plt_ms": _med(r["network_plt_ms"] for r in b),
-                "builtin_tail_ms": _med(r["tail_ms"] for r in b),
-                "builtin_conns": _med(_conns(r) for r in b),
-                "builtin_tls_full": _med(r["tls_full"] for r in b),
-                "builtin_lateness_p99_us": _med(r["lateness_p99_us"] for r in b),
-                "builtin_lateness_max_us": _med(r["lateness_max_us"] for r in b),
-                "builtin_cpu": {k: _med(x.get(k, 0.0) for x in bc) for k in ("cpu_ms", "wait_ms", "slices")}
-                if bc
-                else {},
+                cal[n] = json.load(f)["log"]["pages"][0].get("_pltlab_calibration", {})
+    rows = []
+    for page, proto, rtt in sorted({(r["page"], r["protocol"], r["rtt_ms"]) for r in chrom}):
+        c = _side([r for r in chrom if (r["page"], r["protocol"], r["rtt_ms"]) == (page, proto, rtt)], recs, "chromium")
+        b = _side([r for r in built if (r["page"], r["protocol"], r["rtt_ms"]) == (page, proto, rtt)], recs, "dp:load")
+        b["network_plt_ms"] = _med(
+            r["network_plt_ms"] for r in built if (r["page"], r["protocol"], r["rtt_ms"]) == (page, proto, rtt)
+        )
+        rows.append(
+            {
+                "page": page,
+                "protocol": proto,
+                "rtt_ms": rtt,
+                "chromium": c,
+                "builtin": b,
+                "calibration": {k: cal.get(page, {}).get(k) for k in ("tail_ms", "tight_delay_ms", "load_plt_ms")},
             }
-        row["calibration_tail_ms"] = cal_tail.get(page, {}).get("tail_ms")
-        res[page] = row
-    res = {"why20": res, "truth": truth_cpu(out, recs)}
+        )
+    f = lambda v, d=0: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
+    print(
+        "| page | proto | RTT | Chromium PLT | built-in PLT | off | calibration loads' PLT | Chromium last byte "
+        "| built-in network PLT | tail Chromium / calib | conns C / B | TLS hs C / B | set-up ms C / B "
+        "| req->1st byte ms C / B | CPU ms | cores busy | run-queue wait ms | renderer main cpu / wait "
+        "| net IO cpu / wait | browser main cpu | loader cpu / wait / slices | emulator lateness p99 us C / B |"
+    )
+    print("|" + "---|" * 22)
+    for r in rows:
+        c, b = r["chromium"], r["builtin"]
+        off = (c["plt_ms"] / b["plt_ms"] - 1) * 100 if c["plt_ms"] and b["plt_ms"] else None
+        print(
+            f"| {r['page']} | {r['protocol']} | {r['rtt_ms']:g} | {f(c['plt_ms'])} ({c['n']}) | {f(b['plt_ms'])} ({b['n']}) "
+            f"| {f(off)} % | {f(_med(r['calibration']['load_plt_ms'] or []))} "
+            f"| {f(c['last_byte_ms'])} | {f(b['network_plt_ms'])} | {f(c['tail_ms'])} / {f(r['calibration']['tail_ms'])} "
+            f"| {f(c['conns'])} / {f(b['conns'])} | {f(c['tls_full'])} / {f(b['tls_full'])} "
+            f"| {f(c['handshake_ms'])} / {f(b['handshake_ms'])} | {f(c['ttfb_ms'])} / {f(b['ttfb_ms'])} "
+            f"| {f(c.get('cpu_ms'))} | {f(c.get('cores_busy'), 2)} | {f(c.get('wait_ms'))} "
+            f"| {f(c.get('cpu:renderer/main'))} / {f(c.get('wait:renderer/main'))} "
+            f"| {f(c.get('cpu:network/Chrome_ChildIOT'))} / {f(c.get('wait:network/Chrome_ChildIOT'))} "
+            f"| {f(c.get('cpu:browser/main'))} | {f(b.get('cpu_ms'))} / {f(b.get('wait_ms'))} / {f(b.get('slices'))} "
+            f"| {f(c['lateness_p99_us'])} / {f(b['lateness_p99_us'])} |"
+        )
+    res = {"why20": rows, "truth": truth_cpu(out, recs)}
+    print(json.dumps(res["truth"], indent=1))
     os.makedirs(os.path.join(out, "why20"), exist_ok=True)
-    with open(os.path.join(out, "why20", "analysis.json"), "w") as f:
-        json.dump(res, f, indent=1)
-    print(json.dumps(res, indent=1))
+    with open(os.path.join(out, "why20", "analysis.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
     return res
 
 
