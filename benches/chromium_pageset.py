@@ -507,7 +507,7 @@ def truth_cpu(out: str, recs: list[dict]) -> dict:
                 per["cores_busy"].append(_med(c["cpu_ms"] / r["plt_ms"] / 2 for r, c in with_cpu))
                 per["wait_ms"].append(_med(c["wait_ms"] for _, c in with_cpu))
                 per["renderer_main_ms"].append(_med(c.get("cpu:renderer/main", 0.0) for _, c in with_cpu))
-                per["network_main_ms"].append(_med(c.get("cpu:network/main", 0.0) for _, c in with_cpu))
+                per["network_io_ms"].append(_med(c.get("cpu:network/Chrome_ChildIOT", 0.0) for _, c in with_cpu))
                 per["browser_ms"].append(_med(c.get("cpu:browser", 0.0) for _, c in with_cpu))
         res[f"{rtt:g}ms {proto}"] = {
             "pages": len(pages),
