@@ -131,11 +131,12 @@ class Watch:
         }
 
 
-def classify(pid: str, watches: dict, owner: dict) -> None:
-    """Attach a new pid to the watch it belongs to (or to none)."""
+def classify(pid: str, watches: dict, owner: dict) -> bool:
+    """Attach a new pid to the watch it belongs to (or to none); False: its command line cannot be
+    read yet (a process in the middle of its exec reads as empty: ask again next time)."""
     raw = _read(f"/proc/{pid}/cmdline", binary=True)
     if not raw:
-        return
+        return False
     cmd = _args(raw)
     exe = os.path.basename(cmd[0].decode(errors="replace"))
     t = time.time()
@@ -146,13 +147,13 @@ def classify(pid: str, watches: dict, owner: dict) -> None:
         if w is not None and w.kind == "chromium":
             w.pids[pid] = _ptype(cmd)
             owner[pid] = root
-        return
+        return True
     if exe == "pltlab-dp" and len(cmd) > 1 and cmd[1] == b"load":  # the built-in loader (one per load)
         w = watches[pid] = Watch(f"dp:load:{pid}", "dp:load", t)
         w.pids[pid] = "load"
         w.netns = _netns(pid)
         owner[pid] = pid
-        return
+        return True
     prof = next((a for a in cmd if a.startswith(b"--user-data-dir=") and PROFILE in a), None)
     if prof is not None and not any(a.startswith(b"--type=") for a in cmd):
         key = prof.split(b"=", 1)[-1].decode(errors="replace")
@@ -160,6 +161,7 @@ def classify(pid: str, watches: dict, owner: dict) -> None:
         w.pids[pid] = "browser"
         w.netns = _netns(pid)
         owner[pid] = pid
+    return True
 
 
 def retype(w: Watch, root: str) -> None:
@@ -181,6 +183,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     seen: set[str] = set()
+    tries: dict[str, int] = {}
     watches: dict[str, Watch] = {}
     owner: dict[str, str] = {}
     with open(a.out, "a", encoding="utf-8") as out:
@@ -188,8 +191,10 @@ def main(argv=None) -> int:
             t = time.time()
             pids = [p for p in os.listdir("/proc") if p.isdigit()]
             for pid in sorted((p for p in pids if p not in seen), key=int):  # parents before children
-                seen.add(pid)
-                classify(pid, watches, owner)
+                tries[pid] = tries.get(pid, 0) + 1
+                if classify(pid, watches, owner) or tries[pid] >= 20:  # (kernel threads: no command line)
+                    seen.add(pid)
+                    tries.pop(pid, None)
             for root, w in list(watches.items()):
                 if w.kind == "chromium":
                     retype(w, root)
@@ -201,6 +206,7 @@ def main(argv=None) -> int:
                     del watches[root]
             live = set(pids)
             seen &= live  # a reused pid is a new process
+            tries = {p: n for p, n in tries.items() if p in live}
             for p in [p for p in owner if p not in live]:
                 del owner[p]
             time.sleep(max(0.0, a.interval - (time.time() - t)))
