@@ -335,7 +335,7 @@ def cpu_of(load: dict, recs: list[dict], kind: str) -> dict | None:
         return None
     t0, t1 = load["t0"], load["t0"] + load["plt_ms"] / 1000
     ns = f"plt-{load['runner_id']}-"
-    rec = next(
+    rec = max(  # (a sampler restarted mid-load leaves a partial record beside the full one)
         (
             r
             for r in recs
@@ -344,7 +344,8 @@ def cpu_of(load: dict, recs: list[dict], kind: str) -> dict | None:
             and r["times"]
             and (r["times"][0] <= t0 <= r["times"][-1] if kind == "chromium" else t0 - 1 <= r["times"][0] <= t1)
         ),
-        None,
+        key=lambda r: len(r["times"]),
+        default=None,
     )
     if rec is None:
         return None
