@@ -88,3 +88,19 @@ def test_bad_lists_and_folds_files_are_one_line(tmp_path):
         folds.read(str(p))
     with pytest.raises(PltError, match="x.json: not a folds file"):
         folds.Folds.from_json('{"k": 2, "seed": 1, "group": {"a": "a.com"}, "fold": {"a": 5}}', "x.json")
+
+
+def test_the_chromium_ground_truth_loads_every_page_of_the_set_on_the_issues_grid():
+    """benches/pagesets/chromium-truth.toml (the data `predict --client chromium` is judged on) lists
+    exactly the page set, Chromium, RTT 20/100/200 ms x h1/h2 x TFO off/on, 20/5 Mbit/s."""
+    from pltlab.experiments import spec
+
+    exp = spec.load(os.path.join(ROOT, "benches", "pagesets", "chromium-truth.toml"))
+    assert [e.label for e in exp.pages] == [
+        e.name for e in folds.read(os.path.join(ROOT, "benches", "pagesets", "public.txt"))
+    ]
+    cfgs = [exp.run_config(c) for c in range(len(exp.configs))]
+    assert {(c.rtt_us, c.protocol) for c in cfgs} == {(r * 1000, p) for r in (20, 100, 200) for p in ("h1", "h2")}
+    assert {c.client for c in cfgs} == {"chromium"}
+    assert {(c.rate_bps, c.rate_up_bps) for c in cfgs} == {(20_000_000, 5_000_000)}
+    assert set(exp.tfo_modes) == {False, True}
