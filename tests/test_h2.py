@@ -219,7 +219,13 @@ def test_builtin_loader_over_h2_and_plan_protocols(tmp_path):
     # one connection per address: www and img coalesced, cdn its own; nothing else opened
     assert conns["www.a.test"] == conns["img.a.test"] and len(conns["www.a.test"]) == 1
     assert len(conns["cdn.b.test"]) == 1 and conns["cdn.b.test"] != conns["www.a.test"]
-    assert r["server_connections"] == {"h1_connections": 0, "h2_connections": 2, "h2_streams": 9, "h2_errors": 0}
+    assert r["server_connections"] == {
+        "h1_connections": 0,
+        "h1_requests": 0,
+        "h2_connections": 2,
+        "h2_streams": 9,
+        "h2_errors": 0,
+    }
     h1 = _run(page, "--protocol", "h1", client="builtin")
     assert h1["valid"] and {q["protocol"] for q in h1["requests"]} == {"http/1.1"}
     assert h1["server_connections"]["h2_connections"] == 0

@@ -102,6 +102,7 @@ def test_runconfig_holds_parsed_values():
         "client": "builtin",
         "protocol": "recorded",
         "server_priority": "rfc9218",
+        "keepalive": "on",
         "tls": "full",
         "warm": True,
         "overrides": [],
@@ -362,13 +363,19 @@ def test_shell_defaults_differ_where_the_registry_says(monkeypatch):
     from pltlab.net import shell
 
     got = {}
-    monkeypatch.setattr(shell, "run_shell", lambda spec, cmd, serve=True: got.update(spec=spec, cmd=cmd) or 0)
+    monkeypatch.setattr(
+        shell,
+        "run_shell",
+        lambda spec, cmd, serve=True, keep_alive=True: got.update(spec=spec, cmd=cmd, keep_alive=keep_alive) or 0,
+    )
     res = CliRunner().invoke(app, ["shell", "--origins", "3", "--origin-rtt", "2=5ms", "--mtu", "9000", "--", "true"])
     assert res.exit_code == 0, res.output
     spec_ = got["spec"]
     assert spec_.link.rtt_us == 0 and spec_.sched_fifo is False and spec_.origins == 3  # the shell's defaults
     assert spec_.knobs.mtu == 9000 and [(o.origin, o.rtt_us) for o in spec_.overrides] == [(2, 5000)]
-    assert got["cmd"] == ["true"]
+    assert got["cmd"] == ["true"] and got["keep_alive"] is True
+    res = CliRunner().invoke(app, ["shell", "--keepalive", "off", "--", "true"])
+    assert res.exit_code == 0 and got["keep_alive"] is False, res.output
 
 
 def test_a_new_knob_is_one_entry(tmp_path):
@@ -538,6 +545,7 @@ def test_report_labels_are_the_knobs():
         "client",
         "protocol",
         "server_priority",
+        "keepalive",
         "tls",
         "warm",
         "overrides",

@@ -54,6 +54,17 @@ def test_chain_is_one_round_trip_per_object(rtt, tfo, network_only):
     assert got["connections"] == 1 and got["objects"] == n
 
 
+@pytest.mark.parametrize("tfo", [False, True])
+def test_without_keepalive_each_request_pays_its_handshake(tfo, network_only):
+    """Knob keepalive off: the chain's every request on a connection of its own, a handshake
+    each, so TFO saves a round trip per request (the TFO paper's loads), not per connection."""
+    n, rtt = 10, 100
+    page = generate(objects=n, total_bytes=n * 2000, origins=1, depth=n - 1, seed=3)
+    got = predict(page, RunConfig(rtt=f"{rtt}ms", keepalive="off"), tfo)
+    assert close(got["plt_ms"], n * (1 if tfo else 2) * rtt), got["plt_ms"]
+    assert got["connections"] == n
+
+
 @pytest.mark.parametrize("rtt", [20, 200])
 @pytest.mark.parametrize("tfo", [False, True])
 def test_fan_out_follows_the_connection_limit(rtt, tfo, network_only):

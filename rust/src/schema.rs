@@ -158,6 +158,7 @@ mod tests {
         assert_eq!(m["request_timeout_ms"]["maximum"], replay::manifest::MAX_REQUEST_TIMEOUT_MS);
         assert_eq!(m["request_timeout_ms"]["minimum"], 1);
         assert_eq!(m["h2_priority"]["default"], "round-robin");
+        assert_eq!(m["keep_alive"]["default"], true);
         let q = &of("manifest").unwrap()["$defs"]["QuicSettings"]["properties"];
         assert_eq!(q["initial_window_packets"]["maximum"], replay::manifest::MAX_INITIAL_WINDOW_PACKETS);
         assert_eq!(q["initial_window_packets"]["minimum"], 2);
@@ -178,6 +179,7 @@ mod tests {
             "requests",
             "tls_full_used",
             "h2_streams",
+            "h1_requests",
             "tfo_tls_hello_split",
             "quic_early_used",
             "h3_streams",

@@ -5,9 +5,10 @@ knobs that apply to it alone. HTTP/3 is a row of its own (transport udp), its re
 their own modules (docs/dataplane-interfaces.md "HTTP/3 over QUIC").
 
 Knobs by transport (``TRANSPORT_KNOBS``): the kernel's TCP settings apply to the tcp rows only,
-QUIC's own to the udp row. ``applies`` answers from the table; ``not_applying`` says which knobs of
-a run are set where they do not apply (refused where the run or experiment is built), and a knob
-that does not apply to a run holds ``NA`` in its results column.
+QUIC's own to the udp row; a row's own knobs (``Protocol.knobs``) apply under it only (``ROW_KNOBS``:
+those refused elsewhere, keepalive under h1). ``applies`` answers from the table; ``not_applying``
+says which knobs of a run are set where they do not apply (refused where the run or experiment is
+built: the knobs of ``EXCLUSIVE``), and such a knob holds ``NA`` in its results column.
 
 The validity rule (``expected``): a request to an https origin goes over the protocol its replay
 address offers (ALPN), any other over the fallback (HTTP/1.1).
@@ -38,7 +39,7 @@ class Protocol:
 
 FALLBACK_ALPN = "http/1.1"
 PROTOCOLS = (
-    Protocol("h1", FALLBACK_ALPN, "tcp", False, ("http/1.0", "http/1.1"), title="HTTP/1.1"),
+    Protocol("h1", FALLBACK_ALPN, "tcp", False, ("http/1.0", "http/1.1"), knobs=("keepalive",), title="HTTP/1.1"),
     Protocol("h2", "h2", "tcp", True, ("h2", "spdy"), knobs=("server_priority",), title="HTTP/2"),
     # QUIC on UDP 443 beside TCP: the address's TCP keeps offering the latest tcp row (``over_tcp``)
     Protocol("h3", "h3", "udp", True, ("h3",), knobs=("server_priority",), title="HTTP/3"),
@@ -72,6 +73,14 @@ TRANSPORT_KNOBS: dict[str, dict[str, str]] = {
     },
 }
 KNOB_TRANSPORT = {k: t for t, ks in TRANSPORT_KNOBS.items() for k in ks}
+# Knobs a row claims (``Protocol.knobs``) that are refused under the other rows off their default,
+# as a transport's are, each with why (server_priority is not: under h1 it is left as it is).
+ROW_KNOBS: dict[str, str] = {
+    "keepalive": "connection reuse is HTTP/1.1's to forbid (Connection: close); h2 and h3 carry an "
+    "origin's requests on one connection",
+}
+# Every knob refused where it does not apply (off its default), its results column then ``NA``.
+EXCLUSIVE = frozenset(KNOB_TRANSPORT) | frozenset(ROW_KNOBS)
 CHOICES = (RECORDED, *BY_NAME)
 FALLBACK = next(p for p in PROTOCOLS if p.alpn == FALLBACK_ALPN)
 
@@ -139,7 +148,7 @@ def not_applying(protocol: str, knob: str) -> str | None:
     h3: TFO is TCP's; ..."), or None where it does."""
     if applies(protocol, knob):
         return None
-    why = TRANSPORT_KNOBS.get(KNOB_TRANSPORT.get(knob, ""), {}).get(knob)
+    why = TRANSPORT_KNOBS.get(KNOB_TRANSPORT.get(knob, ""), {}).get(knob) or ROW_KNOBS.get(knob)
     if why is None:
         rows = ", ".join(q.name for q in PROTOCOLS if knob in q.knobs)
         why = f"it is {rows}'s"

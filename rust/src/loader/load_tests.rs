@@ -3,7 +3,7 @@
 use crate::loader::output::{Output, Rec};
 use crate::loader::plan::{Plan, TightPhase};
 use crate::testutil::loader::{load, obj, plan};
-use crate::testutil::replay::{start_server, start_server_on};
+use crate::testutil::replay::{start_server, start_server_on, start_server_with};
 use crate::testutil::{tmpdir, Netns};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -33,7 +33,8 @@ fn page_plan(addr: SocketAddr, tls: bool, ca: Option<PathBuf>) -> Plan {
     plan(objs, ca)
 }
 
-fn check_page(out: &Output) {
+/// The page loaded whole and in order, reused connections or not.
+fn check_requests(out: &Output) {
     assert_eq!(out.requests.len(), 32);
     assert_eq!(out.requests[0].bytes, 3000);
     assert_eq!(out.requests[0].status, 200);
@@ -59,6 +60,12 @@ fn check_page(out: &Output) {
         assert!(r.request_ms >= out.requests[p].last_byte_ms, "{i} before its parent {p}");
         assert!(r.ready_ms >= out.requests[p].last_byte_ms);
     }
+    let plt = out.requests.iter().map(|r| r.last_byte_ms).fold(0.0, f64::max);
+    assert_eq!(out.plt_ms, plt);
+}
+
+fn check_page(out: &Output) {
+    check_requests(out);
     // at most 6 connections per host, keep-alive reuse
     for h in ["a.test", "b.test"] {
         let n = out.connections.iter().filter(|c| c.host == h).count();
@@ -66,8 +73,6 @@ fn check_page(out: &Output) {
     }
     assert!(out.connections.len() < 32);
     assert!(out.requests.iter().any(|r| !r.new_conn));
-    let plt = out.requests.iter().map(|r| r.last_byte_ms).fold(0.0, f64::max);
-    assert_eq!(out.plt_ms, plt);
 }
 
 #[test]
@@ -84,6 +89,42 @@ fn http_page_load() {
     assert_eq!(st["fallback_matches"], 30);
     assert_eq!(st["requests"], 32);
     assert_eq!(st["connections"].as_u64().unwrap(), out.connections.len() as u64);
+}
+
+/// Manifest keep_alive false (knob keepalive off): every response says Connection: close, so
+/// the loader opens a connection per request, loses none, and still keeps to its per-host limit.
+#[test]
+fn without_keep_alive_every_request_opens_a_connection() {
+    for tls in [false, true] {
+        let listen = serde_json::json!([{"ip": "127.0.0.1", "port": 0, "tls": false},
+            {"ip": "127.0.0.1", "port": 0, "tls": true}]);
+        let srv = start_server_with(listen, page(), serde_json::json!({"keep_alive": false}));
+        let (addr, ca) = if tls { (srv.https, Some(srv.dir.join("ca.pem"))) } else { (srv.http, None) };
+        let mut p = page_plan(addr, tls, ca);
+        p.max_conns_per_host = 2; // (20 children ready at once: the limit binds)
+        let out = load(p).unwrap();
+        check_requests(&out);
+        assert_eq!(out.connections.len(), 32, "tls {tls}");
+        assert!(out.requests.iter().all(|r| r.new_conn) && out.connections.iter().all(|c| c.requests.len() == 1));
+        for r in &out.requests {
+            let conn = r.response_headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("connection"));
+            assert_eq!(conn.map(|(_, v)| v.as_str()), Some("close"), "{r:?}");
+        }
+        let st = srv.shared.stats.json();
+        assert_eq!((st["h1_connections"].as_u64(), st["h1_requests"].as_u64()), (Some(32), Some(32)), "{st}");
+        // a connection is the pool's from its connect to its response's last byte (then closed):
+        // never more than 2 of a host at once, and 2 at times
+        for h in ["a.test", "b.test"] {
+            let spans: Vec<(f64, f64)> = out
+                .connections
+                .iter()
+                .filter(|c| c.host == h)
+                .map(|c| (c.connect_start_ms, out.requests[c.requests[0]].last_byte_ms))
+                .collect();
+            let most = spans.iter().map(|&(t, _)| spans.iter().filter(|&&(s, e)| s <= t && t < e).count()).max();
+            assert_eq!(most, Some(2), "{h}: {spans:?}");
+        }
+    }
 }
 
 #[test]

@@ -14,8 +14,15 @@ pub fn is_http(line: &str) -> bool {
 }
 
 /// Serve one HTTP request whose request line was already read. Returns whether to keep the
-/// connection open.
-pub fn serve<R: BufRead, W: Write>(line: &str, rd: &mut R, w: &mut W, data: &[u8]) -> std::io::Result<bool> {
+/// connection open: as the client asks, unless `keep_alive` is false (`probe serve
+/// --no-keep-alive`: every response says Connection: close).
+pub fn serve<R: BufRead, W: Write>(
+    line: &str,
+    rd: &mut R,
+    w: &mut W,
+    data: &[u8],
+    keep_alive: bool,
+) -> std::io::Result<bool> {
     // the rest of the head, up to its blank line, then the whole head to the parser
     let mut head = format!("{line}\r\n").into_bytes();
     loop {
@@ -40,7 +47,7 @@ pub fn serve<R: BufRead, W: Write>(line: &str, rd: &mut R, w: &mut W, data: &[u8
             return Ok(false);
         }
     };
-    let keep = req.keep_alive;
+    let keep = req.keep_alive && keep_alive;
     let head_only = req.method == "HEAD";
     let (status, ctype, len, body): (u16, &str, u64, Option<&[u8]>) = match req.target.as_str() {
         "/" => (200, "text/plain", INDEX.len() as u64, Some(INDEX.as_bytes())),
@@ -83,8 +90,16 @@ mod tests {
     fn req(line: &str, headers: &str) -> (String, bool) {
         let mut rd = Cursor::new(headers.as_bytes().to_vec());
         let mut out = Vec::new();
-        let keep = serve(line, &mut rd, &mut out, &[b'x'; 64]).unwrap();
+        let keep = serve(line, &mut rd, &mut out, &[b'x'; 64], true).unwrap();
         (String::from_utf8(out).unwrap(), keep)
+    }
+
+    #[test]
+    fn without_keep_alive_every_response_closes() {
+        let mut rd = Cursor::new(b"Host: x\r\nConnection: keep-alive\r\n\r\n".to_vec());
+        let mut out = Vec::new();
+        assert!(!serve("GET /bytes/3 HTTP/1.1", &mut rd, &mut out, &[b'x'; 64], false).unwrap());
+        assert!(String::from_utf8(out).unwrap().ends_with("Content-Length: 3\r\nConnection: close\r\n\r\nxxx"));
     }
 
     #[test]

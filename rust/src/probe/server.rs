@@ -28,6 +28,10 @@ pub struct Args {
     /// TCP_FASTOPEN listen queue length (0 = TFO off on the listener).
     #[arg(long, default_value_t = 256)]
     pub tfo_queue: u32,
+    /// HTTP requests get `Connection: close` and their connection closes after the response
+    /// (the control plane's knob keepalive off, `pltlab shell --keepalive off`).
+    #[arg(long)]
+    pub no_keep_alive: bool,
 }
 
 /// Chunk size of the reusable send buffer.
@@ -116,7 +120,7 @@ fn bind_udp(addr: &SocketAddr) -> Result<UdpSocket> {
 
 /// Bind everything and spawn the accept/UDP threads. Port 0 picks a free port
 /// that is free for both TCP and UDP.
-pub fn start(listen: &[SocketAddr], tfo_queue: u32) -> Result<Server> {
+pub fn start(listen: &[SocketAddr], tfo_queue: u32, keep_alive: bool) -> Result<Server> {
     let stats: Stats = Arc::new(Mutex::new(HashMap::new()));
     let mut bound = Vec::new();
     for addr in listen {
@@ -137,7 +141,7 @@ pub fn start(listen: &[SocketAddr], tfo_queue: u32) -> Result<Server> {
     for (tl, us) in bound {
         addrs.push(tl.local_addr()?);
         let st = stats.clone();
-        std::thread::Builder::new().name("probe-accept".into()).spawn(move || accept_loop(tl, st))?;
+        std::thread::Builder::new().name("probe-accept".into()).spawn(move || accept_loop(tl, st, keep_alive))?;
         let st = stats.clone();
         std::thread::Builder::new().name("probe-udp".into()).spawn(move || udp_loop(us, st))?;
     }
@@ -152,20 +156,20 @@ pub fn run(a: Args) -> Result<()> {
     set.add(Signal::SIGTERM);
     set.add(Signal::SIGINT);
     set.thread_block().context("block SIGTERM/SIGINT")?;
-    let srv = start(&a.listen, a.tfo_queue)?;
+    let srv = start(&a.listen, a.tfo_queue, !a.no_keep_alive)?;
     let listen: Vec<String> = srv.addrs.iter().map(|a| a.to_string()).collect();
     super::common::print_json(&json!({"event": "ready", "listen": listen, "tfo_queue": a.tfo_queue}))?;
     let _sig = set.wait().context("sigwait")?;
     Ok(())
 }
 
-fn accept_loop(l: TcpListener, stats: Stats) {
+fn accept_loop(l: TcpListener, stats: Stats, keep_alive: bool) {
     loop {
         match l.accept() {
             Ok((s, _peer)) => {
                 let st = stats.clone();
                 let _ = std::thread::Builder::new().name("probe-conn".into()).spawn(move || {
-                    let _ = handle(s, st);
+                    let _ = handle(s, st, keep_alive);
                 });
             }
             Err(e) => {
@@ -248,7 +252,7 @@ fn parse(line: &str) -> Result<Req, String> {
     }
 }
 
-fn handle(s: TcpStream, stats: Stats) -> std::io::Result<()> {
+fn handle(s: TcpStream, stats: Stats, keep_alive: bool) -> std::io::Result<()> {
     s.set_nodelay(true)?;
     // a peer that stops reading for this long is considered dead
     s.set_write_timeout(Some(Duration::from_secs(120)))?;
@@ -270,7 +274,7 @@ fn handle(s: TcpStream, stats: Stats) -> std::io::Result<()> {
         if let Ok(l) = std::str::from_utf8(&line) {
             let l = l.trim_end_matches(['\n', '\r']);
             if super::http::is_http(l) {
-                if !super::http::serve(l, &mut rd, &mut w, &DATA)? {
+                if !super::http::serve(l, &mut rd, &mut w, &DATA, keep_alive)? {
                     return Ok(());
                 }
                 continue;

@@ -5,7 +5,7 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 fn server() -> SocketAddr {
-    server::start(&["127.0.0.1:0".parse().unwrap()], 256).unwrap().addrs[0]
+    server::start(&["127.0.0.1:0".parse().unwrap()], 256, true).unwrap().addrs[0]
 }
 
 fn read_exact_n(s: &mut TcpStream, n: usize) -> Vec<u8> {

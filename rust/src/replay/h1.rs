@@ -7,7 +7,8 @@
 //! Content-Length to HTTP/1.0 ones), or a 404. Hostile input: a head the codec refuses gets
 //! 400/431/501 and a lingering close; a connection whose first request head is not in by its
 //! deadline, or a later head not whole within `request_timeout` of its first byte, is closed;
-//! keep-alive idling is not bounded.
+//! keep-alive idling is not bounded. Without keep-alive (manifest `keep_alive` false) every
+//! response says `Connection: close` and the connection closes after it (a lingering close).
 use std::io::IoSlice;
 use std::sync::atomic::Ordering::Relaxed;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -167,6 +168,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         };
         head_deadline = None;
         sh.stats.requests.fetch_add(1, Relaxed);
+        sh.stats.h1_requests.fetch_add(1, Relaxed);
         if let Some(u) = used {
             u.request(&sh.stats);
         }
@@ -211,7 +213,9 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             out
         });
         let is_head = req.method.eq_ignore_ascii_case("HEAD");
-        let keep = req.keep_alive;
+        // kept alive if the client asks and the manifest allows it (`keep_alive` false: every
+        // response says Connection: close and ends the connection, as HTTP/1.0 servers did)
+        let keep = req.keep_alive && sh.keep_alive;
         head.clear();
         let asked = Asked {
             method: &req.method,

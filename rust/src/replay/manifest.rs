@@ -217,6 +217,11 @@ pub struct Manifest {
     #[serde(default = "default_request_timeout_ms")]
     #[schemars(range(min = 1, max = MAX_REQUEST_TIMEOUT_MS))]
     pub request_timeout_ms: u64,
+    /// HTTP/1.x connections are kept alive between requests as the client asks (true), or
+    /// every response says `Connection: close` and ends its connection (false: the control
+    /// plane's knob keepalive off; h1.rs).
+    #[serde(default = "yes")]
+    pub keep_alive: bool,
     /// QUIC's settings, for the udp listen entries.
     #[serde(default)]
     pub quic: QuicSettings,

@@ -96,6 +96,8 @@ pub struct Report {
     pub h1_connections: u64,
     /// Connections served as h2.
     pub h2_connections: u64,
+    /// Requests answered over HTTP/1.x (also in `requests`).
+    pub h1_requests: u64,
     /// Requests answered over h2 (also in `requests`).
     pub h2_streams: u64,
     /// h2 connections ended by a protocol error, either side.
@@ -205,6 +207,7 @@ impl Stats {
             tls_ticket_rotations: self.tls_ticket_rotations.load(Relaxed),
             h1_connections: self.h1_connections.load(Relaxed),
             h2_connections: self.h2_connections.load(Relaxed),
+            h1_requests: self.h1_requests.load(Relaxed),
             h2_streams: self.h2_streams.load(Relaxed),
             h2_errors: self.h2_errors.load(Relaxed),
             tfo_connections: self.tfo_connections.load(Relaxed),

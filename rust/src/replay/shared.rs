@@ -23,6 +23,8 @@ pub struct Shared {
     /// Manifest `request_timeout_ms`: the TLS handshake and the first request head must be in
     /// this long after the accept, a later HTTP/1.1 head this long after its first byte.
     pub request_timeout: std::time::Duration,
+    /// Manifest `keep_alive`: false, every HTTP/1.x response ends its connection.
+    pub keep_alive: bool,
 }
 
 impl Shared {
@@ -52,5 +54,6 @@ pub fn build_shared(m: &Manifest) -> Result<Arc<Shared>> {
         h2_priority: m.h2_priority,
         think_time: m.think_time,
         request_timeout: std::time::Duration::from_millis(m.request_timeout_ms),
+        keep_alive: m.keep_alive,
     }))
 }

@@ -42,6 +42,8 @@ pub struct Stats {
     /// Connections served as HTTP/1.x (plain or TLS) and as h2 (TLS, ALPN "h2").
     pub h1_connections: AtomicU64,
     pub h2_connections: AtomicU64,
+    /// Requests answered over HTTP/1.x (also counted in `requests`).
+    pub h1_requests: AtomicU64,
     /// Requests answered over h2 (also counted in `requests`).
     pub h2_streams: AtomicU64,
     /// h2 connections ended by a protocol error (GOAWAY with an error code, either way).

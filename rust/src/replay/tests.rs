@@ -236,3 +236,47 @@ fn manifest_request_timeout_is_checked() {
     assert!(load(serde_json::json!({"request_timeout_ms": -1})).is_err());
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Manifest `keep_alive` false: every HTTP/1.1 answer (recorded or 404) says Connection: close
+/// and its connection closes after it, the recorded response otherwise byte for byte the same;
+/// a request pipelined behind it is not answered. Absent: kept alive (the default).
+#[test]
+fn without_keep_alive_each_response_closes_its_connection() {
+    let r = serde_json::json!([
+        {"host": "a.test", "path": "/ch", "body": {"synth": 40000}, "chunked": true,
+         "headers": [["Transfer-Encoding", "chunked"], ["X-Rec", "yes"], ["Connection", "keep-alive"]]},
+        {"host": "a.test", "path": "/cl", "body": {"synth": 5000}, "headers": [["X-Rec", "cl"]]},
+    ]);
+    let listen = serde_json::json!([{"ip": "127.0.0.1", "port": 0, "tls": false}]);
+    let on = crate::testutil::replay::start_server_with(listen.clone(), r.clone(), serde_json::json!({}));
+    let off = crate::testutil::replay::start_server_with(listen, r, serde_json::json!({"keep_alive": false}));
+    assert!(on.shared.keep_alive && !off.shared.keep_alive);
+    for path in ["/ch", "/cl", "/missing"] {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: a.test\r\nConnection: keep-alive\r\n\r\n");
+        // kept alive: the server waits for the next request (the read times out)
+        let mut s = TcpStream::connect(on.http).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(300))).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut kept = Vec::new();
+        let e = s.read_to_end(&mut kept).unwrap_err();
+        assert!(matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut), "{e}");
+        // not kept: the same answer but for its Connection field, then the end of the stream
+        // (raw_exchange reads to it; a second request in the same write gets no answer)
+        let closed = raw_exchange(off.http, format!("{req}{req}").as_bytes());
+        let (hk, hc) = (
+            crate::http::parse_response_head(&kept, false).unwrap().unwrap(),
+            crate::http::parse_response_head(&closed, false).unwrap().unwrap(),
+        );
+        assert!(hk.keep_alive && !hc.keep_alive, "{path}");
+        assert_eq!((hk.status, hk.framing), (hc.status, hc.framing), "{path}");
+        assert_eq!(kept[hk.head_len..], closed[hc.head_len..], "{path}: the body as recorded");
+        let text = String::from_utf8_lossy(&closed[..hc.head_len]).to_string();
+        let want = String::from_utf8_lossy(&kept[..hk.head_len])
+            .replace("Connection: keep-alive\r\n", "Connection: close\r\n");
+        assert_eq!(text, want, "{path}");
+        assert_eq!(text.matches("Connection:").count(), 1, "{text}");
+    }
+    let st = off.shared.stats.json();
+    assert_eq!((st["h1_connections"].as_u64(), st["h1_requests"].as_u64()), (Some(3), Some(3)), "{st}");
+    assert_eq!(st["requests"], 3);
+}

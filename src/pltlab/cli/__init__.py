@@ -86,8 +86,8 @@ def shell(
 
     if not ctx.args:
         raise PltError("pltlab shell needs a command to run: pltlab shell [OPTIONS] -- CMD [ARGS]...")
-    spec = RunConfig.from_knobs(knobs).topology(origins)
-    raise typer.Exit(run_shell(spec, list(ctx.args), serve=serve))
+    cfg = RunConfig.from_knobs(knobs)
+    raise typer.Exit(run_shell(cfg.topology(origins), list(ctx.args), serve=serve, keep_alive=cfg.keepalive == "on"))
 
 
 @app.command("knobs")

@@ -23,10 +23,11 @@ DB_NAME = "results.sqlite"
 # the results columns of the knobs of QUIC alone (pltlab.protocols.TRANSPORT_KNOBS)
 _QUIC_COLUMNS = {knobs.KNOBS[n].column for n in protocols.TRANSPORT_KNOBS["udp"] if knobs.KNOBS[n].column}
 # What the runs of a database older than a knob ran with, where known: the TCP sysctl knobs were
-# this kernel's defaults in the fresh namespaces, loss was random (burst 1)
+# this kernel's defaults in the fresh namespaces, loss was random (burst 1), HTTP/1.1 kept alive
 _PAST = {
     **{knobs.KNOBS[n].column: knobs.KNOBS[n].value for n in TCP_SYSCTLS},
     "loss_burst": 1.0,
+    "keepalive": "on",
 }
 
 RUN_COLUMNS = {

@@ -295,7 +295,7 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
         except PltError as e:
             raise bad("compare", str(e)) from None
         for c in configs:  # (comparing a knob that does not apply: refused)
-            why = protocols.not_applying(c.protocol, compare) if compare in protocols.KNOB_TRANSPORT else None
+            why = protocols.not_applying(c.protocol, compare) if compare in protocols.EXCLUSIVE else None
             if why:
                 raise bad("compare", why)
         listed = scalars["tfo"] if compare == "tfo" else lists[compare]

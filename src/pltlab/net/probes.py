@@ -12,13 +12,20 @@ PROBE_PORT = 9000
 
 
 def start_server(
-    topo: Topology, origin: int = 0, port: int = PROBE_PORT, tfo_queue: int = 256, timeout: float = 5.0
+    topo: Topology,
+    origin: int = 0,
+    port: int = PROBE_PORT,
+    tfo_queue: int = 256,
+    timeout: float = 5.0,
+    keep_alive: bool = True,
 ) -> subprocess.Popen:
-    """Start the probe server on origin ``origin``'s address; returns once it listens."""
+    """Start the probe server on origin ``origin``'s address; returns once it listens.
+    ``keep_alive`` False: its HTTP responses say Connection: close and end their connection."""
     addr = f"{topo.origin_ips[origin]}:{port}"
     p = topo.popen(
         origin,
-        [dataplane.binary(), "probe", "serve", "--listen", addr, "--tfo-queue", str(tfo_queue)],
+        [dataplane.binary(), "probe", "serve", "--listen", addr, "--tfo-queue", str(tfo_queue)]
+        + ([] if keep_alive else ["--no-keep-alive"]),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,

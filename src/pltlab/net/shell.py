@@ -13,11 +13,13 @@ from pltlab.net.wan import TopologySpec
 SHELL_PORT = 80
 
 
-def run_shell(spec: TopologySpec, cmd: list[str], serve: bool = True) -> int:
+def run_shell(spec: TopologySpec, cmd: list[str], serve: bool = True, keep_alive: bool = True) -> int:
+    """``keep_alive`` False (knob keepalive off): the origin servers' HTTP responses end their
+    connections."""
     with Topology(spec) as topo:
         if serve:
             for i in range(spec.origins):
-                start_server(topo, origin=i, port=SHELL_PORT)
+                start_server(topo, origin=i, port=SHELL_PORT, keep_alive=keep_alive)
         env = dict(os.environ)
         env.update(
             {

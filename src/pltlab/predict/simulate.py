@@ -500,7 +500,9 @@ class Simulation:
                 self._actions(now, self.sched.handle(now, {"first_byte": i}))
             elif kind == "last":
                 self.t["last"][ev[2]] = now
-                self._actions(now, self.sched.handle(now, {"done": {"conn": cid, "keep_alive": True}}))
+                # (knob keepalive off: the replay closes the connection after each response)
+                keep = self.cfg.keepalive == "on"
+                self._actions(now, self.sched.handle(now, {"done": {"conn": cid, "keep_alive": keep}}))
             elif kind == "stream":
                 self.t["last"][ev[2]] = now
                 self._actions(now, self.sched.handle(now, {"stream_done": {"conn": cid, "object": ev[2]}}))

@@ -98,6 +98,7 @@ class Manifest:
     think_time: bool
     h2_priority: str
     request_timeout_ms: int
+    keep_alive: bool
     responses: list[Response]
     stats: str
     quic: Quic = ABSENT  # only where some address offers h3
@@ -114,6 +115,7 @@ def build(
     protocol: str = "recorded",
     h2_priority: str = "rfc9218",
     request_timeout_s: int = 120,
+    keep_alive: bool = True,
     quic_cc: str = "cubic",
     quic_icw: int = 10,
     h3_discovery: str = "forced",
@@ -127,7 +129,8 @@ def build(
     ``protocol`` (the knob): what each address's https offers (``alpn``, see address_protocols);
     ``h2_priority`` (knob server_priority): how h2 connections order their responses;
     ``request_timeout_s`` (knob server_timeout_s): a connection's TLS handshake and first request
-    head must be in this long after it connected (docs/robustness.md). ``tls``: the certificate and
+    head must be in this long after it connected (docs/robustness.md); ``keep_alive`` False (knob
+    keepalive off): every HTTP/1.x response says `Connection: close` and ends its connection. ``tls``: the certificate and
     key (a TlsFiles or a table of its fields). Addresses offering h3 also get a udp listen entry
     on 443 (their TCP entries offer h2 and HTTP/1.1) and the manifest a ``quic`` object
     (``quic_cc``, ``quic_icw``); recorded Alt-Svc headers are kept on h3 addresses only (under
@@ -196,6 +199,7 @@ def build(
         think_time=think_time,
         h2_priority=h2_priority,
         request_timeout_ms=request_timeout_s * 1000,
+        keep_alive=keep_alive,
         responses=responses,
         stats=os.path.join(workdir, "replay-stats.json"),
     )

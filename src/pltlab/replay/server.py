@@ -37,6 +37,7 @@ class ReplayServer:
         protocol: str = "recorded",
         h2_priority: str = "rfc9218",
         request_timeout_s: int = 120,
+        keep_alive: bool = True,
         quic: dict | None = None,
         spoken=None,
     ):
@@ -53,6 +54,7 @@ class ReplayServer:
             protocol=protocol,
             h2_priority=h2_priority,
             request_timeout_s=request_timeout_s,
+            keep_alive=keep_alive,
             spoken=spoken,  # (the loader's protocols: "recorded" replays others as it can load them)
             **(quic or {}),  # quic_cc, quic_icw, h3_discovery
         )

@@ -48,6 +48,7 @@ SCOPES = ("run", "shell", "sweep")
 PROTOCOLS = protocols.CHOICES
 TLS_MODES = ("full", "resume", "0rtt")
 SERVER_PRIORITIES = ("rfc9218", "round-robin")  # replay/priority.rs
+KEEPALIVE = ("on", "off")  # HTTP/1.1 connection reuse (the manifest's keep_alive)
 QUIC_CC = ("cubic", "newreno", "bbr")  # quinn's congestion controllers (the manifest's quic.cc)
 # QUIC's initial window in packets of 1200 bytes (QUIC's initial datagram size): at least RFC 9002's
 # minimum window of 2 packets, at most the TCP icw knob's 1024 (units.MAX_ICW). 10 is quinn's own
@@ -404,8 +405,8 @@ class Knob:
 
     def column_value(self, cfg):
         """Its results column's value for runs of ``cfg``: protocols.NA where it does not apply
-        (a knob of the other transport than the run's protocol's: pltlab.protocols)."""
-        if self.name in protocols.KNOB_TRANSPORT and not applies(cfg, self.name):
+        (a knob of the other transport than the run's protocol's, or another row's: pltlab.protocols)."""
+        if self.name in protocols.EXCLUSIVE and not applies(cfg, self.name):
             return protocols.NA
         return self.to_column(cfg) if self.to_column else getattr(cfg, self.field)
 
@@ -613,6 +614,22 @@ _ALL = (
         describe=lambda v: f"server priority {v}",
         sweep=True,
         scopes=("run", "sweep"),
+    ),
+    Knob(
+        "keepalive",
+        _onoff(KEEPALIVE),
+        "on",
+        "HTTP/1.1 connection reuse: on (keep-alive), or off: the replay (shell: the origin servers) "
+        "answers every request with `Connection: close` and closes the connection after it, so each "
+        "request opens a connection of its own, as HTTP/1.0 servers did (the 2013 reproduction of "
+        "the TFO paper's Table 1: TFO then saves a round trip per request). HTTP/1.1 only: refused "
+        "with protocol h2 or h3.",
+        type=str,
+        label="keep-alive",
+        column="keepalive",
+        describe=lambda v: f"keep-alive {v}",
+        sweep=True,
+        scopes=("run", "shell", "sweep"),
     ),
     Knob(
         "tls",
@@ -1081,7 +1098,7 @@ def _transport_problem(out: dict, ks, given: dict) -> str | None:
     if proto is None or proto == protocols.RECORDED:
         return None
     for k in ks:
-        why = protocols.not_applying(proto, k.name) if k.name in protocols.KNOB_TRANSPORT else None
+        why = protocols.not_applying(proto, k.name) if k.name in protocols.EXCLUSIVE else None
         if why is None:
             continue
         v = out[k.field]

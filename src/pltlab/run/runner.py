@@ -52,7 +52,7 @@ def _delta(after: dict, before: dict, keys) -> dict:
     return {k: after.get(k, 0) - before.get(k, 0) for k in keys}
 
 
-SERVER_CONN_KEYS = ("h1_connections", "h2_connections", "h2_streams", "h2_errors")
+SERVER_CONN_KEYS = ("h1_connections", "h1_requests", "h2_connections", "h2_streams", "h2_errors")
 SERVER_TFO_KEYS = (
     "tls_connections",
     "tfo_connections",
@@ -143,6 +143,7 @@ class PageRunner:
                 protocol=self.cfg.protocol,
                 h2_priority=self.cfg.server_priority,
                 request_timeout_s=self.cfg.server_timeout_s,
+                keep_alive=self.cfg.keepalive == "on",
                 quic={
                     "quic_cc": self.cfg.quic_cc,
                     "quic_icw": self.cfg.quic_icw,
@@ -303,7 +304,7 @@ class PageRunner:
             "server_tfo": server,
             "tfo_note": tfo_note(tfo, server),
             "tls_note": loader.tls_note(self.cfg.tls, tls),
-            "server_connections": conns,  # HTTP/1.x and h2 connections, h2 streams and errors
+            "server_connections": conns,  # HTTP/1.x connections and requests, h2 connections, streams and errors
             # full and resumed handshakes, early data accepted (connections, bytes); QUIC's too (quic_*)
             "server_tls": tls,
             "tls_warmup_ms": res.get("warmup_ms"),  # the loader's visit before the load (resume/0rtt)
