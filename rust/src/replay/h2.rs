@@ -18,8 +18,11 @@
 //! together); a response sends a chunk of at most `PRIO_CHUNK` bytes at a time, when the
 //! schedule says it may; a stream buffers at most that much in the crate and the socket holds at
 //! most `NOT_SENT_LOWAT` unsent bytes (TCP_NOTSENT_LOWAT), so a request of a higher priority
-//! overtakes within a few chunks. A response that fits one chunk is handed over whole and the
-//! next one follows at once: what is ready leaves in one write, in priority order.
+//! overtakes within a few chunks. A response alone on its connection (no other one pending)
+//! hands over `ALONE_CHUNK` at a time: only a request still to come could overtake it, and each
+//! chunk costs a round trip between two tasks (docs/dataplane-interfaces.md, issue 25). A
+//! response that fits one chunk is handed over whole and the next one follows at once: what is
+//! ready leaves in one write, in priority order.
 //! "round-robin": every response sends as soon as its data is ready, DATA frames of the streams
 //! with data interleaved by the crate. RFC 7540 priorities (in HEADERS or PRIORITY
 //! frames) and PRIORITY_UPDATE frames are not read (the crate hides the first and drops the
@@ -56,6 +59,11 @@ pub const MAX_REQUEST_BODY: usize = 64 << 20;
 const SEND_CHUNK: usize = 64 * 1024;
 /// With "rfc9218": a response's chunk, and what one stream may buffer in the crate.
 pub const PRIO_CHUNK: usize = 16 * 1024;
+/// With "rfc9218": a response alone on its connection (no other one pending) hands the crate
+/// this much at a time instead: a chunk is a round trip between the response's task and the
+/// connection's (issue 25: 100 KB in 2 chunks, not 7, is 9-10 us less server time on
+/// loopback), and only a request that is still to come could want to overtake it.
+const ALONE_CHUNK: usize = SEND_CHUNK;
 /// With "rfc9218": the unsent bytes a connection's socket takes at most (Cloudflare's value).
 const NOT_SENT_LOWAT: i32 = 16 * 1024;
 /// With "rfc9218": a response that has waited this long for room to send (the client's flow
@@ -120,6 +128,16 @@ impl Turn {
                 return;
             }
             changed.await;
+        }
+    }
+
+    /// How much of its body this response hands the crate next: `PRIO_CHUNK`, or `ALONE_CHUNK`
+    /// while no other response of its connection is pending.
+    fn chunk(&self) -> usize {
+        if self.conn.schedule.lock().unwrap().alone(self.seq) {
+            ALONE_CHUNK
+        } else {
+            PRIO_CHUNK
         }
     }
 
@@ -346,12 +364,13 @@ async fn send_body(out: &mut ::h2::SendStream<Bytes>, mut body: Bytes, turn: Opt
     true
 }
 
-/// `send_body` in the connection's schedule: the first chunk (at most `PRIO_CHUNK`) with the
-/// HEADERS, then each further one once the last has left the crate's buffer and the schedule
-/// allows. (A response that fits one chunk is handed to the crate whole, and the next one in
-/// the schedule follows at once: what is ready goes out in one write, in priority order.)
+/// `send_body` in the connection's schedule: the first chunk (at most `PRIO_CHUNK`, or
+/// `ALONE_CHUNK` while no other response is pending) with the HEADERS, then each further one
+/// once the last has left the crate's buffer and the schedule allows. (A response that fits one
+/// chunk is handed to the crate whole, and the next one in the schedule follows at once: what
+/// is ready goes out in one write, in priority order.)
 async fn send_body_in_turn(out: &mut ::h2::SendStream<Bytes>, mut body: Bytes, t: &Turn) -> bool {
-    let first = body.split_to(body.len().min(PRIO_CHUNK));
+    let first = body.split_to(body.len().min(t.chunk()));
     if out.send_data(first, body.is_empty()).is_err() {
         return false;
     }
@@ -363,7 +382,10 @@ async fn send_body_in_turn(out: &mut ::h2::SendStream<Bytes>, mut body: Bytes, t
         park.as_mut().reset(tokio::time::Instant::now() + PARK_AFTER);
         let Some(cap) = room(out, t, body.len().min(PRIO_CHUNK), park.as_mut()).await else { return false };
         t.wait().await;
-        let chunk = body.split_to(cap.min(PRIO_CHUNK).min(body.len()));
+        // room is at most PRIO_CHUNK (the crate's buffer): all of it means the last chunk has
+        // left and the window has that much, so a lone response may hand over more
+        let n = if cap >= PRIO_CHUNK { t.chunk() } else { cap };
+        let chunk = body.split_to(n.min(body.len()));
         if out.send_data(chunk, body.is_empty()).is_err() {
             return false;
         }

@@ -84,6 +84,11 @@ impl Schedule {
         self.pending.remove(&seq);
     }
 
+    /// Whether response `seq` is the only one of its connection not yet sent (ready or not).
+    pub fn alone(&self, seq: u64) -> bool {
+        self.pending.len() == 1 && self.pending.contains_key(&seq)
+    }
+
     /// Whether response `seq` (ready) may send its next chunk now: responses not ready do not
     /// hold the others back.
     pub fn may_send(&self, seq: u64) -> bool {
@@ -167,6 +172,18 @@ mod tests {
         assert!(s.may_send(3));
         s.ready(1);
         assert!(s.may_send(1) && !s.may_send(3));
+    }
+
+    #[test]
+    fn alone_only_without_any_other_response_pending() {
+        let mut s = Schedule::default();
+        s.add(1, p(3, false), true);
+        assert!(s.alone(1));
+        s.add(3, p(5, true), false); // not ready yet: it may be soon, so 1 is not alone
+        assert!(!s.alone(1) && !s.alone(3));
+        s.remove(3);
+        assert!(s.alone(1));
+        assert!(!s.alone(7), "an unknown response is not the one pending");
     }
 
     #[test]
