@@ -29,11 +29,21 @@ def predict(
         bool,
         typer.Option("--json", help="Print one JSON object: every prediction (plt_ms, per-request timeline)."),
     ] = False,
+    compute_model: Annotated[
+        str | None,
+        typer.Option(
+            "--compute-model",
+            help="With --client chromium: the general compute model's parameters (a JSON file; "
+            "default: the ones shipped, fitted on the public page set).",
+        ),
+    ] = None,
 ):
     """Predict a page's load time without emulation: the built-in loader's plan and scheduling
     over modelled TCP (slow start from initcwnd, TFO, TLS 1.3, HTTP/2, the bottleneck rate).
     PAGE may also be a sweep's output folder: every page and configuration of its experiment,
-    predicted beside the measured median."""
+    predicted beside the measured median. With --client chromium: Chromium's PLT, the built-in
+    loader's Chromium model with a compute model learned from other pages' calibrations."""
+    from pltlab.predict import chromium_compute
     from pltlab.predict.pages import predict_pages
     from pltlab.run.config import RunConfig
 
@@ -42,14 +52,19 @@ def predict(
             raise PltError(f"{page}: a results folder is predicted with its own configurations: no knob options")
         return _beside_results(page, as_json)
     cfg = RunConfig.from_knobs(knobs)
-    got = predict_pages(page, cfg, corpus)
+    got = predict_pages(page, cfg, corpus, chromium_compute.load(compute_model) if compute_model else None)
     if as_json:
         doc = {"predictions": got}
         if len(got) == 1:
             doc["plt_ms"] = got[0]["plt_ms"]
         print(json.dumps(doc))
         return
-    t = Table(title="predicted page load time (built-in loader, no emulation)")
+    who = (
+        "Chromium: the built-in loader's Chromium model + general compute model"
+        if any("client" in p for p in got)
+        else "built-in loader"
+    )
+    t = Table(title=f"predicted page load time ({who}, no emulation)")
     for col in ("page", "RTT (ms)", "TFO", "objects", "connections", "PLT (ms)"):
         t.add_column(col)
     for p in got:
@@ -69,6 +84,13 @@ def predict(
             con.print(f"note: {name} is one of the pages the model's CPU constants were set from (in sample)")
         if p["fit"]["outside"]:
             con.print(f"note: {name}: outside what the model was fitted on: {escape('; '.join(p['fit']['outside']))}")
+        cm = p.get("compute_model")
+        if cm:
+            con.print(f"compute: {escape(cm['source'])}", highlight=False)
+            stance = "in sample (one of the pages it was fitted on)" if cm["in_sample"] else "out of sample"
+            con.print(f"note: {name} is {stance} for the compute model", highlight=False)
+            if cm["outside"]:
+                con.print(f"note: {name}: outside the compute model's fit: {escape('; '.join(cm['outside']))}")
 
 
 def beside_results(out_dir: str) -> list[dict]:

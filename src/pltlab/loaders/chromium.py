@@ -275,4 +275,5 @@ LOADER = ChromiumLoader(
     default_protocol=None,
     title="Chromium",
     protocols=("h1", "h2", "h3"),  # QUIC on only for loads with h3 addresses (flags.quic_args)
+    predicted_as="chromium",  # the built-in loader's Chromium model + the general compute model
 )

@@ -20,6 +20,7 @@ from pltlab import dataplane
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import plan as plans
+from pltlab.loaders.browser import hsts
 from pltlab.loaders.registry import get as loader_of
 from pltlab.net import names
 from pltlab.predict import quicwire, tcpmodel
@@ -76,10 +77,6 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
     and the per-origin RTT overrides as {address: (up, down) one-way delays in ms}."""
     if not loader_of(cfg.client).planned:
         raise PltError(f"predict models the built-in loader only, not --client {cfg.client}")
-    if cfg.schemes == "chromium":
-        raise PltError(
-            "predict: --schemes chromium needs Chromium's HSTS list (asked at run time); use --schemes https"
-        )
     if not page.objects:
         raise PltError(f"{page.id or page.url}: the page has no objects")
     assigned = hostmap.assign([page])
@@ -90,6 +87,8 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
             raise PltError(f"--origin-rtt with loss ({o.loss * 100:g}%): predict models no loss")
         one_way[names.origin_ip(o.origin)] = (o.rtt_us // 2 / 1000.0, (o.rtt_us - o.rtt_us // 2) / 1000.0)
     https_hosts = set(assigned) if cfg.schemes == "https" else None
+    if cfg.schemes == "chromium":  # Chromium's own HSTS upgrades: its list, cached per version (one probe)
+        https_hosts = hsts.upgraded_hosts(assigned)
     built = plans.build(
         page,
         host_ips,
