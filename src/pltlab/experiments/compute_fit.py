@@ -26,7 +26,7 @@ from pltlab.errors import PltError
 from pltlab.experiments import folds as foldsmod
 from pltlab.predict.chromium_compute import OBJECT_FEATURES, PAGE_FEATURES, VERSION, kind_of, structure
 
-RIDGE = 0.1  # (a penalty of sqrt(RIDGE) * coefficient: negligible beside thousands of objects)
+RIDGE = 1e-3  # (a penalty of sqrt(RIDGE) * coefficient: a feature the fit never sees stays at 0)
 PAGE_RIDGE = 1e-3  # (the per-page fits have a few tens of rows)
 SOFT_L1_SCALE = 0.5  # residuals (log ms) beyond which the loss grows linearly: outliers weigh less
 

@@ -63,6 +63,7 @@ class Loader:
     # that stands for it, with a compute model learned from this loader's calibrations
     # (predict.chromium_compute); None: predict refuses the loader
     predicted_as: str | None = None
+    client_hello_bytes: int | None = None  # its TLS ClientHello (predict; None: the built-in loader's)
 
     def protocol_problem(self, protocol: str) -> str | None:
         """Why this loader cannot load over the protocol knob's value ``protocol`` (one line), or

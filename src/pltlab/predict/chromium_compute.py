@@ -143,7 +143,13 @@ def load(path: str) -> dict:
 
 def shipped() -> dict:
     """The parameters shipped with the package (fitted on every calibrated page of the public set)."""
-    text = resources.files(__package__).joinpath(SHIPPED).read_text(encoding="utf-8")
+    try:
+        text = resources.files(__package__).joinpath(SHIPPED).read_text(encoding="utf-8")
+    except OSError:
+        raise PltError(
+            f"no compute model shipped ({SHIPPED}): fit one (python3 -m pltlab.experiments.compute_fit) "
+            "and give it with --compute-model"
+        ) from None
     return check(json.loads(text), SHIPPED)
 
 

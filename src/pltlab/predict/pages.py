@@ -47,6 +47,12 @@ def as_predicted(cfg: RunConfig) -> RunConfig:
     return out
 
 
+def predict_as(page, cfg: RunConfig, tfo: bool) -> dict:
+    """predict() of ``page`` as loaded under ``cfg``'s client (as_predicted; a loader's own
+    ClientHello size)."""
+    return predict(page, as_predicted(cfg), tfo, loader_of(cfg.client).client_hello_bytes)
+
+
 def with_compute(page, label: str, params: dict):
     """``page`` with the general compute model's synthetic calibration, and where it stands
     against that model's fit ({"in_sample", "fitted_on", "fitted_at", "outside", "source"})."""
@@ -84,7 +90,7 @@ def predict_pages(what: str, cfg: RunConfig, corpus: str | None = None, compute:
             extra["client"] = cfg.client
         for tfo in cfg.tfo_modes:
             try:
-                res = predict(page, sim, tfo)
+                res = predict_as(page, cfg, tfo)
             except (ValueError, KeyError) as e:
                 raise PltError(f"{label}: cannot predict: {e}") from None
             out.append(

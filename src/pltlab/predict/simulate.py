@@ -199,8 +199,9 @@ class _Conn:
 class Simulation:
     """One predicted load: the scheduler's actions carried out on modelled connections."""
 
-    def __init__(self, page: Page, cfg: RunConfig, tfo: bool):
+    def __init__(self, page: Page, cfg: RunConfig, tfo: bool, client_hello: int | None = None):
         self.cfg, self.tfo = cfg, tfo
+        self.client_hello = client_hello or CLIENT_HELLO
         self.plan, self.objs, self.one_way = plan_for(page, cfg, tfo)
         up_rate = cfg.rate_bps if cfg.rate_up_bps is None else cfg.rate_up_bps
         self.up = tcpmodel.Link(cfg.rtt_us // 2 / 1000.0, up_rate)
@@ -310,6 +311,10 @@ class Simulation:
                 self.at(syn_at + c.down_ms, ("sched", {"connected": cid}))
                 c.connected = syn_at + c.down_ms
             return
+        if c.tfo and self.client_hello > SYN_DATA_MAX:
+            # the SYN carries a part of it, the rest leaves with the SYN-ACK's arrival and the
+            # server answers only a whole ClientHello: TFO saves nothing (Chromium's, docs/loaders.md)
+            c.tfo = False
         hello_at = now if c.tfo else syn_at + c.down_ms  # the ClientHello leaves
         if c.tfo:  # the ClientHello (and with 0-RTT the first request) rides in the SYN
             self._hello(now, c, syn_at)
@@ -320,7 +325,7 @@ class Simulation:
         """The ClientHello leaves at ``now`` (in the SYN: it arrives at ``arrive``); with 0-RTT
         the connection counts as set up at once and its first request goes as early data."""
         if arrive is None:
-            arrive = self.up.send(now, CLIENT_HELLO + tcpmodel.HEADERS, c.up_ms)
+            arrive = self.up.send(now, self.client_hello + tcpmodel.HEADERS, c.up_ms)
         flight = self.flight_full if self.cfg.tls == "full" else 250
         self.at(arrive, ("server", c.id, ("flight", flight)))
         if self.cfg.tls == "0rtt":
@@ -534,11 +539,13 @@ class Simulation:
         }
 
 
-def predict(page: Page, cfg: RunConfig, tfo: bool) -> dict:
+def predict(page: Page, cfg: RunConfig, tfo: bool, client_hello: int | None = None) -> dict:
     """The built-in loader's load of ``page`` under ``cfg`` with TFO on or off, predicted:
     {"plt_ms", "network_plt_ms", "tail_ms", "objects", "connections", "requests"}. With a
-    calibrated page and model "chromium", plt_ms adds the calibrated tail as `pltlab run` does."""
-    res = Simulation(page, cfg, tfo).run()
+    calibrated page and model "chromium", plt_ms adds the calibrated tail as `pltlab run` does.
+    ``client_hello``: the TLS ClientHello's bytes (default the built-in loader's, CLIENT_HELLO;
+    one larger than a SYN carries, as Chromium's, gets nothing from TFO)."""
+    res = Simulation(page, cfg, tfo, client_hello).run()
     tail = plans.tail_ms(page, cfg.model, cfg.calibrated)
     res["tail_ms"] = tail
     if tail is not None:
