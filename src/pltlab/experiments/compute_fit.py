@@ -3,7 +3,9 @@ on calibrated pages: robust least squares in log space (scipy's least_squares, s
 small ridge term so that a feature the fit never sees stays near 0), each page weighing as much as
 any other. ``fit`` calls folds.check first: a fit never holds the site of a page it is judged on.
 
-    python3 -m pltlab.experiments.compute_fit DIR/calib --folds benches/pagesets/public-folds.json -o params.json
+    python3 -m pltlab.experiments.compute_fit fit DIR/calib --folds benches/pagesets/public-folds.json -o params.json
+    python3 -m pltlab.experiments.compute_fit apply params.json page.har -o page-model.har   # then:
+    pltlab run page-model.har --model chromium --schemes chromium      # the built-in loader with it
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from pltlab.archive import calibration as calib
-from pltlab.archive.har import read_page
+from pltlab.archive.har import read_page, write_page
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.experiments import folds as foldsmod
+from pltlab.predict import chromium_compute
 from pltlab.predict.chromium_compute import OBJECT_FEATURES, PAGE_FEATURES, VERSION, kind_of, structure
 
 RIDGE = 1e-3  # (a penalty of sqrt(RIDGE) * coefficient: a feature the fit never sees stays at 0)
@@ -117,21 +120,36 @@ def calibrated(folder: str) -> dict[str, Page]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Fit the general Chromium compute model on calibrated pages.")
-    ap.add_argument("calib", help="folder of calibrated archives (pltlab calibrate -o DIR)")
-    ap.add_argument("--folds", required=True, help="the page set's folds (benches/pagesets/*-folds.json)")
-    ap.add_argument("-o", "--output", required=True)
+    ap = argparse.ArgumentParser(description="The general Chromium compute model: fit it, or apply it to a page.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fit", help="fit on calibrated pages (pltlab calibrate -o DIR)")
+    f.add_argument("calib", help="folder of calibrated archives NAME.har (NAME as in the folds)")
+    f.add_argument("--folds", required=True, help="the page set's folds (benches/pagesets/*-folds.json)")
+    f.add_argument("-o", "--output", required=True)
+    ap_ = sub.add_parser(
+        "apply", help="write PAGE with the model's synthetic calibration (pltlab run --model chromium)"
+    )
+    ap_.add_argument("params", help="the model's parameters (JSON)")
+    ap_.add_argument("page", help="an archive file")
+    ap_.add_argument("-o", "--output", required=True, help="the HAR to write")
     a = ap.parse_args(argv)
     try:
-        with open(a.folds, encoding="utf-8") as f:
-            folds = foldsmod.Folds.from_json(f.read(), a.folds)
+        if a.cmd == "apply":
+            page = chromium_compute.apply(chromium_compute.load(a.params), read_page(a.page))
+            write_page(page, a.output)
+            print(
+                f"{a.output}: {a.page} calibrated by the model fitted on {len(page.extras[calib.PAGE_KEY]['fitted_on'])} pages"
+            )
+            return 0
+        with open(a.folds, encoding="utf-8") as fh:
+            folds = foldsmod.Folds.from_json(fh.read(), a.folds)
         params = fit(calibrated(a.calib), folds)
     except (PltError, OSError) as e:
         print(f"compute_fit: error: {e}", file=sys.stderr)
         return 2
-    with open(a.output, "w", encoding="utf-8") as f:
-        json.dump(params, f, indent=1)
-        f.write("\n")
+    with open(a.output, "w", encoding="utf-8") as fh:
+        json.dump(params, fh, indent=1)
+        fh.write("\n")
     print(f"fitted on {len(params['fitted_on'])} pages, {params['fitted_objects']} objects: {a.output}")
     return 0
 

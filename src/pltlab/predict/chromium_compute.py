@@ -147,7 +147,7 @@ def shipped() -> dict:
         text = resources.files(__package__).joinpath(SHIPPED).read_text(encoding="utf-8")
     except OSError:
         raise PltError(
-            f"no compute model shipped ({SHIPPED}): fit one (python3 -m pltlab.experiments.compute_fit) "
+            f"no compute model shipped ({SHIPPED}): fit one (python3 -m pltlab.experiments.compute_fit fit) "
             "and give it with --compute-model"
         ) from None
     return check(json.loads(text), SHIPPED)
