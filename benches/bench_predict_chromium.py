@@ -16,6 +16,12 @@ output folder of a `pltlab sweep` of Chromium loads of the page set, its page la
 the folds). No load runs here: predictions only (a few seconds per configuration and page).
 ``--fit-out``: also write the parameters fitted on every calibrated page (what the package ships:
 src/pltlab/predict/chromium_compute.json).
+
+``--emulate`` (root; issue 27 item 3): also load each held-out page with the built-in loader
+(model chromium, Chromium's HSTS upgrades) over the emulated network with the synthetic
+calibration of its fold's model, 1 load per configuration and TFO mode, and judge those PLTs
+against Chromium's the same way (``--pages``: only these). Hours on the whole set: run it on a
+quiet machine.
 """
 
 import argparse
@@ -61,6 +67,17 @@ META = {
         "spearman_in_sample": {"name": "Spearman rho, in sample", "unit": "", "target": None},
         "mape_in_sample": {"name": "MAPE, in sample", "unit": "%", "target": None},
         "p90_abs_error_in_sample": {"name": "p90 absolute error, in sample", "unit": "%", "target": None},
+        "builtin_median_abs_error": {
+            "name": "built-in loader (Chromium model, synthetic calibration) vs Chromium: median absolute error, "
+            "out of sample",
+            "unit": "%",
+            "target": ("<=", 10.0),
+        },
+        "builtin_spearman": {
+            "name": "built-in loader vs Chromium: Spearman rho, out of sample",
+            "unit": "",
+            "target": None,
+        },
     },
 }
 
@@ -120,6 +137,40 @@ def judge(params: dict, names: list[str], pages: dict, configs: list, measured: 
     return out
 
 
+def emulate(params: dict, names: list[str], pages: dict, configs: list, measured: dict) -> list[dict]:
+    """judge()'s rows for the built-in loader's emulated loads (1 per configuration and TFO mode)
+    of ``names`` with the model's synthetic calibration."""
+    from pltlab.predict.pages import as_predicted
+    from pltlab.run.runner import run_page
+
+    out = []
+    for name in names:
+        syn = chromium_compute.apply(params, pages[name])
+        for c, cfg, _key in configs:
+            want = [t for t in (False, True) if (name, c, t) in measured]
+            if not want:
+                continue
+            sim = as_predicted(cfg)
+            sim.reps = 1
+            for r in run_page(syn, sim):
+                meas = measured.get((name, c, r["tfo"]))
+                if meas is None or not r.get("valid") or not r.get("plt_ms"):
+                    continue
+                out.append(
+                    {
+                        "page": name,
+                        "rtt_ms": cfg.rtt_us / 1000,
+                        "protocol": cfg.protocol,
+                        "tfo": r["tfo"],
+                        "measured_ms": meas,
+                        "predicted_ms": r["plt_ms"],
+                        "error": r["plt_ms"] / meas - 1,
+                    }
+                )
+            print(f"  emulated {name} {cfg.rtt_us / 1000:g} ms {cfg.protocol}: {len(out)} loads so far", flush=True)
+    return out
+
+
 def stats(rows: list[dict]) -> dict:
     errs = sorted(abs(r["error"]) * 100 for r in rows)
     if not errs:
@@ -155,6 +206,8 @@ def main() -> int:
     ap.add_argument("--data", required=True, help="DIR with calib/ (calibrated archives) and truth/ (a sweep folder)")
     ap.add_argument("--folds", default=FOLDS)
     ap.add_argument("--fit-out", default=None, help="write the parameters fitted on every calibrated page here")
+    ap.add_argument("--emulate", action="store_true", help="also the built-in loader's emulated loads (root; item 3)")
+    ap.add_argument("--pages", nargs="*", default=None, help="with --emulate: only these pages")
     a = ap.parse_args()
     with record.Bench(META) as b:
         with open(a.folds, encoding="utf-8") as f:
@@ -171,7 +224,7 @@ def main() -> int:
             f"{len(measured)} (page, configuration, TFO) medians; folds: {a.folds} (k = {folds.k})",
             flush=True,
         )
-        out_rows = []
+        out_rows, emu_rows = [], []
         for i in range(folds.k):
             train = {n: cal[n] for n in folds.train(i) if n in cal}
             test = [n for n in folds.test(i) if n in pages]
@@ -181,6 +234,9 @@ def main() -> int:
             rows = judge(params, test, pages, configs, measured)
             print(_line(f"fold {i} (fit on {len(train)} pages, judged: {', '.join(test)})", stats(rows)), flush=True)
             out_rows += rows
+            if a.emulate:
+                emu = [n for n in test if a.pages is None or n in a.pages]
+                emu_rows += emulate(params, emu, pages, configs, measured)
         all_params = compute_fit.fit(cal, folds)
         in_rows = judge(all_params, judged_all, pages, configs, measured)
         if a.fit_out:
@@ -220,6 +276,17 @@ def main() -> int:
         b.figure("spearman_in_sample", si.get("rho"), on=on_in)
         b.figure("mape_in_sample", si.get("mape"), on=on_in)
         b.figure("p90_abs_error_in_sample", si.get("p90"), on=on_in)
+        if a.emulate:
+            se = stats(emu_rows)
+            print(_line("built-in loader (emulated) vs Chromium, out of sample", se), flush=True)
+            for p, v in per_page(emu_rows).items():
+                print(f"  {p:20} {v:6.1f} %{'  MISSED' if v > BOUND else ''}", flush=True)
+            on_e = f"{len(set(r['page'] for r in emu_rows))} pages, 1 emulated load per configuration and TFO mode"
+            b.figure("builtin_median_abs_error", se.get("median"), on=on_e)
+            b.figure("builtin_spearman", se.get("rho"), on=on_e)
+        else:
+            b.skip("not run (--emulate: root, hours)", key="builtin_median_abs_error")
+            b.skip("not run (--emulate)", key="builtin_spearman")
     return b.exit_code
 
 

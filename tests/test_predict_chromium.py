@@ -86,7 +86,7 @@ def test_the_fit_recovers_known_parameters(folds, synthetic):
     assert c["main"] == pytest.approx(NAV, abs=0.05)
     assert c["log_kb_js"] == pytest.approx(JS_PER_LOG_KB, abs=0.02)
     assert c["blocking"] == pytest.approx(BLOCKING, abs=0.05)
-    for k in ("delayable", "at_first_byte", "waits", "depth", "log_kb_css", "log_page_objects"):
+    for k in ("delayable", "at_first_byte", "waits", "from_script", "depth", "log_kb_css", "log_page_objects"):
         assert abs(c[k]) < 0.03, k  # not in the generating model
     assert params["tail"]["one"] == pytest.approx(TAIL_ONE, abs=0.05)
     assert params["tail"]["log_page_kb_js"] == pytest.approx(TAIL_PER_LOG_JS_KB, abs=0.02)

@@ -8,7 +8,8 @@ Per object of the plan (model "chromium"), log(1 + compute delay in ms) is a lin
 its features: its kind (document, script, stylesheet, image, font, other; the main document on
 its own), log(1 + KB) of its decoded body per kind group, its place (render-blocking in the main
 document's head, delayable = low priority, seen at its parent's first byte, waiting for earlier
-objects and the KB of script among them, its depth in the dependency graph) and the page's totals
+objects and the KB of script among them, inserted by a script (and that script's KB) or
+referenced by a stylesheet, its depth in the dependency graph) and the page's totals
 (objects, KB of script). The fit is robust least squares in log space (scipy's least_squares with
 a soft-L1 loss, a small ridge term so that a kind absent from the fit stays near 0), each page
 weighing as much as any other (an object weighs 1/objects of its page). The tail (loadEventEnd -
@@ -51,6 +52,9 @@ OBJECT_FEATURES = (
     "at_first_byte",
     "waits",
     "log_kb_js_waited",
+    "from_script",
+    "log_kb_parent_js",
+    "from_stylesheet",
     "depth",
     "log_page_objects",
     "log_page_kb_js",
@@ -108,6 +112,11 @@ def structure(page: Page) -> tuple[list, list[dict], dict]:
         after = p.get("after") or []
         f["waits"] = float(bool(after))
         f["log_kb_js_waited"] = math.log1p(sum(objs[a].size for a in after if kinds[a] == "js") / 1024)
+        par = p.get("parent")
+        pk = kinds[par] if par is not None else ""
+        f["from_script"] = float(pk == "js")  # script-inserted: after the script ran
+        f["log_kb_parent_js"] = _kb(objs[par]) if pk == "js" else 0.0
+        f["from_stylesheet"] = float(pk == "css")  # an image or font: after style resolution
         f["depth"] = float(min(depth[i], 6))
         f["log_page_objects"] = page_f["log_page_objects"]
         f["log_page_kb_js"] = page_f["log_page_kb_js"]
