@@ -100,8 +100,8 @@ def beside_results(out_dir: str) -> list[dict]:
 
     from pltlab.experiments import spec
     from pltlab.experiments.results import Results
-    from pltlab.predict.pages import unsupported
-    from pltlab.predict.simulate import predict
+    from pltlab.predict import chromium_compute
+    from pltlab.predict.pages import as_predicted, predict_as, unsupported, with_compute
 
     path = os.path.join(out_dir, "experiment.toml")
     if not os.path.isfile(path):
@@ -117,12 +117,16 @@ def beside_results(out_dir: str) -> list[dict]:
     for r in rows:
         if r["status"] == "ok" and r["valid"]:
             measured.setdefault((r["page"], r["config_key"], bool(r["tfo"])), []).append(r["plt_ms"])
-    out = []
+    out, compute = [], None
     for c, conf in enumerate(exp.configs):
         cfg = exp.run_config(c)
         label = f"{c + 1}: RTT {cfg.rtt_us / 1000:g} ms"
         why = unsupported(cfg)
+        chromium = not why and as_predicted(cfg) is not cfg  # Chromium: with the general compute model
+        if chromium and compute is None:
+            compute = chromium_compute.shipped()
         for e in exp.pages:
+            page = with_compute(e.page, e.label, compute)[0] if chromium else e.page
             for tfo in exp.tfo_modes:
                 got = measured.get((e.label, conf.key(), tfo), [])
                 row = {
@@ -133,7 +137,7 @@ def beside_results(out_dir: str) -> list[dict]:
                     "tfo": tfo,
                     "n": len(got),
                     "measured_ms": statistics.median(got) if got else None,
-                    "predicted_ms": None if why else predict(e.page, cfg, tfo)["plt_ms"],
+                    "predicted_ms": None if why else predict_as(page, cfg, tfo)["plt_ms"],
                     "why": why,
                 }
                 if row["measured_ms"] and row["predicted_ms"] is not None:
