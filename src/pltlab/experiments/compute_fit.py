@@ -15,6 +15,7 @@ import datetime
 import json
 import math
 import os
+import statistics
 import sys
 from collections.abc import Iterable, Mapping
 
@@ -28,9 +29,12 @@ from pltlab.errors import PltError
 from pltlab.experiments import folds as foldsmod
 from pltlab.predict import chromium_compute
 from pltlab.predict.chromium_compute import OBJECT_FEATURES, PAGE_FEATURES, VERSION, kind_of, structure
+from pltlab.predict.pages import predict_as
+from pltlab.run.config import RunConfig
 
 RIDGE = 1e-3  # (a penalty of sqrt(RIDGE) * coefficient: a feature the fit never sees stays at 0)
 PAGE_RIDGE = 1e-3  # (the per-page fits have a few tens of rows)
+CHROMIUM = "chromium"  # the loader the calibrations measured (`pltlab calibrate`)
 SOFT_L1_SCALE = 0.5  # residuals (log ms) beyond which the loss grows linearly: outliers weigh less
 
 
@@ -43,6 +47,18 @@ def _robust(x: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float = RIDGE) -
         return np.concatenate([sw * (x @ b - y), ridge * b])
 
     return least_squares(resid, np.zeros(x.shape[1]), loss="soft_l1", f_scale=SOFT_L1_SCALE).x
+
+
+def unexplained(page: Page, cal: dict) -> float:
+    """Chromium's PLT in the calibration's own loads (the median of ``load_plt_ms``, at RTT 0)
+    beyond what the calibration explains: that PLT predicted at RTT 0 with the page's own
+    calibration. 0 when the calibration has no loads' PLTs."""
+    plts = cal.get("load_plt_ms")
+    if not plts:
+        return 0.0
+    rtt = f"{float(cal.get('rtt_ms') or 0):g}ms"
+    own = predict_as(page, RunConfig(client=CHROMIUM, rtt=rtt, tfo="off"), False)["plt_ms"]
+    return statistics.median(plts) - own
 
 
 def fit(
@@ -61,7 +77,7 @@ def fit(
     foldsmod.check(pages, judged, folds, what="Chromium compute model")
     if not pages:
         raise PltError("compute model: no calibrated page to fit on")
-    xs, ys, ws, px, tails, tights = [], [], [], [], [], []
+    xs, ys, ws, px, tails, tights, rests = [], [], [], [], [], [], []
     browsers, machines, ranges = set(), set(), {}
     for name, page in sorted(pages.items()):
         cal = calib.stored(page)
@@ -77,6 +93,7 @@ def fit(
         px.append([page_f[k] for k in PAGE_FEATURES])
         tails.append(math.log1p(float(cal["tail_ms"])))
         tights.append(math.log1p(float(cal.get("tight_delay_ms") or 0.0)))
+        rests.append(math.log1p(max(0.0, unexplained(page, cal))))
         browsers.add(str(cal.get("browser") or "?"))
         machines.add(str(cal.get("machine") or "?"))
         for o in objs:
@@ -90,11 +107,13 @@ def fit(
     pxa = np.array(px)
     bt = _robust(pxa, np.array(tails), np.ones(len(px)), PAGE_RIDGE)
     bg = _robust(pxa, np.array(tights), np.ones(len(px)), PAGE_RIDGE)
+    br = _robust(pxa, np.array(rests), np.ones(len(px)), PAGE_RIDGE)
     return {
         "version": VERSION,
         "objects": dict(zip(OBJECT_FEATURES, map(float, np.round(b, 5)))),
         "tail": dict(zip(PAGE_FEATURES, map(float, np.round(bt, 5)))),
         "tight": dict(zip(PAGE_FEATURES, map(float, np.round(bg, 5)))),
+        "rest": dict(zip(PAGE_FEATURES, map(float, np.round(br, 5)))),
         "fitted_on": sorted(pages),
         "fitted_urls": sorted({p.url for p in pages.values()}),
         "fitted_objects": len(ys),

@@ -13,8 +13,10 @@ referenced by a stylesheet, its depth in the dependency graph) and the page's to
 (objects, KB of script). The fit is robust least squares in log space (scipy's least_squares with
 a soft-L1 loss, a small ridge term so that a kind absent from the fit stays near 0), each page
 weighing as much as any other (an object weighs 1/objects of its page). The tail (loadEventEnd -
-the last response) and the main frame's tight-mode delay are fitted the same way per page, from
-the page's totals (no per-frame tight delays: the synthetic calibration has none).
+the last response), the main frame's tight-mode delay and the rest (Chromium's PLT in the
+calibration loads beyond what the page's own calibration predicts at RTT 0: time before the
+navigation's request and whatever else the per-object terms miss; added to the tail) are fitted
+the same way per page, from the page's totals (no per-frame tight delays).
 
 The fit is pltlab.experiments.compute_fit's (it refuses, folds.check, a fit that holds the site
 of a page it is to judge); this module applies its parameters. They are a small JSON document that says what they were fitted on (pages, date, machine, browser);
@@ -59,7 +61,7 @@ OBJECT_FEATURES = (
     "log_page_objects",
     "log_page_kb_js",
 )
-PAGE_FEATURES = ("one", "log_page_objects", "log_page_kb_js", "log_page_kb_css")
+PAGE_FEATURES = ("one", "log_page_objects", "log_page_kb_js")
 
 
 def kind_of(o) -> str:
@@ -129,7 +131,12 @@ def check(params, where: str) -> dict:
     try:
         ok = params["version"] == VERSION and all(
             isinstance(params[part][k], (int, float))
-            for part, keys in (("objects", OBJECT_FEATURES), ("tail", PAGE_FEATURES), ("tight", PAGE_FEATURES))
+            for part, keys in (
+                ("objects", OBJECT_FEATURES),
+                ("tail", PAGE_FEATURES),
+                ("tight", PAGE_FEATURES),
+                ("rest", PAGE_FEATURES),
+            )
             for k in keys
         )
         ok = ok and isinstance(params["fitted_on"], list)
@@ -166,24 +173,25 @@ def _dot(coef: Mapping[str, float], f: Mapping[str, float]) -> float:
     return sum(coef[k] * f[k] for k in coef)
 
 
-def delays(params: dict, page: Page) -> tuple[list, list[float], float, float]:
-    """The page's plan objects, their predicted compute delays (ms), its tail and its tight-mode
-    delay."""
+def delays(params: dict, page: Page) -> tuple[list, list[float], float, float, float]:
+    """The page's plan objects, their predicted compute delays (ms), its tail, its tight-mode
+    delay and the rest of Chromium's PLT its calibration would not explain."""
     objs, rows, page_f = structure(page)
     comp = [round(math.expm1(_dot(params["objects"], f)), 3) for f in rows]
     tail = math.expm1(_dot(params["tail"], page_f))
     tight = math.expm1(_dot(params["tight"], page_f))
-    return objs, [max(0.0, c) for c in comp], round(max(0.0, tail), 3), round(max(0.0, tight), 3)
+    rest = math.expm1(_dot(params["rest"], page_f))
+    return objs, [max(0.0, c) for c in comp], *(round(max(0.0, v), 3) for v in (tail, tight, rest))
 
 
 def apply(params: dict, page: Page) -> Page:
     """A copy of ``page`` with the model's synthetic calibration (archive.calibration's keys, as
     `pltlab calibrate` stores a measured one; ``source`` says it is the model's)."""
     page = copy.deepcopy(page)
-    objs, comp, tail, tight = delays(params, page)
+    objs, comp, tail, tight, rest = delays(params, page)
     derived = {
         "compute_ms": comp,
-        "tail_ms": tail,
+        "tail_ms": round(tail + rest, 3),
         "tight_delay_ms": tight,
         "frame_tight_delay_ms": {},
         "loads": 0,
@@ -196,6 +204,7 @@ def apply(params: dict, page: Page) -> Page:
         "rtt_ms": 0,
         "measured_at": params.get("fitted_at"),
         "fitted_on": list(params["fitted_on"]),
+        "rest_ms": rest,  # (of tail_ms: the PLT beyond what a measured calibration explains)
     }
     return calib.attach(page, objs, derived, meta)
 
