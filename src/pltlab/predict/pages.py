@@ -60,7 +60,7 @@ def with_compute(page, label: str, params: dict):
     where["source"] = (
         f"general compute model fitted on {len(params['fitted_on'])} calibrated pages "
         f"({', '.join(params['fitted_on'])}) at {params.get('fitted_at')}, "
-        f"Chromium {', '.join(params.get('browser') or ['?'])} on {'; '.join(params.get('machine') or ['?'])}"
+        f"{', '.join(params.get('browser') or ['Chromium ?'])} on {'; '.join(params.get('machine') or ['?'])}"
     )
     return chromium_compute.apply(params, page), where
 

@@ -68,6 +68,7 @@ DEFAULT_QUIC_ICW = 10
 PACE_GAIN = 1.25
 PACE_INTERVAL_MS = 2.0
 PACE_BURST = (10, 256)
+MIN_PACE_RTT_MS = 0.001  # quinn's pacer at an RTT of 0 (the emulator's RTT 0 is a few µs)
 SKIPPED_HEADERS = manifest._DROP  # framing headers the replay server drops and sets itself
 
 
@@ -452,8 +453,9 @@ class Simulation:
         some back, a ("pump", c) event when its tokens suffice."""
         s = c.sender
         window = s.cwnd * QUIC_PACKET
-        cap = min(max(window * PACE_INTERVAL_MS / s.rtt_ms, PACE_BURST[0] * QUIC_PACKET), PACE_BURST[1] * QUIC_PACKET)
-        rate = PACE_GAIN * window / s.rtt_ms  # bytes per ms
+        rtt = max(s.rtt_ms, MIN_PACE_RTT_MS)  # (RTT 0: the burst cap, no pacing to speak of)
+        cap = min(max(window * PACE_INTERVAL_MS / rtt, PACE_BURST[0] * QUIC_PACKET), PACE_BURST[1] * QUIC_PACKET)
+        rate = PACE_GAIN * window / rtt  # bytes per ms
         c.tokens = cap if c.tokens is None else min(cap, c.tokens + (now - c.paced_at) * rate)
         c.paced_at = now
         out = []
