@@ -47,7 +47,7 @@ META = {
     "area": "predict",
     "title": "pltlab predict --client chromium against emulated Chromium loads, out of sample",
     "command": "python3 benches/bench_predict_chromium.py --data DIR",
-    "quick": None,
+    "quick": "python3 benches/bench_predict_chromium.py --quick --data DIR",
     "duration": "~2 min (predictions only; the data: benches/pagesets, pltlab calibrate + a sweep)",
     "needs": "collected data (--data)",
     "figures": {
@@ -203,91 +203,99 @@ def _line(label: str, s: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True, help="DIR with calib/ (calibrated archives) and truth/ (a sweep folder)")
+    ap.add_argument("--data", default=None, help="DIR with calib/ (calibrated archives) and truth/ (a sweep folder)")
+    ap.add_argument("--quick", action="store_true", help="the same (predictions only: a couple of minutes)")
     ap.add_argument("--folds", default=FOLDS)
     ap.add_argument("--fit-out", default=None, help="write the parameters fitted on every calibrated page here")
     ap.add_argument("--emulate", action="store_true", help="also the built-in loader's emulated loads (root; item 3)")
     ap.add_argument("--pages", nargs="*", default=None, help="with --emulate: only these pages")
     a = ap.parse_args()
-    with record.Bench(META) as b:
-        with open(a.folds, encoding="utf-8") as f:
-            folds = foldsmod.Folds.from_json(f.read(), a.folds)
-        cal = compute_fit.calibrated(os.path.join(a.data, "calib"))
-        measured, entries, configs = truth(os.path.join(a.data, "truth"))
-        pages = dict(entries)
-        unknown = sorted(set(pages) - set(folds.fold))
-        if unknown:
-            print(f"not in the folds (left out): {', '.join(unknown)}", flush=True)
-        judged_all = sorted(p for p in pages if p in folds.fold)
+    with record.Bench(META, quick=a.quick) as b:
+        if not a.data or not all(os.path.isdir(os.path.join(a.data, d)) for d in ("calib", "truth")):
+            b.skip("no data: --data DIR with calib/ (pltlab calibrate) and truth/ (a sweep of Chromium loads)")
+        else:
+            run(b, a)
+    return b.exit_code
+
+
+def run(b, a) -> None:
+    with open(a.folds, encoding="utf-8") as f:
+        folds = foldsmod.Folds.from_json(f.read(), a.folds)
+    cal = compute_fit.calibrated(os.path.join(a.data, "calib"))
+    measured, entries, configs = truth(os.path.join(a.data, "truth"))
+    pages = dict(entries)
+    unknown = sorted(set(pages) - set(folds.fold))
+    if unknown:
+        print(f"not in the folds (left out): {', '.join(unknown)}", flush=True)
+    judged_all = sorted(p for p in pages if p in folds.fold)
+    print(
+        f"{len(cal)} calibrated pages, {len(judged_all)} pages with Chromium loads, {len(configs)} configurations, "
+        f"{len(measured)} (page, configuration, TFO) medians; folds: {a.folds} (k = {folds.k})",
+        flush=True,
+    )
+    out_rows, emu_rows = [], []
+    for i in range(folds.k):
+        train = {n: cal[n] for n in folds.train(i) if n in cal}
+        test = [n for n in folds.test(i) if n in pages]
+        if not test or not train:
+            continue
+        params = compute_fit.fit(train, folds, judged=test)
+        rows = judge(params, test, pages, configs, measured)
+        print(_line(f"fold {i} (fit on {len(train)} pages, judged: {', '.join(test)})", stats(rows)), flush=True)
+        out_rows += rows
+        if a.emulate:
+            emu = [n for n in test if a.pages is None or n in a.pages]
+            emu_rows += emulate(params, emu, pages, configs, measured)
+    all_params = compute_fit.fit(cal, folds)
+    in_rows = judge(all_params, judged_all, pages, configs, measured)
+    if a.fit_out:
+        with open(a.fit_out, "w", encoding="utf-8") as f:
+            json.dump(all_params, f, indent=1)
+            f.write("\n")
+    so, si = stats(out_rows), stats(in_rows)
+    print(_line("out of sample", so), flush=True)
+    print(_line("in sample    ", si), flush=True)
+    by_rtt = {}
+    for r in out_rows:
+        by_rtt.setdefault((r["rtt_ms"], r["protocol"]), []).append(r)
+    for (rtt, proto), rows in sorted(by_rtt.items()):
+        print("  " + _line(f"out of sample, RTT {rtt:g} ms, {proto}", stats(rows)), flush=True)
+    pin, pout = per_page(in_rows), per_page(out_rows)
+    failed = [p for p, v in pout.items() if v > BOUND]
+    print(f"per page (median |error|, out of sample / in sample); beyond {BOUND:g} %: {len(failed)}", flush=True)
+    for p, v in pout.items():
+        worst = max((r for r in out_rows if r["page"] == p), key=lambda r: abs(r["error"]))
         print(
-            f"{len(cal)} calibrated pages, {len(judged_all)} pages with Chromium loads, {len(configs)} configurations, "
-            f"{len(measured)} (page, configuration, TFO) medians; folds: {a.folds} (k = {folds.k})",
+            f"  {p:20} {v:6.1f} % / {pin.get(p, float('nan')):6.1f} %{'  MISSED' if v > BOUND else ''}; worst "
+            f"{worst['error']:+.1%} at {worst['rtt_ms']:g} ms {worst['protocol']} TFO {'on' if worst['tfo'] else 'off'} "
+            f"({worst['predicted_ms']:.0f} vs {worst['measured_ms']:.0f} ms)",
             flush=True,
         )
-        out_rows, emu_rows = [], []
-        for i in range(folds.k):
-            train = {n: cal[n] for n in folds.train(i) if n in cal}
-            test = [n for n in folds.test(i) if n in pages]
-            if not test or not train:
-                continue
-            params = compute_fit.fit(train, folds, judged=test)
-            rows = judge(params, test, pages, configs, measured)
-            print(_line(f"fold {i} (fit on {len(train)} pages, judged: {', '.join(test)})", stats(rows)), flush=True)
-            out_rows += rows
-            if a.emulate:
-                emu = [n for n in test if a.pages is None or n in a.pages]
-                emu_rows += emulate(params, emu, pages, configs, measured)
-        all_params = compute_fit.fit(cal, folds)
-        in_rows = judge(all_params, judged_all, pages, configs, measured)
-        if a.fit_out:
-            with open(a.fit_out, "w", encoding="utf-8") as f:
-                json.dump(all_params, f, indent=1)
-                f.write("\n")
-        so, si = stats(out_rows), stats(in_rows)
-        print(_line("out of sample", so), flush=True)
-        print(_line("in sample    ", si), flush=True)
-        by_rtt = {}
-        for r in out_rows:
-            by_rtt.setdefault((r["rtt_ms"], r["protocol"]), []).append(r)
-        for (rtt, proto), rows in sorted(by_rtt.items()):
-            print("  " + _line(f"out of sample, RTT {rtt:g} ms, {proto}", stats(rows)), flush=True)
-        pin, pout = per_page(in_rows), per_page(out_rows)
-        failed = [p for p, v in pout.items() if v > BOUND]
-        print(f"per page (median |error|, out of sample / in sample); beyond {BOUND:g} %: {len(failed)}", flush=True)
-        for p, v in pout.items():
-            worst = max((r for r in out_rows if r["page"] == p), key=lambda r: abs(r["error"]))
-            print(
-                f"  {p:20} {v:6.1f} % / {pin.get(p, float('nan')):6.1f} %{'  MISSED' if v > BOUND else ''}; worst "
-                f"{worst['error']:+.1%} at {worst['rtt_ms']:g} ms {worst['protocol']} TFO {'on' if worst['tfo'] else 'off'} "
-                f"({worst['predicted_ms']:.0f} vs {worst['measured_ms']:.0f} ms)",
-                flush=True,
-            )
-        on = (
-            f"{len(set(r['page'] for r in out_rows))} pages x {len(configs)} configurations x TFO off/on "
-            f"({so.get('n', 0)} medians of emulated Chromium loads), each predicted by a model fitted on the other folds "
-            f"({a.folds}); pages beyond {BOUND:g} %: {', '.join(f'{p} {pout[p]:.0f} %' for p in failed) or 'none'}"
-        )
-        on_in = f"the same configurations, the model fitted on all {len(cal)} calibrated pages (in sample)"
-        b.figure("median_abs_error", so.get("median"), on=on)
-        b.figure("spearman", so.get("rho"), on=on)
-        b.figure("mape", so.get("mape"), on=on)
-        b.figure("p90_abs_error", so.get("p90"), on=on)
-        b.figure("median_abs_error_in_sample", si.get("median"), on=on_in)
-        b.figure("spearman_in_sample", si.get("rho"), on=on_in)
-        b.figure("mape_in_sample", si.get("mape"), on=on_in)
-        b.figure("p90_abs_error_in_sample", si.get("p90"), on=on_in)
-        if a.emulate:
-            se = stats(emu_rows)
-            print(_line("built-in loader (emulated) vs Chromium, out of sample", se), flush=True)
-            for p, v in per_page(emu_rows).items():
-                print(f"  {p:20} {v:6.1f} %{'  MISSED' if v > BOUND else ''}", flush=True)
-            on_e = f"{len(set(r['page'] for r in emu_rows))} pages, 1 emulated load per configuration and TFO mode"
-            b.figure("builtin_median_abs_error", se.get("median"), on=on_e)
-            b.figure("builtin_spearman", se.get("rho"), on=on_e)
-        else:
-            b.skip("not run (--emulate: root, hours)", key="builtin_median_abs_error")
-            b.skip("not run (--emulate)", key="builtin_spearman")
-    return b.exit_code
+    on = (
+        f"{len(set(r['page'] for r in out_rows))} pages x {len(configs)} configurations x TFO off/on "
+        f"({so.get('n', 0)} medians of emulated Chromium loads), each predicted by a model fitted on the other folds "
+        f"({a.folds}); pages beyond {BOUND:g} %: {', '.join(f'{p} {pout[p]:.0f} %' for p in failed) or 'none'}"
+    )
+    on_in = f"the same configurations, the model fitted on all {len(cal)} calibrated pages (in sample)"
+    b.figure("median_abs_error", so.get("median"), on=on)
+    b.figure("spearman", so.get("rho"), on=on)
+    b.figure("mape", so.get("mape"), on=on)
+    b.figure("p90_abs_error", so.get("p90"), on=on)
+    b.figure("median_abs_error_in_sample", si.get("median"), on=on_in)
+    b.figure("spearman_in_sample", si.get("rho"), on=on_in)
+    b.figure("mape_in_sample", si.get("mape"), on=on_in)
+    b.figure("p90_abs_error_in_sample", si.get("p90"), on=on_in)
+    if a.emulate:
+        se = stats(emu_rows)
+        print(_line("built-in loader (emulated) vs Chromium, out of sample", se), flush=True)
+        for p, v in per_page(emu_rows).items():
+            print(f"  {p:20} {v:6.1f} %{'  MISSED' if v > BOUND else ''}", flush=True)
+        on_e = f"{len(set(r['page'] for r in emu_rows))} pages, 1 emulated load per configuration and TFO mode"
+        b.figure("builtin_median_abs_error", se.get("median"), on=on_e)
+        b.figure("builtin_spearman", se.get("rho"), on=on_e)
+    else:
+        b.skip("not run (--emulate: root, hours)", key="builtin_median_abs_error")
+        b.skip("not run (--emulate)", key="builtin_spearman")
 
 
 if __name__ == "__main__":
