@@ -190,7 +190,7 @@ def test_cli_json_and_errors(tmp_path):
         (["nosuch-page.har"], "nosuch-page.har"),
         (["wikipedia", "--loss", "1%"], "loss"),
         (["wikipedia", "--rtt", "-5ms"], "must not be negative"),
-        (["wikipedia", "--client", "chromium"], "built-in loader"),
+        (["wikipedia", "--client", "chromium", "--compute-model", "nosuch.json"], "nosuch.json"),
         (["wikipedia", "--network", "recorded"], "not a recorded one"),
         (["wikipedia", "--dns", "20ms"], "no DNS delay"),
     ):

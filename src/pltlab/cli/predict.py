@@ -29,11 +29,21 @@ def predict(
         bool,
         typer.Option("--json", help="Print one JSON object: every prediction (plt_ms, per-request timeline)."),
     ] = False,
+    compute_model: Annotated[
+        str | None,
+        typer.Option(
+            "--compute-model",
+            help="With --client chromium: the general compute model's parameters (a JSON file; "
+            "default: the ones shipped, fitted on the public page set).",
+        ),
+    ] = None,
 ):
     """Predict a page's load time without emulation: the built-in loader's plan and scheduling
     over modelled TCP (slow start from initcwnd, TFO, TLS 1.3, HTTP/2, the bottleneck rate).
     PAGE may also be a sweep's output folder: every page and configuration of its experiment,
-    predicted beside the measured median."""
+    predicted beside the measured median. With --client chromium: Chromium's PLT, the built-in
+    loader's Chromium model with a compute model learned from other pages' calibrations."""
+    from pltlab.predict import chromium_compute
     from pltlab.predict.pages import predict_pages
     from pltlab.run.config import RunConfig
 
@@ -42,14 +52,19 @@ def predict(
             raise PltError(f"{page}: a results folder is predicted with its own configurations: no knob options")
         return _beside_results(page, as_json)
     cfg = RunConfig.from_knobs(knobs)
-    got = predict_pages(page, cfg, corpus)
+    got = predict_pages(page, cfg, corpus, chromium_compute.load(compute_model) if compute_model else None)
     if as_json:
         doc = {"predictions": got}
         if len(got) == 1:
             doc["plt_ms"] = got[0]["plt_ms"]
         print(json.dumps(doc))
         return
-    t = Table(title="predicted page load time (built-in loader, no emulation)")
+    who = (
+        "Chromium: the built-in loader's Chromium model + general compute model"
+        if any("client" in p for p in got)
+        else "built-in loader"
+    )
+    t = Table(title=f"predicted page load time ({who}, no emulation)")
     for col in ("page", "RTT (ms)", "TFO", "objects", "connections", "PLT (ms)"):
         t.add_column(col)
     for p in got:
@@ -69,6 +84,13 @@ def predict(
             con.print(f"note: {name} is one of the pages the model's CPU constants were set from (in sample)")
         if p["fit"]["outside"]:
             con.print(f"note: {name}: outside what the model was fitted on: {escape('; '.join(p['fit']['outside']))}")
+        cm = p.get("compute_model")
+        if cm:
+            con.print(f"compute: {escape(cm['source'])}", highlight=False)
+            stance = "in sample (one of the pages it was fitted on)" if cm["in_sample"] else "out of sample"
+            con.print(f"note: {name} is {stance} for the compute model", highlight=False)
+            if cm["outside"]:
+                con.print(f"note: {name}: outside the compute model's fit: {escape('; '.join(cm['outside']))}")
 
 
 def beside_results(out_dir: str) -> list[dict]:
@@ -78,8 +100,8 @@ def beside_results(out_dir: str) -> list[dict]:
 
     from pltlab.experiments import spec
     from pltlab.experiments.results import Results
-    from pltlab.predict.pages import unsupported
-    from pltlab.predict.simulate import predict
+    from pltlab.predict import chromium_compute
+    from pltlab.predict.pages import as_predicted, predict_as, unsupported, with_compute
 
     path = os.path.join(out_dir, "experiment.toml")
     if not os.path.isfile(path):
@@ -95,12 +117,16 @@ def beside_results(out_dir: str) -> list[dict]:
     for r in rows:
         if r["status"] == "ok" and r["valid"]:
             measured.setdefault((r["page"], r["config_key"], bool(r["tfo"])), []).append(r["plt_ms"])
-    out = []
+    out, compute = [], None
     for c, conf in enumerate(exp.configs):
         cfg = exp.run_config(c)
         label = f"{c + 1}: RTT {cfg.rtt_us / 1000:g} ms"
         why = unsupported(cfg)
+        chromium = not why and as_predicted(cfg) is not cfg  # Chromium: with the general compute model
+        if chromium and compute is None:
+            compute = chromium_compute.shipped()
         for e in exp.pages:
+            page = with_compute(e.page, e.label, compute)[0] if chromium else e.page
             for tfo in exp.tfo_modes:
                 got = measured.get((e.label, conf.key(), tfo), [])
                 row = {
@@ -111,7 +137,7 @@ def beside_results(out_dir: str) -> list[dict]:
                     "tfo": tfo,
                     "n": len(got),
                     "measured_ms": statistics.median(got) if got else None,
-                    "predicted_ms": None if why else predict(e.page, cfg, tfo)["plt_ms"],
+                    "predicted_ms": None if why else predict_as(page, cfg, tfo)["plt_ms"],
                     "why": why,
                 }
                 if row["measured_ms"] and row["predicted_ms"] is not None:

@@ -275,4 +275,8 @@ LOADER = ChromiumLoader(
     default_protocol=None,
     title="Chromium",
     protocols=("h1", "h2", "h3"),  # QUIC on only for loads with h3 addresses (flags.quic_args)
+    predicted_as="chromium",  # the built-in loader's Chromium model + the general compute model
+    # its TLS 1.3 ClientHello with the post-quantum key share: ~2 KB, more than a SYN carries
+    # (docs/loaders.md "TFO in Chromium"; the replay's tfo_tls_hello_max per load)
+    client_hello_bytes=2000,
 )

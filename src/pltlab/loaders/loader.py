@@ -59,6 +59,11 @@ class Loader:
     title: str = ""  # in sentences ("the built-in loader")
     protocols: tuple[str, ...] = ("h1", "h2")
     protocols_later: str = ""  # where the protocols it does not speak yet are planned
+    # `pltlab predict --client NAME` of a loader that is not planned: the built-in loader's model
+    # that stands for it, with a compute model learned from this loader's calibrations
+    # (predict.chromium_compute); None: predict refuses the loader
+    predicted_as: str | None = None
+    client_hello_bytes: int | None = None  # its TLS ClientHello (predict; None: the built-in loader's)
 
     def protocol_problem(self, protocol: str) -> str | None:
         """Why this loader cannot load over the protocol knob's value ``protocol`` (one line), or

@@ -20,6 +20,7 @@ from pltlab import dataplane
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import plan as plans
+from pltlab.loaders.browser import hsts
 from pltlab.loaders.registry import get as loader_of
 from pltlab.net import names
 from pltlab.predict import quicwire, tcpmodel
@@ -67,6 +68,7 @@ DEFAULT_QUIC_ICW = 10
 PACE_GAIN = 1.25
 PACE_INTERVAL_MS = 2.0
 PACE_BURST = (10, 256)
+MIN_PACE_RTT_MS = 0.001  # quinn's pacer at an RTT of 0 (the emulator's RTT 0 is a few µs)
 SKIPPED_HEADERS = manifest._DROP  # framing headers the replay server drops and sets itself
 
 
@@ -76,10 +78,6 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
     and the per-origin RTT overrides as {address: (up, down) one-way delays in ms}."""
     if not loader_of(cfg.client).planned:
         raise PltError(f"predict models the built-in loader only, not --client {cfg.client}")
-    if cfg.schemes == "chromium":
-        raise PltError(
-            "predict: --schemes chromium needs Chromium's HSTS list (asked at run time); use --schemes https"
-        )
     if not page.objects:
         raise PltError(f"{page.id or page.url}: the page has no objects")
     assigned = hostmap.assign([page])
@@ -90,6 +88,8 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
             raise PltError(f"--origin-rtt with loss ({o.loss * 100:g}%): predict models no loss")
         one_way[names.origin_ip(o.origin)] = (o.rtt_us // 2 / 1000.0, (o.rtt_us - o.rtt_us // 2) / 1000.0)
     https_hosts = set(assigned) if cfg.schemes == "https" else None
+    if cfg.schemes == "chromium":  # Chromium's own HSTS upgrades: its list, cached per version (one probe)
+        https_hosts = hsts.upgraded_hosts(assigned)
     built = plans.build(
         page,
         host_ips,
@@ -200,8 +200,9 @@ class _Conn:
 class Simulation:
     """One predicted load: the scheduler's actions carried out on modelled connections."""
 
-    def __init__(self, page: Page, cfg: RunConfig, tfo: bool):
+    def __init__(self, page: Page, cfg: RunConfig, tfo: bool, client_hello: int | None = None):
         self.cfg, self.tfo = cfg, tfo
+        self.client_hello = client_hello or CLIENT_HELLO
         self.plan, self.objs, self.one_way = plan_for(page, cfg, tfo)
         up_rate = cfg.rate_bps if cfg.rate_up_bps is None else cfg.rate_up_bps
         self.up = tcpmodel.Link(cfg.rtt_us // 2 / 1000.0, up_rate)
@@ -311,6 +312,10 @@ class Simulation:
                 self.at(syn_at + c.down_ms, ("sched", {"connected": cid}))
                 c.connected = syn_at + c.down_ms
             return
+        if c.tfo and self.client_hello > SYN_DATA_MAX:
+            # the SYN carries a part of it, the rest leaves with the SYN-ACK's arrival and the
+            # server answers only a whole ClientHello: TFO saves nothing (Chromium's, docs/loaders.md)
+            c.tfo = False
         hello_at = now if c.tfo else syn_at + c.down_ms  # the ClientHello leaves
         if c.tfo:  # the ClientHello (and with 0-RTT the first request) rides in the SYN
             self._hello(now, c, syn_at)
@@ -321,7 +326,7 @@ class Simulation:
         """The ClientHello leaves at ``now`` (in the SYN: it arrives at ``arrive``); with 0-RTT
         the connection counts as set up at once and its first request goes as early data."""
         if arrive is None:
-            arrive = self.up.send(now, CLIENT_HELLO + tcpmodel.HEADERS, c.up_ms)
+            arrive = self.up.send(now, self.client_hello + tcpmodel.HEADERS, c.up_ms)
         flight = self.flight_full if self.cfg.tls == "full" else 250
         self.at(arrive, ("server", c.id, ("flight", flight)))
         if self.cfg.tls == "0rtt":
@@ -448,8 +453,9 @@ class Simulation:
         some back, a ("pump", c) event when its tokens suffice."""
         s = c.sender
         window = s.cwnd * QUIC_PACKET
-        cap = min(max(window * PACE_INTERVAL_MS / s.rtt_ms, PACE_BURST[0] * QUIC_PACKET), PACE_BURST[1] * QUIC_PACKET)
-        rate = PACE_GAIN * window / s.rtt_ms  # bytes per ms
+        rtt = max(s.rtt_ms, MIN_PACE_RTT_MS)  # (RTT 0: the burst cap, no pacing to speak of)
+        cap = min(max(window * PACE_INTERVAL_MS / rtt, PACE_BURST[0] * QUIC_PACKET), PACE_BURST[1] * QUIC_PACKET)
+        rate = PACE_GAIN * window / rtt  # bytes per ms
         c.tokens = cap if c.tokens is None else min(cap, c.tokens + (now - c.paced_at) * rate)
         c.paced_at = now
         out = []
@@ -537,11 +543,13 @@ class Simulation:
         }
 
 
-def predict(page: Page, cfg: RunConfig, tfo: bool) -> dict:
+def predict(page: Page, cfg: RunConfig, tfo: bool, client_hello: int | None = None) -> dict:
     """The built-in loader's load of ``page`` under ``cfg`` with TFO on or off, predicted:
     {"plt_ms", "network_plt_ms", "tail_ms", "objects", "connections", "requests"}. With a
-    calibrated page and model "chromium", plt_ms adds the calibrated tail as `pltlab run` does."""
-    res = Simulation(page, cfg, tfo).run()
+    calibrated page and model "chromium", plt_ms adds the calibrated tail as `pltlab run` does.
+    ``client_hello``: the TLS ClientHello's bytes (default the built-in loader's, CLIENT_HELLO;
+    one larger than a SYN carries, as Chromium's, gets nothing from TFO)."""
+    res = Simulation(page, cfg, tfo, client_hello).run()
     tail = plans.tail_ms(page, cfg.model, cfg.calibrated)
     res["tail_ms"] = tail
     if tail is not None:
