@@ -91,6 +91,9 @@ def test_icw_variants_and_duplicates_left_out():
 
 def test_only_some_variants_keeps_their_bases():
     assert names("tfo", only=("paper2011+icw=3",)) == ["paper2011", "paper2011+icw=3"]
+    # --variant picks from the whole table, with --quick too (today+icw=3 is no --quick variant)
+    assert "today+icw=3" not in names("tfo", quick=True)
+    assert names("tfo", quick=True, only=("today+icw=3",)) == ["today", "today+icw=3"]
     assert names("icw", True, ("today+rack=off",)) == ["today", "today+rack=off"]
     with pytest.raises(PltError, match=r"^--variant 'today\+rack=of': no such variant of tfo \(choose from "):
         names("tfo", only=("today+rack=of",))

@@ -40,7 +40,14 @@ PARAMS = (
     ),
     RESUME.but(help="Continue a killed ablation in -o DIR (a finished variant is not run again)."),
     JSON,
-    Param("variant", str, None, "Only these variants (repeatable) and the bases they are compared with.", many=True),
+    Param(
+        "variant",
+        str,
+        None,
+        "Only these variants (repeatable; any of the full table, with --quick too) and the bases they are compared "
+        "with.",
+        many=True,
+    ),
     Param("pages", str, None, "tfo: only these pages (amazon,nytimes,wsj,wikipedia)."),
     Param("reps", int, None, "tfo: repetitions per variant (the study's default otherwise)."),
     Param("fairness_seconds", float, None, "icw: duration of each fairness run (the study's default otherwise)."),

@@ -149,12 +149,13 @@ def knob_values(paper: Paper, v: Variant) -> dict:
 def variants(paper: str, quick: bool = False, only: tuple = ()) -> list[Variant]:
     """The variants of ``paper`` ("tfo" or "icw") to run, duplicates left out (a variant whose
     knob values equal an earlier one's), every one checked before anything runs. ``only``: these
-    variants (by name) and the bases they are compared with."""
+    variants (by name, from the whole table even with ``quick``) and the bases they are compared
+    with."""
     if paper not in PAPERS:
         raise PltError(f"invalid --paper {paper!r}: {' or '.join(PAPERS)}")
     pp = PAPERS[paper]
     out, seen = [], {}
-    for v in declared(pp, quick):
+    for v in declared(pp, quick and not only):  # --variant picks from the whole table
         key = repr(sorted(knob_values(pp, v).items()))
         if key in seen:
             continue
