@@ -358,3 +358,22 @@ def test_the_reports_read_the_committed_ablations(tmp_path, monkeypatch):
         "why results can differ: Setting rack=off changes it by +1.0 pts.",
         "why results can differ: see docs/results/paper-gaps.md",
     ]
+
+
+def test_a_cell_with_one_load_a_side_is_left_out_of_the_effect(tmp_path):
+    # invalid loads can leave a cell one load on a side: BCa's jackknife cannot leave it out, and
+    # the pooled effect over the other cells keeps its interval
+    out = _ablation_dir(tmp_path, "tfo", ["today", "today+rack=off"])
+    off = [95, 105, 100, 100, 100]
+    _tfo_variant(
+        out / "today",
+        {("wsj", 20): (off, [97, 99, 98, 98, 98]), ("wsj", 100): ([200, 204], [170])},
+    )
+    _tfo_variant(
+        out / "today+rack=off",
+        {("wsj", 20): (off, [75, 85, 80, 80, 80]), ("wsj", 100): ([200, 204], [140, 150])},
+    )
+    (e,) = findings.summarize(str(out))["effects"]
+    # only the 20 ms cell counts: 0.20 - 0.02
+    assert e["effect"] == pytest.approx(0.18)
+    assert e["ci"] is not None and e["ci"][0] < 0.18 < e["ci"][1]
