@@ -815,9 +815,11 @@ fn hostile_datagrams_leave_the_quic_server_serving() {
     }
     // the deadlines pass; nothing is answered to the mute client and the replay beyond 3 x
     std::thread::sleep(BOUND + Duration::from_millis(700));
-    // at the deadline quinn sends a CONNECTION_CLOSE whatever the budget (one small packet)
+    // at the deadline quinn sends a CONNECTION_CLOSE whatever the budget: one datagram (its
+    // Initial and Handshake packets coalesced, not padded: 138 and 346 bytes over 3 x seen),
+    // never more than the 1200 bytes of a minimum-size datagram
     let (to, from) = mute.bytes();
-    assert!(from <= 3 * to + 200, "never completes: {from} bytes back for {to}");
+    assert!(from <= 3 * to + 1200, "never completes: {from} bytes back for {to}");
     // the replay: not answered at all here (see the docs), at most 3 x in any case
     let (to, from) = replay.bytes();
     eprintln!("replayed 0-RTT flight: {to} bytes sent, {from} back; never-completing client: {:?}", mute.bytes());
