@@ -5,7 +5,7 @@ h2, ...) for a page and RTT."""
 import json
 import sqlite3
 
-from pltlab import units
+from pltlab import protocols, units
 from pltlab.errors import PltError
 from pltlab.experiments import results
 from pltlab.explain.critical import critical_path
@@ -118,7 +118,10 @@ def median_pair(folder: str, page: str, rtt: str, by: str = "tfo") -> tuple[int,
         return _median_tfo(folder, page, rtt_ms, rows)
     mine = _of_page(folder, page, rtt_ms, rows)
     others = [k.column for k in knobs.point() if k.column and k.column != col]
-    if len({tuple(json.dumps(r.get(c)) for c in others) + (r["tfo"],) for r in mine}) > 1:
+    # a knob that does not apply under one side's protocol holds n/a there (protocols.NA): not a
+    # difference between the two configurations (keepalive under h2 against h1's "on")
+    same = [c for c in others if all(r.get(c) != protocols.NA for r in mine)]
+    if len({tuple(json.dumps(r.get(c)) for c in same) + (r["tfo"],) for r in mine}) > 1:
         raise PltError(
             f"{folder}: page {page!r} at {rtt_ms:g} ms was loaded in several configurations besides {by}: "
             "name the two loads by run id (pltlab explain ID --vs ID --dir DIR)"

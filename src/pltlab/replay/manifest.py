@@ -98,10 +98,12 @@ class Manifest:
     think_time: bool
     h2_priority: str
     request_timeout_ms: int
-    keep_alive: bool
     responses: list[Response]
     stats: str
     quic: Quic = ABSENT  # only where some address offers h3
+    # written only when False (knob keepalive off): a manifest of keep-alive on stays the document
+    # it was before the knob (the data plane's default is true)
+    keep_alive: bool = ABSENT
 
 
 @gcpause.paused()  # every object's response and body at once (pltlab.gcpause)
@@ -199,12 +201,13 @@ def build(
         think_time=think_time,
         h2_priority=h2_priority,
         request_timeout_ms=request_timeout_s * 1000,
-        keep_alive=keep_alive,
         responses=responses,
         stats=os.path.join(workdir, "replay-stats.json"),
     )
     if h3_ips:
         m.quic = Quic(cc=quic_cc, initial_window_packets=quic_icw)
+    if not keep_alive:
+        m.keep_alive = False
     return document(m)
 
 
