@@ -101,8 +101,10 @@ def tfo_effect(variant: dict, base: dict, rtt_ms: float | None = None) -> dict:
     improvement - the base's), with its BCa interval (every side of every cell resampled on its
     own; shown only where each side holds stats.MIN_N loads in all)."""
     keys = sorted(k for k in variant if k in base and (rtt_ms is None or k[1] == rtt_ms))
-    # a cell needs two loads a side: BCa's jackknife leaves one out of each (invalid loads can leave one)
-    keys = [k for k in keys if all(len(s) >= 2 for s in (*variant[k], *base[k]))]
+    keys = [k for k in keys if all(variant[k]) and all(base[k])]
+    # BCa's jackknife leaves one load out of each side: where some cells have two loads a side,
+    # those (an invalid load can leave another cell one); else every cell, without an interval
+    keys = [k for k in keys if all(len(s) >= 2 for s in (*variant[k], *base[k]))] or keys
     if not keys:
         return {"effect": None, "ci": None, "n": 0}
     samples = [s for k in keys for s in (*variant[k], *base[k])]
