@@ -112,6 +112,38 @@ def truth(folder: str) -> tuple[dict, list]:
     return med, [(e.label, e.page) for e in exp.pages], configs
 
 
+def truth_machine(data: str, folder: str) -> str:
+    """How busy the machine was while the truth loads ran, from DIR/machine.jsonl (load averages
+    sampled beside them by chromium_pageset.py); says how many loads have no sample."""
+    from pltlab.experiments.results import Results
+
+    samples = []
+    try:
+        with open(os.path.join(data, "machine.jsonl"), encoding="utf-8") as f:
+            samples = sorted((d["t"], d["load1"], d.get("cpus") or 1) for d in map(json.loads, filter(str.strip, f)))
+    except (OSError, ValueError, KeyError):
+        pass
+    res = Results(folder)
+    try:
+        spans = [(r["started_at"], r["wall_ms"]) for r in res.rows() if r["status"] == "ok" and r["valid"]]
+    finally:
+        res.close()
+    loads = []
+    for t0, wall in spans:
+        if t0 is None:
+            continue
+        near = [s for s in samples if t0 - 10 <= s[0] <= t0 + (wall or 0) / 1000 + 10]
+        if near:
+            loads.append(max(s[1] / s[2] for s in near))
+    if not loads:
+        return f"machine state not recorded for the {len(spans)} truth loads"
+    busy = sum(v > 1 for v in loads)
+    return (
+        f"truth loads: 1-min load average per CPU median {statistics.median(loads):.2f}, max {max(loads):.2f}, "
+        f"> 1 during {busy} of {len(loads)} loads (not recorded for {len(spans) - len(loads)})"
+    )
+
+
 def judge(params: dict, names: list[str], pages: dict, configs: list, measured: dict) -> list[dict]:
     """Each (page, configuration, TFO) of ``names`` with a measured PLT: predicted beside it."""
     out = []
@@ -274,7 +306,8 @@ def run(b, a) -> None:
     on = (
         f"{len(set(r['page'] for r in out_rows))} pages x {len(configs)} configurations x TFO off/on "
         f"({so.get('n', 0)} medians of emulated Chromium loads), each predicted by a model fitted on the other folds "
-        f"({a.folds}); pages beyond {BOUND:g} %: {', '.join(f'{p} {pout[p]:.0f} %' for p in failed) or 'none'}"
+        f"({a.folds}); pages beyond {BOUND:g} %: {', '.join(f'{p} {pout[p]:.0f} %' for p in failed) or 'none'}; "
+        f"{truth_machine(a.data, os.path.join(a.data, 'truth'))}"
     )
     on_in = f"the same configurations, the model fitted on all {len(cal)} calibrated pages (in sample)"
     b.figure("median_abs_error", so.get("median"), on=on)

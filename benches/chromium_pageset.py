@@ -13,7 +13,9 @@ The page set is benches/pagesets/public.txt (its names; the experiment files mus
 Every step skips what is already there (a calibration written, a sweep's committed runs: --resume),
 so `all` re-run after a kill continues. `all` runs benches/proc_sampler.py beside the loads
 (DIR/cpu/samples.jsonl: per load, the CPU and run-queue wait of each Chromium process and thread,
-and of each built-in loader process) and rewrites DIR/STATUS.md every minute. Data stays in DIR:
+and of each built-in loader process), samples the machine's load average every 10 s
+(DIR/machine.jsonl: what the benches say of the machine the truth was taken on) and rewrites
+DIR/STATUS.md every minute. Data stays in DIR:
 no page body is written anywhere (calibrated HARs are structure and timings).
 """
 
@@ -254,6 +256,18 @@ def status(out: str, running: str = "") -> str:
     return text
 
 
+MACHINE_EVERY_S = 10
+
+
+def machine_sample(out: str) -> None:
+    """One line of DIR/machine.jsonl: the time, the load averages and the CPU count."""
+    with open("/proc/loadavg", encoding="ascii") as f:
+        l1, l5, l15 = (float(x) for x in f.read().split()[:3])
+    rec = {"t": round(time.time(), 1), "load1": l1, "load5": l5, "load15": l15, "cpus": os.cpu_count()}
+    with open(os.path.join(out, "machine.jsonl"), "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
 def all_steps(out: str) -> None:
     os.makedirs(os.path.join(out, "cpu"), exist_ok=True)
     sampler = subprocess.Popen(
@@ -269,7 +283,15 @@ def all_steps(out: str) -> None:
             except Exception as e:  # noqa: BLE001 - a status file is never worth the collection
                 _log(out, f"status: {e}")
 
+    def keep_machine():  # the machine's state beside the loads: DIR/machine.jsonl (benches quote it)
+        while not stop.wait(MACHINE_EVERY_S):
+            try:
+                machine_sample(out)
+            except OSError as e:
+                _log(out, f"machine: {e}")
+
     threading.Thread(target=keep_status, daemon=True).start()
+    threading.Thread(target=keep_machine, daemon=True).start()
     try:
         for name, fn in (
             ("calibrations", calib),

@@ -33,7 +33,9 @@ def select(names: list[str]) -> list[Path]:
     all_ = benches()
     if not names:
         return all_
-    out = [p for p in all_ if any(n == p.stem or n in p.stem for n in names)]
+    # a name that is a bench's whole name picks that bench only (bench_predict, not bench_predict_chromium)
+    exact = {p.stem for p in all_}
+    out = [p for p in all_ if any(n == p.stem or (n not in exact and n in p.stem) for n in names)]
     unknown = [n for n in names if not any(n == p.stem or n in p.stem for p in all_)]
     if unknown:
         sys.exit(f"run.py: no bench matches {', '.join(unknown)} (benches: {', '.join(p.stem for p in all_)})")
