@@ -75,3 +75,33 @@ def test_comparing_it_over_h2_and_h3_pairs_each_protocols_values():
     pairs = [[(exp.configs[c].protocol, exp.configs[c].server_priority) for c in b] for b in exp.blocks()]
     assert pairs == [[("h2", "rfc9218"), ("h2", "round-robin")], [("h3", "rfc9218"), ("h3", "round-robin")]]
     assert protocols.not_applying("h3", "server_priority") is None
+
+
+def test_a_protocol_folder_compares_and_reports_across_the_n_a_knobs(tmp_path):
+    """h1 runs hold server_priority n/a, h2 runs keepalive n/a (RunConfig.columns, as a sweep
+    stores them): `compare --by protocol` and `report --by protocol` still pair h1 with h2."""
+    import json
+
+    from conftest import pltlab_cmd as cmd
+
+    from pltlab.experiments.results import Results
+    from pltlab.report import compare_dirs
+
+    res = Results(str(tmp_path))
+    res.set_meta(name="p", digest="x", experiment="", environment={}, n_runs=0, pages=[], compare="protocol")
+    seq = 0
+    for rep in range(1, 7):
+        for i, proto in enumerate(("h1", "h2")):
+            cols = RunConfig(protocol=proto, tfo="off").columns()
+            key = f"p|u|[20.0,{json.dumps(proto)}]|tfo=0|rep={rep}"
+            row = {"run_key": key, "attempt": 1, "status": "ok", "seq": seq, "page": "p", "rtt_ms": 20.0}
+            row |= {"config_key": key.split("|")[2], "tfo": 0, "rep": rep, "valid": 1, "plt_ms": 1000 - 40 * i + rep}
+            res.add_run(row | {k: cols[k] for k in ("protocol", "server_priority", "keepalive", "cc", "client")}, [])
+            seq += 1
+    res.close()
+    got = compare_dirs.compare(str(tmp_path), by="protocol")
+    assert got["compared"] == ["protocol"] and [r["diff_ms"] for r in got["rows"]] == [-40]
+    cp = cmd("report", str(tmp_path), "--by", "protocol", "--json")
+    assert cp.returncode == 0, cp.stderr
+    (row,) = json.loads(cp.stdout)["plt"]
+    assert (row["base"]["value"], row["alt"]["value"]) == ("h1", "h2")
