@@ -188,8 +188,8 @@ def drops_text(d: dict | None) -> str:
 def drops_sentence(doc: dict) -> str:
     """RACK and TLP (the preset's rack/tlp) recover lost packets: how many the TFO link dropped in
     the loads of today's defaults and of the preset, as its emulator counted them per load."""
-    names = ("today", doc["preset"])
-    got = [v["drops"] for v in doc["variants"] if v["name"] in names and v.get("drops")]
+    measured = [v for v in doc["variants"] if v["name"] in ("today", doc["preset"]) and v.get("drops")]
+    got, names = [v["drops"] for v in measured], [v["name"] for v in measured]
     if not got:
         return (
             "RACK/TLP act on losses: the TFO link's drops were not measured (these loads predate pltlab "
