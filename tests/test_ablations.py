@@ -5,6 +5,7 @@ ablation (root)."""
 import csv
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 
@@ -140,21 +141,23 @@ def test_each_variant_runs_its_papers_study():
 
 
 # ---- synthetic results folders --------------------------------------------------------------
-def _tfo_variant(d, cells):
-    """A `reproduce tfo` folder's stats.csv and runs.csv: cells {(page, rtt): (PLTs off, PLTs on)}."""
+def _tfo_variant(d, cells, metrics=None):
+    """A `reproduce tfo` folder's stats.csv and runs.csv: cells {(page, rtt): (PLTs off, PLTs on)};
+    ``metrics``: every load's metrics (the link's drops), else a runs.csv of before it had them."""
     d.mkdir(parents=True)
+    m = [] if metrics is None else [json.dumps(metrics)]
     with open(d / "runs.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["id", "status", "page", "rtt_ms", "tfo", "rep", "plt_ms", "valid"])
+        w.writerow(["id", "status", "page", "rtt_ms", "tfo", "rep", "plt_ms", "valid"] + ["metrics"] * bool(m))
         i = 0
         for (page, rtt), sides in cells.items():
             for tfo, plts in enumerate(sides):
                 for rep, plt in enumerate(plts, 1):
                     i += 1
-                    w.writerow([i, "ok", page, rtt, tfo, rep, plt, 1])
-            # an invalid load and a failed one: neither counts
-            w.writerow([i + 100, "ok", page, rtt, 1, 9, 1.0, 0])
-            w.writerow([i + 200, "failed", page, rtt, 1, 9, "", ""])
+                    w.writerow([i, "ok", page, rtt, tfo, rep, plt, 1] + m)
+            # an invalid load and a failed one: neither counts (the invalid one was loaded: its drops do)
+            w.writerow([i + 100, "ok", page, rtt, 1, 9, 1.0, 0] + m)
+            w.writerow([i + 200, "failed", page, rtt, 1, 9, "", ""] + [""] * bool(m))
     with open(d / "stats.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(
@@ -223,6 +226,46 @@ def test_tfo_effects_and_gaps_table(tmp_path, capsys):
     assert paper_gaps.why("tfo", str(tmp_path / "none")) == [
         "not measured; see docs/results/paper-gaps.md (`pltlab reproduce ablations --paper tfo` measures it)"
     ]
+
+
+def test_the_link_drops_of_each_variant_and_the_rack_tlp_sentence(tmp_path, capsys):
+    """Each load's link drops (metrics `link_drops`, per direction) summed per variant, in the
+    per-variant table, and the sentence on what RACK/TLP had to act on (today and the preset)."""
+    out = _ablation_dir(tmp_path, "tfo", ["today", "paper2011", "today+queue=50"])
+    cells = {("wsj", 20): ([100, 110], [90, 100])}  # 4 valid loads + 1 invalid one, all loaded
+    none = {"uplink": {"loss": 0, "queue": 0}, "downlink": {"loss": 0, "queue": 0}}
+    _tfo_variant(out / "today", cells, {"queue_wait_us": {}, "link_drops": none})
+    _tfo_variant(out / "paper2011", cells, {"link_drops": {**none, "uplink": {"loss": 1, "queue": 0}}})
+    _tfo_variant(out / "today+queue=50", cells, {"link_drops": {**none, "downlink": {"loss": 0, "queue": 3}}})
+    doc = findings.summarize(str(out))
+    drops = {v["name"]: v["drops"] for v in doc["variants"]}
+    assert drops["today"] == {"loads": 5, "runs": 5, "loss": 0, "queue": 0}
+    assert drops["paper2011"] == {"loads": 5, "runs": 5, "loss": 5, "queue": 0}
+    assert drops["today+queue=50"] == {"loads": 5, "runs": 5, "loss": 0, "queue": 15}
+    want = (
+        "RACK/TLP act on losses: the TFO link dropped 5 packets in 10 loads "
+        "(5 by random loss, 0 by queue overflow; today and paper2011, both directions)."
+    )
+    assert want in doc["sentences"]
+    md = findings.markdown(doc)
+    assert "| link drops |" in md and "| 15 (0 lost, 15 queue overflow) in 5 loads |" in md
+    assert f"- {want}" in md
+    # loads recorded before the drops were (no metrics): said, not guessed; the page says so too
+    (tmp_path / "old").mkdir()
+    old = _ablation_dir(tmp_path / "old", "tfo", ["today", "paper2011"])
+    _tfo_variant(old / "today", cells)
+    _tfo_variant(old / "paper2011", cells)
+    doc = findings.summarize(str(old))
+    assert doc["variants"][0]["drops"] is None
+    assert doc["sentences"][-1].startswith("RACK/TLP act on losses: the TFO link's drops were not measured")
+    findings.write(str(old))
+    doc = json.loads((old / "ablations.json").read_text())
+    doc["sentences"] = [s for s in doc["sentences"] if "RACK/TLP" not in s]  # written before the sentence existed
+    (old / "ablations.json").write_text(json.dumps(doc))
+    assert gaps.main([str(old)]) == 0
+    page = capsys.readouterr().out
+    assert "- RACK/TLP act on losses: the TFO link's drops were not measured" in page
+    assert len(re.findall(r"\| `(today|paper2011)` \|.*\| (yes|no) \| not measured \|", page)) == 2  # (drops column)
 
 
 def test_few_loads_show_no_ci_and_a_missing_variant_is_named(tmp_path):

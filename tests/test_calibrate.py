@@ -307,6 +307,44 @@ def test_run_notes_a_missing_or_foreign_calibration(tmp_path, calibrated):
     assert "note:" not in cp.stdout + cp.stderr
 
 
+def _stored_on(machine: str) -> Page:
+    page = _page()
+    calibration.attach(
+        page,
+        plans.plan_objects(page, IPS),
+        {"compute_ms": [1.0, 2.0, None], "tail_ms": 5.0, "matched": 3, "loads": 1},
+        {"browser": "chromium 156", "machine": machine, "rtt_ms": 0.0},
+    )
+    return page
+
+
+def test_the_machine_string_names_no_host_and_older_ones_still_match(tmp_path):
+    """A calibration stores the CPU model, CPU count and kernel it was measured with (the browser
+    in `browser`), not the host name; one stored before, host name first, still loads and still
+    counts as this machine's, and a machine that differs is still named."""
+    import platform
+
+    from pltlab.run.batch import calibration_note
+    from pltlab.run.config import RunConfig
+
+    here = calibration.machine()
+    assert not here.startswith(f"{platform.node()}:")
+    assert f"{os.cpu_count()} CPUs" in here and here.endswith(f"Linux {platform.release()}")
+    cfg = RunConfig(model="chromium", client="builtin")
+    old = f"{platform.node() or 'lab-host'}: {here}"  # as calibrate wrote it before
+    path = str(tmp_path / "old.har")
+    har.write_page(_stored_on(old), path)
+    page = har.read_page(path)
+    assert calibration.stored(page)["machine"] == old  # (kept as written)
+    assert calibration_note(page, cfg) is None
+    assert calibration_note(_stored_on(here), cfg) is None
+    other = "lab-host: Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz, 56 CPUs, Linux 2.6.39"
+    note = calibration_note(_stored_on(other), cfg)
+    assert note is not None and f"calibrated on another machine ({other})" in note
+    assert calibration.machine_of(other) == "Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz, 56 CPUs, Linux 2.6.39"
+    assert calibration.machine_of("test") == "test"  # (not of that form: as it is)
+
+
 needs_chromium = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="needs Debian's chromium")
 
 

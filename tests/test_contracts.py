@@ -355,6 +355,8 @@ def test_link_snapshot_and_request_keys_are_the_data_planes(schemas):
     interval = _props(snap, "DirInterval")
     for k in lateness._KEYS + ("packets_out",):
         assert k in interval, k
+    for k in runner.LINK_DROP_KEYS:  # (a load's link drops: runner.link_drops)
+        assert interval[k]["type"] == "integer", k
     assert {"p50", "p99", "max", "count"} <= set(_props(snap, "Lateness"))
     assert {"uplink", "downlink"} <= set(_props(snap))
     rec = _props(schemas["load-report"], "Rec")

@@ -59,7 +59,9 @@ def test_experiments_sweep_it_and_refuse_it_beside_h2():
     assert [exp.run_config(c).keepalive for c in range(2)] == ["on", "off"] and exp.axis() == "keepalive"
     assert knobs.KNOBS["keepalive"].words("off") == "keep-alive off"
     with pytest.raises(PltError, match="^e.toml: keepalive does not apply to protocol h2"):
-        spec.from_dict({"pages": [PAGE], "protocol": ["h1", "h2"], "keepalive": "off"}, "e.toml")
+        spec.from_dict({"pages": [PAGE], "protocol": "h2", "keepalive": "off"}, "e.toml")
+    with pytest.raises(PltError, match="^e.toml: the point protocol h2, keepalive off: keepalive does not apply"):
+        spec.from_dict({"pages": [PAGE], "protocol": ["h1", "h2"], "keepalive": ["on", "off"]}, "e.toml")
     with pytest.raises(PltError, match="^e.toml: keepalive does not apply to protocol h2"):
         spec.from_dict(
             {"pages": [PAGE], "protocol": "h2", "keepalive": ["on", "off"], "compare": "keepalive"}, "e.toml"

@@ -6,7 +6,7 @@ their own modules (docs/dataplane-interfaces.md "HTTP/3 over QUIC").
 
 Knobs by transport (``TRANSPORT_KNOBS``): the kernel's TCP settings apply to the tcp rows only,
 QUIC's own to the udp row; a row's own knobs (``Protocol.knobs``) apply under it only (``ROW_KNOBS``:
-those refused elsewhere, keepalive under h1). ``applies`` answers from the table; ``not_applying``
+those refused elsewhere: keepalive under h1, server_priority under h2 and h3). ``applies`` answers from the table; ``not_applying``
 says which knobs of a run are set where they do not apply (refused where the run or experiment is
 built: the knobs of ``EXCLUSIVE``), and such a knob holds ``NA`` in its results column.
 
@@ -74,10 +74,12 @@ TRANSPORT_KNOBS: dict[str, dict[str, str]] = {
 }
 KNOB_TRANSPORT = {k: t for t, ks in TRANSPORT_KNOBS.items() for k in ks}
 # Knobs a row claims (``Protocol.knobs``) that are refused under the other rows off their default,
-# as a transport's are, each with why (server_priority is not: under h1 it is left as it is).
+# as a transport's are, each with why.
 ROW_KNOBS: dict[str, str] = {
     "keepalive": "connection reuse is HTTP/1.1's to forbid (Connection: close); h2 and h3 carry an "
     "origin's requests on one connection",
+    "server_priority": "the order of the responses multiplexed on one connection (h2, h3); HTTP/1.1 "
+    "carries one response at a time per connection",
 }
 # Every knob refused where it does not apply (off its default), its results column then ``NA``.
 EXCLUSIVE = frozenset(KNOB_TRANSPORT) | frozenset(ROW_KNOBS)

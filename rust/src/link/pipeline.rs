@@ -273,6 +273,12 @@ pub(crate) mod tests {
         assert_eq!(d.arrive(MS, ipv4(S, C, 1500)).unwrap_err().1, Drop::Queue);
         assert_eq!(d.st.queue.count, 3);
         assert_eq!(d.st.queue.first, vec![3, 4, 6]);
+        // a snapshot's interval counts the drops since the previous one (per load), then none
+        let iv = d.st.take_interval();
+        assert_eq!((iv.dropped_queue, iv.dropped_loss), (3, 0));
+        assert_eq!(d.arrive(MS, ipv4(S, C, 1500)).unwrap_err().1, Drop::Queue);
+        assert_eq!(d.st.take_interval().dropped_queue, 1);
+        assert_eq!(d.st.take_interval().dropped_queue, 0);
         let out = drain(&mut d, u64::MAX);
         assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![MS, 2 * MS, 3 * MS, 4 * MS]);
     }
@@ -292,6 +298,21 @@ pub(crate) mod tests {
         // After the 1500 B packet left (1.5 ms), 1500 B fit again.
         assert!(d.arrive(1_500_000, ipv4(C, S, 1500)).is_ok());
         assert!(d.arrive(1_500_000, ipv4(C, S, 20)).is_err());
+    }
+
+    #[test]
+    fn snapshot_counts_random_losses_since_the_previous_one() {
+        let mut p = params();
+        p.loss = 1.0;
+        let mut d = Direction::new(&p, true, 0);
+        for i in 0..7 {
+            assert_eq!(d.arrive(i, ipv4(C, S, 100)).unwrap_err().1, Drop::Loss);
+        }
+        let iv = d.st.take_interval();
+        assert_eq!((iv.dropped_loss, iv.dropped_queue), (7, 0));
+        let _ = d.arrive(8, ipv4(C, S, 100));
+        assert_eq!(d.st.take_interval().dropped_loss, 1);
+        assert_eq!(d.st.loss.count, 8); // (the run's totals stay whole)
     }
 
     fn loss_run(seed: u64, p_loss: f64, n: usize) -> Vec<u64> {

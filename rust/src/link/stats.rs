@@ -164,6 +164,10 @@ pub struct DirStats {
     /// Since the last snapshot, per packet through the rate (or trace): how long it waited
     /// behind the packets queued before it, its own serialization not included.
     pub queue_wait_interval: Histogram,
+    /// The drop counts (random loss, drop-tail) at the last snapshot: the interval's are the
+    /// counts since (what a load's loss recovery had to act on).
+    pub loss_at_snapshot: u64,
+    pub queue_at_snapshot: u64,
 }
 
 impl DirStats {
@@ -183,7 +187,11 @@ impl DirStats {
             lateness_us: self.lateness_interval.summary_us(),
             ingress_us: self.ingress_interval.summary_us(),
             queue_wait_us: self.queue_wait_interval.summary_us(),
+            dropped_loss: self.loss.count - self.loss_at_snapshot,
+            dropped_queue: self.queue.count - self.queue_at_snapshot,
         };
+        self.loss_at_snapshot = self.loss.count;
+        self.queue_at_snapshot = self.queue.count;
         self.lateness_interval = Histogram::default();
         self.ingress_interval = Histogram::default();
         self.queue_wait_interval = Histogram::default();
@@ -227,6 +235,10 @@ pub struct DirInterval {
     /// With a rate or trace: how long each packet waited in the queue behind the packets before
     /// it (its own serialization not included).
     pub queue_wait_us: Lateness,
+    /// Packets dropped by the random (or bursty) loss since the previous snapshot.
+    pub dropped_loss: u64,
+    /// Packets dropped by the full queue (drop-tail) since the previous snapshot.
+    pub dropped_queue: u64,
 }
 
 /// One direction's counters ("packets" are wire packets after GSO segmentation, "bytes" IP bytes).

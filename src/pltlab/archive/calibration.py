@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import re
 
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
@@ -68,10 +69,24 @@ def attach(page: Page, objs: list, derived: dict, meta: dict) -> Page:
 
 
 def machine() -> str:
+    """What a calibration's compute delays depend on of this machine: CPU model, CPU count and
+    kernel ("AMD EPYC, 2 CPUs, Linux 6.18.44"; the browser is the calibration's own `browser`).
+    Not the host name: two machines alike in these compute alike, and a shipped page names no host."""
     cpu = ""
     try:
         with open("/proc/cpuinfo") as f:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
     except OSError:
         pass
-    return f"{platform.node()}: {cpu or platform.machine()}, {os.cpu_count()} CPUs, Linux {platform.release()}"
+    return f"{cpu or platform.machine()}, {os.cpu_count()} CPUs, Linux {platform.release()}"
+
+
+# A stored machine string of before: "HOST: CPU, N CPUs, Linux K" (the host name led it)
+_WITH_HOST = re.compile(r"[^\s:,]+: (.+, \d+ CPUs, Linux \S+)")
+
+
+def machine_of(stored: str) -> str:
+    """A calibration's stored machine string as ``machine()`` writes it now: an older one's
+    leading host name dropped (its CPU, CPU count and kernel kept); anything else as it is."""
+    m = _WITH_HOST.fullmatch(stored)
+    return m.group(1) if m else stored

@@ -95,7 +95,7 @@ def fit(
         tights.append(math.log1p(float(cal.get("tight_delay_ms") or 0.0)))
         rests.append(math.log1p(max(0.0, unexplained(page, cal))))
         browsers.add(str(cal.get("browser") or "?"))
-        machines.add(str(cal.get("machine") or "?"))
+        machines.add(calib.machine_of(str(cal.get("machine") or "?")))
         for o in objs:
             k = kind_of(o)
             lo, hi = ranges.get(k, (o.size, o.size))

@@ -200,7 +200,7 @@ def apply(params: dict, page: Page) -> Page:
     meta = {
         "source": "model",
         "browser": ", ".join(params.get("browser") or []),
-        "machine": "; ".join(params.get("machine") or []),
+        "machine": "; ".join(calib.machine_of(m) for m in params.get("machine") or []),  # (older fits: host dropped)
         "rtt_ms": 0,
         "measured_at": params.get("fitted_at"),
         "fitted_on": list(params["fitted_on"]),

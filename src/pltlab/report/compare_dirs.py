@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from pltlab.errors import PltError
 from pltlab.experiments import stats
+from pltlab.protocols import NA
 from pltlab.report import headline, html
 from pltlab.report import statistics as an
 
@@ -79,7 +80,10 @@ def compare(dir_a: str, dir_b: str | None = None, by: str | None = None) -> dict
     if dir_b is None:
         sides = _split(dir_a, col, by)
     (_, meta_a, a), (_, meta_b, b) = sides
-    dims = list(an.DIMS) + (["tfo"] if col == "tfo" else [])
+    # a knob n/a under a side's protocol (keepalive under h2, server_priority under h1) is no
+    # difference between the sides, nor a context: the report's and explain's pairing skip it alike
+    na = {c for c in an.DIMS if any(r.get(c) == NA for r in a + b)}
+    dims = [c for c in an.DIMS if c not in na] + (["tfo"] if col == "tfo" else [])
     compared = [c for c in dims if _values(a, c) != _values(b, c)]
     if col is not None:
         if col not in compared:
@@ -95,7 +99,7 @@ def compare(dir_a: str, dir_b: str | None = None, by: str | None = None) -> dict
                     f"{d}: {c} takes several values ({shown}) while the folders differ in it: "
                     "compare folders where each compared knob has one value"
                 )
-    context = [c for c in an.DIMS if c not in compared and len(_values(a, c) | _values(b, c)) > 1]
+    context = [c for c in dims if c != "tfo" and c not in compared and len(_values(a, c) | _values(b, c)) > 1]
 
     def key(r):  # (compared by TFO: no TFO in the key, "-" in the rows)
         tfo = None if col == "tfo" else bool(r["tfo"])

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pltlab import files
 from pltlab.archive import formats, netinfer
 from pltlab.archive import resolve as resolver
-from pltlab.archive.calibration import machine
+from pltlab.archive.calibration import machine, machine_of
 from pltlab.archive.model import Page
 from pltlab.errors import PltError
 from pltlab.loaders import plan
@@ -32,7 +32,7 @@ def calibration_note(page: Page, cfg: RunConfig) -> str | None:
         return (
             f"{page.url} has no calibration: Chromium's compute is not modelled (`pltlab calibrate`, docs/loaders.md)"
         )
-    if cal.get("machine") and cal["machine"] != machine():
+    if cal.get("machine") and machine_of(str(cal["machine"])) != machine():
         return f"{page.url} was calibrated on another machine ({cal['machine']}): recalibrate here"
     return None
 

@@ -607,7 +607,7 @@ _ALL = (
         "rfc9218",
         "How the replay orders the responses of an h2 connection: rfc9218 (by the requests' "
         "`priority` headers, lowest urgency first, as CDN front ends do) or round-robin (every "
-        "response at once, interleaved).",
+        "response at once, interleaved). h2 and h3 only: refused with protocol h1.",
         type=str,
         label="server priority",
         column="server_priority",

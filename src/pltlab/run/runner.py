@@ -101,6 +101,23 @@ def queue_waits(snapshot: dict | None) -> dict | None:
     return out or None
 
 
+# the link snapshot's drop counts per direction (rust/src/link/stats.rs DirInterval) -> their names
+LINK_DROP_KEYS = {"dropped_loss": "loss", "dropped_queue": "queue"}
+
+
+def link_drops(snapshot: dict | None) -> dict | None:
+    """Per direction, the packets the link emulator dropped during a load: by its random (or
+    bursty) loss and by its full queue (drop-tail), {"loss": n, "queue": n}. None when not
+    measured (netem, an older pltlab-dp whose snapshot has no drop counts)."""
+    out = {}
+    for d in ("uplink", "downlink"):
+        s = (snapshot or {}).get(d) or {}
+        if not all(k in s for k in LINK_DROP_KEYS):
+            return None
+        out[d] = {name: s[k] for k, name in LINK_DROP_KEYS.items()}
+    return out
+
+
 class PageRunner:
     """Topology + replay for one page and one link configuration; loads it on demand."""
 
@@ -250,7 +267,7 @@ class PageRunner:
         c0, s0 = before["c"], before["s"]
         c1, s1 = self.topo.counters(), self.replay.snapshot()
         snap = self.topo.link_snapshot()
-        late, queued = lateness.summary(snap), queue_waits(snap)
+        late, queued, dropped = lateness.summary(snap), queue_waits(snap), link_drops(snap)
         server = conns = tls = None
         if s0 and s1:  # what the replay server saw during this load
             server = {k: s1.get(k, 0) - s0.get(k, 0) for k in SERVER_TFO_KEYS}
@@ -312,7 +329,8 @@ class PageRunner:
             # the link's precision aids asked for and refused: name -> error (pltlab.net.emulator)
             "link_aids_missing": dict(self.topo.link_aids_missing),
             # how long packets waited in each direction's queue behind those before them (pltlab.explain)
-            "metrics": self._metrics(queued, res),
+            # and how many the link dropped (its loss, its full queue): what loss recovery acted on
+            "metrics": self._metrics(queued, dropped, res),
             "started_at": before["t"],  # wall clock (s) of the load's start and end
             "ended_at": ended,
             "not_found": sum(1 for r in requests if r.get("status") == 404),
@@ -323,8 +341,10 @@ class PageRunner:
             "load_started_at": res.get("load_started_at", before["t"]),
         }
 
-    def _metrics(self, queued: dict | None, res: dict) -> dict | None:
+    def _metrics(self, queued: dict | None, dropped: dict | None, res: dict) -> dict | None:
         out = {"queue_wait_us": queued} if queued else {}
+        if dropped is not None:
+            out["link_drops"] = dropped
         if self.inferred is not None:  # what was replayed, and the browser's DOMContentLoaded beside onLoad
             out["recorded_network"] = self.inferred.summary()
             dcl = (res.get("nav_timing") or {}).get("domContentLoadedEventEnd")

@@ -92,6 +92,29 @@ def tfo_loads(folder: str) -> dict:
     return out
 
 
+def tfo_drops(folder: str) -> dict | None:
+    """The packets the link emulator dropped during the variant's loads (runs.csv: each load's
+    metrics `link_drops`, pltlab.run.runner.link_drops), both directions summed: {"loads": loads
+    that recorded them, "runs": loads in all, "loss": by random loss, "queue": by the full queue};
+    None when no load recorded them (loads of a pltlab before it counted, or netem)."""
+    out = {"loads": 0, "runs": 0, "loss": 0, "queue": 0}
+    for r in _csv(folder, "runs.csv"):
+        if r.get("status") != "ok":
+            continue
+        out["runs"] += 1
+        try:
+            drops = (json.loads(r.get("metrics") or "null") or {}).get("link_drops")
+        except ValueError:
+            drops = None
+        if not drops:
+            continue
+        out["loads"] += 1
+        for d in drops.values():
+            out["loss"] += int(d.get("loss") or 0)
+            out["queue"] += int(d.get("queue") or 0)
+    return out if out["loads"] else None
+
+
 def _imp(off, on, axis=-1):
     return 1 - np.mean(on, axis=axis) / np.mean(off, axis=axis)
 

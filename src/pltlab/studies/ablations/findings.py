@@ -55,7 +55,7 @@ def summarize(folder: str) -> dict:
     against its base, whether each moves the figure into the paper's band, and the sentences."""
     paper, plan = read_plan(folder)
     tfo = paper == "tfo"
-    heads, loads, missing = {}, {}, []
+    heads, loads, drops, missing = {}, {}, {}, []
     for v in plan:
         d = os.path.join(folder, v["name"])
         try:
@@ -63,6 +63,9 @@ def summarize(folder: str) -> dict:
             loads[v["name"]] = effects.tfo_loads(d) if tfo else effects.icw_loads(d, heads[v["name"]]["icw"])
         except PltError:
             missing.append(v["name"])
+            continue
+        if tfo:  # (the fairness flows' link: not recorded per flow)
+            drops[v["name"]] = effects.tfo_drops(d)
     out_effects = []
     for v in plan:
         b = v["base"]
@@ -91,7 +94,7 @@ def summarize(folder: str) -> dict:
         "paper": paper,
         "preset": PAPERS[paper].preset,
         "published": PUBLISHED[paper],
-        "variants": [{**v, "headline": heads.get(v["name"])} for v in plan],
+        "variants": [{**v, "headline": heads.get(v["name"]), "drops": drops.get(v["name"])} for v in plan],
         "missing": missing,
         "effects": out_effects,
     }
@@ -167,9 +170,37 @@ def sentences(doc: dict) -> list[str]:
             f"Setting {e['factor']} {_where(e)} changes the {what} by {effect_text(paper, e)}"
             f"{' (its CI spans zero)' if zero else ''} and {moved}."
         )
+    if paper == "tfo":
+        out.append(drops_sentence(doc))
     if doc["missing"]:
         out.append(f"Not finished, so not measured: {', '.join(doc['missing'])}.")
     return out
+
+
+def drops_text(d: dict | None) -> str:
+    """A variant's link drops in words (effects.tfo_drops), or that they were not measured."""
+    if not d:
+        return "not measured"
+    part = "" if d["loads"] == d["runs"] else f" (of {d['runs']})"
+    return f"{d['loss'] + d['queue']} ({d['loss']} lost, {d['queue']} queue overflow) in {d['loads']} loads{part}"
+
+
+def drops_sentence(doc: dict) -> str:
+    """RACK and TLP (the preset's rack/tlp) recover lost packets: how many the TFO link dropped in
+    the loads of today's defaults and of the preset, as its emulator counted them per load."""
+    measured = [v for v in doc["variants"] if v["name"] in ("today", doc["preset"]) and v.get("drops")]
+    got, names = [v["drops"] for v in measured], [v["name"] for v in measured]
+    if not got:
+        return (
+            "RACK/TLP act on losses: the TFO link's drops were not measured (these loads predate pltlab "
+            "recording the link emulator's drop counts per load)."
+        )
+    n, m = sum(d["loss"] + d["queue"] for d in got), sum(d["loads"] for d in got)
+    loss, queue = sum(d["loss"] for d in got), sum(d["queue"] for d in got)
+    return (
+        f"RACK/TLP act on losses: the TFO link dropped {n} packets in {m} loads "
+        f"({loss} by random loss, {queue} by queue overflow; {' and '.join(names)}, both directions)."
+    )
 
 
 # ---- Markdown ----------------------------------------------------------------------------
@@ -231,8 +262,8 @@ def markdown(doc: dict) -> str:
         "",
         "Every variant:",
         "",
-        _row(["variant", "what", "figure", "in the paper's band"]),
-        _row(["---"] * 4),
+        _row(["variant", "what", "figure", "in the paper's band"] + (["link drops"] if paper == "tfo" else [])),
+        _row(["---"] * (5 if paper == "tfo" else 4)),
     ]
     for v in doc["variants"]:
         h = v["headline"]
@@ -244,6 +275,7 @@ def markdown(doc: dict) -> str:
                     headline_text(paper, h),
                     "-" if h is None else "yes" if h["in_band"] else "no",
                 ]
+                + ([drops_text(v.get("drops")) if h else "-"] if paper == "tfo" else [])
             )
         )
     if paper == "tfo":

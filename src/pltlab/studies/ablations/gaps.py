@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from pltlab.errors import PltError
-from pltlab.studies.ablations.findings import markdown, summarize
+from pltlab.studies.ablations.findings import markdown, sentences, summarize
 from pltlab.studies.paper_gaps import COMMITTED, DOC, PUBLISHED, committed, read
 
 
@@ -48,6 +48,8 @@ def main(argv: list[str]) -> int:
     except PltError as e:
         print(f"pltlab: error: {e}", file=sys.stderr)
         return 2
+    for d in docs:  # (from the summary's figures: a summary written before a sentence was added gets it)
+        d["sentences"] = sentences(d)
     sys.stdout.write(page(docs))
     return 0
 
