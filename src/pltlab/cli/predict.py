@@ -137,7 +137,9 @@ def beside_results(out_dir: str) -> list[dict]:
                     "tfo": tfo,
                     "n": len(got),
                     "measured_ms": statistics.median(got) if got else None,
-                    "predicted_ms": None if why else predict_as(page, cfg, tfo)["plt_ms"],
+                    "predicted_ms": None
+                    if why
+                    else predict_as(page, cfg, tfo, compute if chromium else None)["plt_ms"],
                     "why": why,
                 }
                 if row["measured_ms"] and row["predicted_ms"] is not None:
