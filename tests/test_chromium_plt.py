@@ -60,7 +60,9 @@ def test_the_cpu_bound_estimate_from_a_pages_structure():
         url="https://a.test/",
         objects=[
             Obj(url="https://a.test/", mime="text/html", size=2000),
-            Obj(url="https://a.test/app.js", mime="application/javascript", size=100 * 1024, initiator="https://a.test/"),
+            Obj(
+                url="https://a.test/app.js", mime="application/javascript", size=100 * 1024, initiator="https://a.test/"
+            ),
             Obj(url="https://b.test/i.png", mime="image/png", size=5000, initiator="https://a.test/"),
         ],
     )
@@ -159,3 +161,24 @@ def test_parameters_with_a_broken_form_are_refused(tmp_path):
     bad.write_text(json.dumps(params))
     with pytest.raises(PltError, match=f"{bad}: not the parameters of a Chromium compute model"):
         chromium_compute.load(str(bad))
+
+
+def test_cli_predict_applies_the_form(tmp_path):
+    """`pltlab predict --client chromium` with parameters whose form is a sum with C = 100 ms:
+    PLT = N + 100, N = the simulated network PLT + the tail; with the larger of N and C = 60 s:
+    60 s, whatever the page."""
+    from tests.conftest import pltlab_cmd
+
+    params = chromium_compute.shipped()
+    for plt, want in (
+        (_plt("sum", p=1.0, one=math.log(100)), lambda p: p["network_bound_ms"] + 100),
+        (_plt("max", p=chromium_plt.FORMS["max"].p, one=math.log(60000)), lambda p: 60000),
+    ):
+        path = tmp_path / f"{plt['form']}.json"
+        path.write_text(json.dumps({**params, "plt": plt}))
+        cp = pltlab_cmd("predict", "wikipedia", "--client", "chromium", "--rtt", "100ms", "--json",
+                        "--compute-model", str(path))  # fmt: skip
+        assert cp.returncode == 0, cp.stderr
+        p = json.loads(cp.stdout)["predictions"][0]
+        assert p["network_bound_ms"] == pytest.approx(p["network_plt_ms"] + p["tail_ms"], abs=0.01)
+        assert p["plt_ms"] == pytest.approx(want(p), abs=0.01), plt["form"]
