@@ -65,6 +65,12 @@ def with_compute(page, label: str, params: dict):
         f"({', '.join(params['fitted_on'])}) at {params.get('fitted_at')}, "
         f"{', '.join(params.get('browser') or ['Chromium ?'])} on {'; '.join(params.get('machine') or ['?'])}"
     )
+    plt = params.get("plt")
+    where["source"] += (
+        f"; PLT form {plt['form']} (network- and CPU-bound) fitted on {len(plt['fitted_on'])} pages' Chromium loads"
+        if plt
+        else "; no PLT form (the network-bound estimate alone)"
+    )
     return chromium_compute.apply(params, page), where
 
 
