@@ -60,12 +60,14 @@ def predict(
         print(json.dumps(doc))
         return
     who = (
-        "Chromium: the built-in loader's Chromium model + general compute model"
+        "Chromium: the built-in loader's Chromium model + general compute model, network- and CPU-bound"
         if any("client" in p for p in got)
         else "built-in loader"
     )
     t = Table(title=f"predicted page load time ({who}, no emulation)")
-    for col in ("page", "RTT (ms)", "TFO", "objects", "connections", "PLT (ms)"):
+    bounds = all("cpu_bound_ms" in p for p in got)  # Chromium: the two estimates its PLT combines
+    cols = ("page", "RTT (ms)", "TFO", "objects", "connections", "PLT (ms)")
+    for col in cols + (("network-bound (ms)", "CPU-bound (ms)") if bounds else ()):
         t.add_column(col)
     for p in got:
         t.add_row(
@@ -75,6 +77,7 @@ def predict(
             str(p["objects"]),
             str(p["connections"]),
             f"{p['plt_ms']:.1f}",
+            *((f"{p['network_bound_ms']:.1f}", f"{p['cpu_bound_ms']:.1f}") if bounds else ()),
         )
     con = Console()
     con.print(t)
@@ -137,7 +140,9 @@ def beside_results(out_dir: str) -> list[dict]:
                     "tfo": tfo,
                     "n": len(got),
                     "measured_ms": statistics.median(got) if got else None,
-                    "predicted_ms": None if why else predict_as(page, cfg, tfo)["plt_ms"],
+                    "predicted_ms": None
+                    if why
+                    else predict_as(page, cfg, tfo, compute if chromium else None)["plt_ms"],
                     "why": why,
                 }
                 if row["measured_ms"] and row["predicted_ms"] is not None:

@@ -2,6 +2,9 @@
 on calibrated pages: robust least squares in log space (scipy's least_squares, soft-L1 loss, a
 small ridge term so that a feature the fit never sees stays near 0), each page weighing as much as
 any other. ``fit`` calls folds.check first: a fit never holds the site of a page it is judged on.
+The PLT form beside these delays (pltlab.predict.chromium_plt) is fitted on ground-truth loads by
+pltlab.experiments.plt_fit (benches/bench_predict_chromium.py --fit-out writes both); parameters
+fitted here alone have no "plt" and predict the network-bound estimate alone.
 
     python3 -m pltlab.experiments.compute_fit fit DIR/calib --folds benches/pagesets/public-folds.json -o params.json
     python3 -m pltlab.experiments.compute_fit apply params.json page.har -o page-model.har   # then:
@@ -15,7 +18,6 @@ import datetime
 import json
 import math
 import os
-import statistics
 import sys
 from collections.abc import Iterable, Mapping
 
@@ -29,12 +31,9 @@ from pltlab.errors import PltError
 from pltlab.experiments import folds as foldsmod
 from pltlab.predict import chromium_compute
 from pltlab.predict.chromium_compute import OBJECT_FEATURES, PAGE_FEATURES, VERSION, kind_of, structure
-from pltlab.predict.pages import predict_as
-from pltlab.run.config import RunConfig
 
 RIDGE = 1e-3  # (a penalty of sqrt(RIDGE) * coefficient: a feature the fit never sees stays at 0)
 PAGE_RIDGE = 1e-3  # (the per-page fits have a few tens of rows)
-CHROMIUM = "chromium"  # the loader the calibrations measured (`pltlab calibrate`)
 SOFT_L1_SCALE = 0.5  # residuals (log ms) beyond which the loss grows linearly: outliers weigh less
 
 
@@ -47,18 +46,6 @@ def _robust(x: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float = RIDGE) -
         return np.concatenate([sw * (x @ b - y), ridge * b])
 
     return least_squares(resid, np.zeros(x.shape[1]), loss="soft_l1", f_scale=SOFT_L1_SCALE).x
-
-
-def unexplained(page: Page, cal: dict) -> float:
-    """Chromium's PLT in the calibration's own loads (the median of ``load_plt_ms``, at RTT 0)
-    beyond what the calibration explains: that PLT predicted at RTT 0 with the page's own
-    calibration. 0 when the calibration has no loads' PLTs."""
-    plts = cal.get("load_plt_ms")
-    if not plts:
-        return 0.0
-    rtt = f"{float(cal.get('rtt_ms') or 0):g}ms"
-    own = predict_as(page, RunConfig(client=CHROMIUM, rtt=rtt, tfo="off"), False)["plt_ms"]
-    return statistics.median(plts) - own
 
 
 def fit(
@@ -77,7 +64,7 @@ def fit(
     foldsmod.check(pages, judged, folds, what="Chromium compute model")
     if not pages:
         raise PltError("compute model: no calibrated page to fit on")
-    xs, ys, ws, px, tails, tights, rests = [], [], [], [], [], [], []
+    xs, ys, ws, px, tails, tights = [], [], [], [], [], []
     browsers, machines, ranges = set(), set(), {}
     for name, page in sorted(pages.items()):
         cal = calib.stored(page)
@@ -93,7 +80,6 @@ def fit(
         px.append([page_f[k] for k in PAGE_FEATURES])
         tails.append(math.log1p(float(cal["tail_ms"])))
         tights.append(math.log1p(float(cal.get("tight_delay_ms") or 0.0)))
-        rests.append(math.log1p(max(0.0, unexplained(page, cal))))
         browsers.add(str(cal.get("browser") or "?"))
         machines.add(calib.machine_of(str(cal.get("machine") or "?")))
         for o in objs:
@@ -107,13 +93,11 @@ def fit(
     pxa = np.array(px)
     bt = _robust(pxa, np.array(tails), np.ones(len(px)), PAGE_RIDGE)
     bg = _robust(pxa, np.array(tights), np.ones(len(px)), PAGE_RIDGE)
-    br = _robust(pxa, np.array(rests), np.ones(len(px)), PAGE_RIDGE)
     return {
         "version": VERSION,
         "objects": dict(zip(OBJECT_FEATURES, map(float, np.round(b, 5)))),
         "tail": dict(zip(PAGE_FEATURES, map(float, np.round(bt, 5)))),
         "tight": dict(zip(PAGE_FEATURES, map(float, np.round(bg, 5)))),
-        "rest": dict(zip(PAGE_FEATURES, map(float, np.round(br, 5)))),
         "fitted_on": sorted(pages),
         "fitted_urls": sorted({p.url for p in pages.values()}),
         "fitted_objects": len(ys),

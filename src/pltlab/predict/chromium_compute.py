@@ -13,10 +13,13 @@ referenced by a stylesheet, its depth in the dependency graph) and the page's to
 (objects, KB of script). The fit is robust least squares in log space (scipy's least_squares with
 a soft-L1 loss, a small ridge term so that a kind absent from the fit stays near 0), each page
 weighing as much as any other (an object weighs 1/objects of its page). The tail (loadEventEnd -
-the last response), the main frame's tight-mode delay and the rest (Chromium's PLT in the
-calibration loads beyond what the page's own calibration predicts at RTT 0: time before the
-navigation's request and whatever else the per-object terms miss; added to the tail) are fitted
-the same way per page, from the page's totals (no per-frame tight delays).
+the last response) and the main frame's tight-mode delay are fitted the same way per page, from
+the page's totals (no per-frame tight delays).
+
+What the calibration does not see (Chromium's work before the navigation's request, its network
+stack, the main thread's contention at short RTTs) is not here: the predicted PLT combines the
+network-bound estimate these delays give with a CPU-bound one (pltlab.predict.chromium_plt, its
+parameters under "plt", fitted on other pages' ground-truth loads).
 
 The fit is pltlab.experiments.compute_fit's (it refuses, folds.check, a fit that holds the site
 of a page it is to judge); this module applies its parameters. They are a small JSON document that says what they were fitted on (pages, date, machine, browser);
@@ -36,9 +39,10 @@ from pltlab.archive.resource_kinds import kind
 from pltlab.errors import PltError
 from pltlab.loaders import plan as plans
 from pltlab.net import names
+from pltlab.predict import chromium_plt
 from pltlab.replay import hosts as hostmap
 
-VERSION = 1
+VERSION = 2  # 2: the rest term gone, the PLT form ("plt") beside the delays
 SHIPPED = "chromium_compute.json"  # package data beside this module
 KINDS = ("html", "css", "js", "image", "font", "other")  # json and the rest: other
 SIZE_GROUPS = {"js": "js", "css": "css", "html": "html"}  # the rest share one size term
@@ -135,11 +139,10 @@ def check(params, where: str) -> dict:
                 ("objects", OBJECT_FEATURES),
                 ("tail", PAGE_FEATURES),
                 ("tight", PAGE_FEATURES),
-                ("rest", PAGE_FEATURES),
             )
             for k in keys
         )
-        ok = ok and isinstance(params["fitted_on"], list)
+        ok = ok and isinstance(params["fitted_on"], list) and chromium_plt.check(params.get("plt"))
     except (KeyError, TypeError):
         ok = False
     if not ok:
@@ -169,29 +172,39 @@ def shipped() -> dict:
     return check(json.loads(text), SHIPPED)
 
 
+def plt_estimate(params: dict, page: Page, result: dict) -> dict:
+    """``result`` (simulate.predict's, of ``page`` as apply() calibrated it) with its PLT the
+    form's (chromium_plt.estimate): plt_ms, network_bound_ms, cpu_bound_ms."""
+    cal = calib.stored(page) or {}
+    page_f = cal.get("page_features")
+    if page_f is None:
+        raise PltError(f"{page.url}: not calibrated by the general compute model (no page features)")
+    f = chromium_plt.features(page_f, result["connections"])
+    return {**result, **chromium_plt.estimate(params.get("plt"), result["plt_ms"], f)}
+
+
 def _dot(coef: Mapping[str, float], f: Mapping[str, float]) -> float:
     return sum(coef[k] * f[k] for k in coef)
 
 
-def delays(params: dict, page: Page) -> tuple[list, list[float], float, float, float]:
+def delays(params: dict, page: Page) -> tuple[list, list[float], float, float, dict]:
     """The page's plan objects, their predicted compute delays (ms), its tail, its tight-mode
-    delay and the rest of Chromium's PLT its calibration would not explain."""
+    delay and its page features (structure's)."""
     objs, rows, page_f = structure(page)
     comp = [round(math.expm1(_dot(params["objects"], f)), 3) for f in rows]
     tail = math.expm1(_dot(params["tail"], page_f))
     tight = math.expm1(_dot(params["tight"], page_f))
-    rest = math.expm1(_dot(params["rest"], page_f))
-    return objs, [max(0.0, c) for c in comp], *(round(max(0.0, v), 3) for v in (tail, tight, rest))
+    return objs, [max(0.0, c) for c in comp], round(max(0.0, tail), 3), round(max(0.0, tight), 3), page_f
 
 
 def apply(params: dict, page: Page) -> Page:
     """A copy of ``page`` with the model's synthetic calibration (archive.calibration's keys, as
     `pltlab calibrate` stores a measured one; ``source`` says it is the model's)."""
     page = copy.deepcopy(page)
-    objs, comp, tail, tight, rest = delays(params, page)
+    objs, comp, tail, tight, page_f = delays(params, page)
     derived = {
         "compute_ms": comp,
-        "tail_ms": round(tail + rest, 3),
+        "tail_ms": tail,
         "tight_delay_ms": tight,
         "frame_tight_delay_ms": {},
         "loads": 0,
@@ -204,7 +217,7 @@ def apply(params: dict, page: Page) -> Page:
         "rtt_ms": 0,
         "measured_at": params.get("fitted_at"),
         "fitted_on": list(params["fitted_on"]),
-        "rest_ms": rest,  # (of tail_ms: the PLT beyond what a measured calibration explains)
+        "page_features": page_f,  # (the PLT form's CPU-bound estimate: chromium_plt.features)
     }
     return calib.attach(page, objs, derived, meta)
 

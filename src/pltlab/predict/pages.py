@@ -47,10 +47,13 @@ def as_predicted(cfg: RunConfig) -> RunConfig:
     return out
 
 
-def predict_as(page, cfg: RunConfig, tfo: bool) -> dict:
+def predict_as(page, cfg: RunConfig, tfo: bool, compute: dict | None = None) -> dict:
     """predict() of ``page`` as loaded under ``cfg``'s client (as_predicted; a loader's own
-    ClientHello size)."""
-    return predict(page, as_predicted(cfg), tfo, loader_of(cfg.client).client_hello_bytes)
+    ClientHello size). ``compute``: the general compute model's parameters ``page`` was
+    calibrated with (with_compute): the PLT is then its form's (chromium_compute.plt_estimate:
+    the network-bound and the CPU-bound estimate combined)."""
+    res = predict(page, as_predicted(cfg), tfo, loader_of(cfg.client).client_hello_bytes)
+    return res if compute is None else chromium_compute.plt_estimate(compute, page, res)
 
 
 def with_compute(page, label: str, params: dict):
@@ -61,6 +64,12 @@ def with_compute(page, label: str, params: dict):
         f"general compute model fitted on {len(params['fitted_on'])} calibrated pages "
         f"({', '.join(params['fitted_on'])}) at {params.get('fitted_at')}, "
         f"{', '.join(params.get('browser') or ['Chromium ?'])} on {'; '.join(params.get('machine') or ['?'])}"
+    )
+    plt = params.get("plt")
+    where["source"] += (
+        f"; PLT form {plt['form']} (network- and CPU-bound) fitted on {len(plt['fitted_on'])} pages' Chromium loads"
+        if plt
+        else "; no PLT form (the network-bound estimate alone)"
     )
     return chromium_compute.apply(params, page), where
 
@@ -90,7 +99,7 @@ def predict_pages(what: str, cfg: RunConfig, corpus: str | None = None, compute:
             extra["client"] = cfg.client
         for tfo in cfg.tfo_modes:
             try:
-                res = predict_as(page, cfg, tfo)
+                res = predict_as(page, cfg, tfo, compute if sim is not cfg else None)
             except (ValueError, KeyError) as e:
                 raise PltError(f"{label}: cannot predict: {e}") from None
             out.append(
