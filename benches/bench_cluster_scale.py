@@ -12,10 +12,11 @@
    the results come from, then the full TFO table (100 pages x 3 RTTs x TFO off/on x 10
    repetitions = 6,000 runs, load times drawn from the one-machine run) on 1, 10 and 100 nodes.
 
-    sudo python3 benches/local_cluster.py -- pltlab reproduce tfo --quick -o /tmp/two   # the runs
-    sudo python3 benches/bench_cluster_scale.py --runs /tmp/two/reproduce-tfo [--loads RUNS.csv]
+    sudo python3 benches/bench_cluster_scale.py [--runs DIR] [--loads RUNS.csv] [--quick]
 
---runs: a cluster sweep's output folder (results.sqlite: its loads and their requests);
+--runs: a cluster sweep's output folder (results.sqlite: its loads and their requests); without
+it the bench makes one first: `reproduce tfo --quick` on two local nodes (benches/local_cluster.py,
+~8 min; --quick: wikipedia, one repetition), root needed;
 --loads: the per-load wall times for the scale-out (a runs.csv or an output folder; default the
 same as --runs). Needs Ray; the self-check needs root (else --check-s). All on one machine, on
 loopback: a real cluster adds its network's round trips to every call (a few per run).
@@ -52,10 +53,10 @@ META = {
     "name": "bench_cluster_scale",
     "area": "sweeps",
     "title": "Cluster scale-out: Ray's costs measured on two local nodes, 1-100 nodes simulated",
-    "command": "python3 benches/bench_cluster_scale.py --runs DIR",
-    "quick": "python3 benches/bench_cluster_scale.py --runs DIR --quick",
-    "duration": "~3 min (with the self-check)",
-    "needs": "Ray (pltlab[cluster]), a cluster sweep's results folder, root for the self-check",
+    "command": "python3 benches/bench_cluster_scale.py",
+    "quick": "python3 benches/bench_cluster_scale.py --quick",
+    "duration": "~11 min (the two-node study ~8 min, then ~3 min)",
+    "needs": "Ray (pltlab[cluster]), root (the two-node study and the self-check; --runs DIR: only the check)",
     "figures": {
         "submit_ms": {"name": "run handed to an idle slot -> its load starts (measured)", "unit": "ms"},
         "gap_ms": {
@@ -232,7 +233,7 @@ def measured_span(runs: list[dict]) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", required=True, help="a cluster sweep's output folder (results.sqlite)")
+    ap.add_argument("--runs", help="a cluster sweep's output folder (results.sqlite); default: made first")
     ap.add_argument("--loads", help="per-load wall times for the scale-out: runs.csv or a folder (default --runs)")
     ap.add_argument("--nodes-of-run", type=int, default=2, help="nodes the --runs sweep ran on (default 2)")
     ap.add_argument("--check-s", type=float, help="a node's self-check, seconds (default: measured, root)")
@@ -244,9 +245,27 @@ def main() -> int:
     with record.Bench(META, quick=a.quick) as b:
         if ray is None:
             b.skip(f"needs Ray (pip install pltlab[cluster]): {RAY_MISSING}")
+        elif a.runs is None and os.geteuid() != 0:
+            b.skip("needs root to run the two-node study first (or --runs DIR)")
+        elif a.runs is None:
+            with tempfile.TemporaryDirectory(prefix="bench-cluster-scale-") as d:
+                a.runs = two_node_run(os.path.join(d, "two"), a.quick)
+                measure(b, a)
         else:
             measure(b, a)
     return b.exit_code
+
+
+def two_node_run(out: str, quick: bool) -> str:
+    """`reproduce tfo --quick` (quick: wikipedia, one repetition) on two local nodes, into ``out``."""
+    import subprocess
+
+    study = ["--pages", "wikipedia", "--reps", "1"] if quick else ["--quick"]
+    cmd = [sys.executable, str(Path(__file__).resolve().parent / "local_cluster.py"), "--nodes", "2", "--"]
+    cmd += ["pltlab", "reproduce", "tfo", *study, "-o", out]
+    print("two-node run: " + " ".join(cmd[1:]), flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return out
 
 
 def ms(xs):
