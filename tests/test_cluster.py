@@ -346,3 +346,33 @@ def test_real_sweep_on_a_two_node_cluster_end_to_end(tmp_path, monkeypatch):
     (v,) = nodes.values()
     assert "| alpha | rtt_ms=10 | off | " in re.sub(" +", " ", (out / "nodes.md").read_text())  # split by node
     assert v["admitted"] and v["runs_total"] == 8 and [r["rtt_ms"] for r in v["check"]["rtt"]] == [20, 100, 200]
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_real_loads_on_two_nodes_one_at_a_time_each(tmp_path, monkeypatch):
+    """benches/local_cluster.py's two nodes on loopback, real loads (namespaces, replay, loader),
+    one per node at once: both nodes load, side by side, every load valid; after it no Ray
+    process and nothing for `pltlab clean` is left (the self-check is left out: < 60 s)."""
+    sys.path.insert(0, os.path.join(ROOT, "benches"))
+    import local_cluster
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    before = local_cluster.leftovers()
+    path = _exp(tmp_path, reps=1)  # 8 runs
+    out = tmp_path / "out"
+    with local_cluster.cluster(2, 1) as c:
+        ray.init(address=c.address, log_to_driver=False)
+        try:
+            st = sweep.run(spec.load(str(path)), str(out), executor=ClusterExecutor(c.address, check=False))
+        finally:
+            ray.shutdown()
+    assert local_cluster.leftovers() == before
+    assert st["runs"] == 8 and st["failed"] == 0
+    runs = _check_row_invariants(out, path, 8)
+    assert all(r["valid"] for r in runs), [r["invalid_reason"] for r in runs]
+    nodes = [json.loads(r["node"])["node_id"] for r in runs]
+    assert len(set(nodes)) == 2
+    assert _max_at_once(runs) == 2  # the two nodes loaded at the same time
+    for nid in set(nodes):
+        assert _max_at_once([r for r, n in zip(runs, nodes) if n == nid]) == 1
