@@ -731,10 +731,11 @@ fn rss_kb(pid: u32) -> u64 {
 /// connections) gets garbage datagrams, truncated and oversized Initials, unknown versions, a
 /// flood of 100 handshakes, a client that never completes its handshake and a replayed 0-RTT
 /// first flight, while a client on one connection asks every 20 ms: each of its requests is
-/// answered within 2 s; before validation the attackers get at most 3 times what they sent,
-/// also after their deadlines; the replayed 0-RTT flight gets nothing while the original
-/// connection lives, then a full handshake without early data (its single-use ticket is gone),
-/// its request not served; the counts say what happened; descriptors and memory come back.
+/// answered within 2 s; before validation the attackers get at most 3 times what they sent
+/// (the handshakes: but for their latest datagram, as quinn enforces it), also after their
+/// deadlines; the replayed 0-RTT flight gets nothing while the original connection lives, then
+/// a handshake (full, without early data: its single-use ticket is gone), its request not
+/// served; the counts say what happened; descriptors and memory come back.
 #[test]
 fn hostile_datagrams_leave_the_quic_server_serving() {
     use crate::testutil::h3::{Early, H3Client};
