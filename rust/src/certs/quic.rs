@@ -10,7 +10,8 @@
 //!   early data is refused), and quinn-proto asks for them once, after the ClientHello
 //!   (`Connection::init_0rtt`). `early_crypto()` returning keys is the fact.
 //! * **Early bytes accepted**: the 0-RTT `PacketKey` is wrapped; every 0-RTT packet it decrypts
-//!   adds its header, payload and tag.
+//!   adds its header, payload and tag (each packet number once: a duplicate is decrypted before
+//!   quinn-proto discards it).
 //! * **Resumed**: rustls consults the certificate resolver for every ClientHello, resumed or not
 //!   (rustls 0.23.46 `server/hs.rs`: the certificate is chosen before the PSK is looked at), so
 //!   the plan's resolver wrapper cannot tell. The wrapper reads the server's own ServerHello
@@ -67,7 +68,8 @@ impl HandshakeFacts {
     pub fn early_data(&self) -> bool {
         self.early_data.load(Relaxed)
     }
-    /// 0-RTT packets decrypted so far: header + payload + AEAD tag, bytes.
+    /// 0-RTT packets decrypted so far (each packet number once): header + payload + AEAD tag,
+    /// bytes.
     pub fn early_bytes(&self) -> u64 {
         self.early_bytes.load(Relaxed)
     }
@@ -303,7 +305,7 @@ impl crypto::Session for FactsSession {
     fn early_crypto(&self) -> Option<(Box<dyn crypto::HeaderKey>, Box<dyn crypto::PacketKey>)> {
         let (header, packet) = self.inner.early_crypto()?;
         self.facts.early_data.store(true, Relaxed);
-        Some((header, Box::new(CountingKey { inner: packet, facts: self.facts.clone() })))
+        Some((header, Box::new(CountingKey { inner: packet, facts: self.facts.clone(), seen: Default::default() })))
     }
     fn early_data_accepted(&self) -> Option<bool> {
         self.inner.early_data_accepted()
@@ -341,11 +343,19 @@ impl crypto::Session for FactsSession {
     }
 }
 
-/// The 0-RTT packet key, counting the bytes of the packets it decrypts.
+/// The 0-RTT packet key, counting the bytes of the packets it decrypts, each packet number
+/// once: quinn-proto decrypts a packet before it discards it as a duplicate
+/// (`Connection::handle_packet`), so a 0-RTT packet replayed to the live connection (or
+/// duplicated on the way) would otherwise count as accepted twice.
 struct CountingKey {
     inner: Box<dyn crypto::PacketKey>,
     facts: Arc<HandshakeFacts>,
+    seen: std::sync::Mutex<std::collections::HashSet<u64>>,
 }
+
+/// At most this many 0-RTT packet numbers remembered per connection (beyond, packets count
+/// without the check: a client sends 0-RTT only until its handshake completes).
+const SEEN_0RTT_MAX: usize = 1 << 16;
 
 impl crypto::PacketKey for CountingKey {
     fn encrypt(&self, packet: u64, buf: &mut [u8], header_len: usize) {
@@ -354,7 +364,10 @@ impl crypto::PacketKey for CountingKey {
     fn decrypt(&self, packet: u64, header: &[u8], payload: &mut BytesMut) -> Result<(), crypto::CryptoError> {
         let bytes = (header.len() + payload.len()) as u64; // the payload still holds its tag
         self.inner.decrypt(packet, header, payload)?;
-        self.facts.early_bytes.fetch_add(bytes, Relaxed);
+        let mut seen = self.seen.lock().unwrap();
+        if seen.len() >= SEEN_0RTT_MAX || seen.insert(packet) {
+            self.facts.early_bytes.fetch_add(bytes, Relaxed);
+        }
         Ok(())
     }
     fn tag_len(&self) -> usize {
