@@ -30,22 +30,6 @@ MB = 1024**2
 NODE = {"num_cpus": 1, "object_store_memory": 80 * MB}
 
 
-def ray_processes() -> set[int]:
-    """Ray's daemons and workers on this machine (one left after shutdown is a leak)."""
-    out = set()
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if any(k in cmd for k in (b"raylet", b"gcs_server", b"default_worker.py", b"ray::")):
-            out.add(int(p))
-    return out
-
-
 @contextlib.contextmanager
 def cluster(nodes: int = 2, slots: int = 1):
     """A head without slots and ``nodes`` nodes with ``slots`` each, on 127.0.0.1; yields Ray's
@@ -54,6 +38,7 @@ def cluster(nodes: int = 2, slots: int = 1):
     from ray.cluster_utils import Cluster
 
     from pltlab.cluster.driver import OBJECT_STORE_BYTES, SLOT
+    from pltlab.cluster.local import ray_processes
 
     before = ray_processes()
     os.environ["RAY_AUTH_MODE"] = "disabled"  # Ray's test clusters ask for no token

@@ -23,36 +23,21 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (make setup instal
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from pltlab.cluster.driver import SLOT, ClusterExecutor  # noqa: E402
+from pltlab.cluster.local import ray_processes  # noqa: E402
 from pltlab.errors import PltError  # noqa: E402
 
 MB = 1024**2
 SMALL = {"num_cpus": 1, "object_store_memory": 80 * MB}
 
 
-def _ray_processes() -> set[int]:
-    """Ray's daemons and workers on this machine (a stray one is a leak)."""
-    out = set()
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if any(k in cmd for k in (b"raylet", b"gcs_server", b"default_worker.py", b"ray::")):
-            out.add(int(p))
-    return out
-
-
 def _wait_gone(before: set[int], seconds: float = 20) -> set[int]:
     deadline = time.time() + seconds
     while time.time() < deadline:
-        left = _ray_processes() - before
+        left = ray_processes() - before
         if not left:
             return left
         time.sleep(0.2)
-    return _ray_processes() - before
+    return ray_processes() - before
 
 
 def _auth_off(monkeypatch) -> None:
@@ -81,7 +66,7 @@ def cluster(monkeypatch):
     """A head without slots and two simulated nodes with one slot each, all on 127.0.0.1 (a
     two-node loopback cluster on this machine); torn down afterwards, and no Ray process of it
     left."""
-    before = _ray_processes()
+    before = ray_processes()
     _auth_off(monkeypatch)
     _on_loopback(monkeypatch)
     c = Cluster(initialize_head=True, head_node_args={**SMALL, "object_store_memory": 100 * MB})
@@ -171,7 +156,7 @@ def _max_at_once(runs: list[dict]) -> int:
 def test_local_cluster_runs_as_many_loads_at_once_as_slots(tmp_path):
     """--cluster local --slots 2: two loads at once on this machine, never three; Ray stopped after."""
     assert not ray.is_initialized()
-    before = _ray_processes()
+    before = ray_processes()
     path = _exp(tmp_path, reps=2)
     st = sweep.run(
         spec.load(str(path)),
@@ -277,7 +262,7 @@ def test_driver_sigkilled_then_resumed_loses_and_repeats_nothing(cluster, tmp_pa
 def test_cluster_cli_up_status_down(tmp_path):
     """A head on loopback (--node-ip 127.0.0.1): the address printed is the one joined; `down`
     stops it and nothing else."""
-    before = _ray_processes()
+    before = ray_processes()
     port = 6390 + os.getpid() % 50
     try:
         cp = pltlab_cmd("cluster", "up", "--slots", "2", "--port", str(port), "--node-ip", "127.0.0.1", timeout=180)
@@ -318,7 +303,7 @@ def test_real_sweep_on_a_two_node_cluster_end_to_end(tmp_path, monkeypatch):
     """A real sweep (namespaces, replay, loader) through `pltlab sweep --cluster`: one node with
     the one slot (loads on one machine must not overlap), the other without, the check for real.
     The test's cluster asks for no token (Ray's test utilities): the CLI is told so."""
-    before = _ray_processes()
+    before = ray_processes()
     _auth_off(monkeypatch)
     _on_loopback(monkeypatch)
     c = Cluster(initialize_head=True, head_node_args={**SMALL, "object_store_memory": 100 * MB})

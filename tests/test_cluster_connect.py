@@ -25,8 +25,9 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (make setup instal
 from pltlab.cli.cluster import CONNECT_TIMEOUT_S  # noqa: E402
 from pltlab.cluster import connect  # noqa: E402
 from pltlab.cluster.driver import ClusterExecutor  # noqa: E402
+from pltlab.cluster.local import ray_processes  # noqa: E402
 from pltlab.experiments import spec, sweep  # noqa: E402
-from tests.test_cluster import _ray_processes, _wait_gone  # noqa: E402
+from tests.test_cluster import _wait_gone  # noqa: E402
 
 # what Ray writes on its own: its C++ log lines ("[2026-... W 123 456] rpc_client.h:153: ..."),
 # its Python warnings ("2026-... WARNING worker.py:1681 -- ..."), its crash report on SIGTERM
@@ -67,7 +68,7 @@ def test_the_cli_default_timeout_is_the_connect_modules():
 
 @pytest.mark.slow
 def test_sweep_at_a_closed_port_is_one_line_in_seconds(tmp_path):
-    before = _ray_processes()
+    before = ray_processes()
     port, path = _closed_port(), _exp(tmp_path, reps=1)
     cp = pltlab_cmd("sweep", path, "-o", str(tmp_path / "o"), "--connect-timeout", "5")
     assert cp.returncode == 2 and cp.stderr.strip() == "pltlab: error: --connect-timeout needs --cluster"
@@ -83,7 +84,7 @@ def test_sweep_at_a_closed_port_is_one_line_in_seconds(tmp_path):
         f"pltlab: error: --cluster 127.0.0.1:{port}: no Ray cluster answers: nothing listens at 127.0.0.1:{port} "
         "(connection refused); is it up (pltlab cluster up), is the address right?"
     )
-    assert not _ray_processes() - before
+    assert not ray_processes() - before
 
 
 @pytest.mark.slow
@@ -129,7 +130,7 @@ def test_a_port_that_is_not_a_ray_cluster_gives_up_after_the_timeout(tmp_path, s
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_while_connecting_ends_the_sweep_at_once(tmp_path, silent_port, sig):
-    before = _ray_processes()
+    before = ray_processes()
     out = tmp_path / "out"
     p = subprocess.Popen(
         [sys.executable, "-m", "pltlab", "sweep", _exp(tmp_path, reps=1), "-o", str(out)]
@@ -221,7 +222,7 @@ def test_loopback_cluster_real_load_then_sigterm_mid_check_and_mid_loads_leaves_
     loads run, end within seconds, no namespace, actor or Ray process of theirs left; `pltlab
     cluster down` stops the head. Every driver is a process of its own, without a token."""
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    before, state = _ray_processes(), project_state()
+    before, state = ray_processes(), project_state()
     port = 6440 + os.getpid() % 50
     addr = f"127.0.0.1:{port}"
     _pages(tmp_path)

@@ -30,6 +30,23 @@ STATE_DIR = os.path.join(tempfile.gettempdir(), "pltlab-cluster")  # <process gr
 STOP_GRACE_S = 5.0  # `down`: SIGTERM, then SIGKILL for what is left after this long
 
 
+def ray_processes() -> set[int]:
+    """Ray's daemons and workers on this machine, by command line (one left after a shutdown is a
+    leak: the tests and benches/local_cluster.py check none is)."""
+    out = set()
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if any(k in cmd for k in (b"raylet", b"gcs_server", b"default_worker.py", b"ray::")):
+            out.add(int(p))
+    return out
+
+
 def _ray_cli() -> list[str]:
     """Ray's command line through this interpreter (its `ray` script's first line may name a
     Python this user cannot run)."""
