@@ -177,7 +177,7 @@ def judge(params: dict, names: list[str], pages: dict, configs: list, measured: 
 SAMPLES = ("out", "in")  # emulated loads: the fold's model (out of sample), the page's own calibration (in)
 ROW_FIELDS = (
     "page", "fold", "sample", "rtt_ms", "protocol", "tfo", "chromium_ms", "chromium_loads",
-    "builtin_ms", "builtin_network_ms", "tail_ms", "error",
+    "builtin_ms", "builtin_network_ms", "tail_ms", "error", "chromium_tfo_can_save",
 )  # fmt: skip
 
 
@@ -207,6 +207,7 @@ def read_rows(path: str | None) -> list[dict]:
             r[k] = float(r[k])
         r["tail_ms"] = float(r["tail_ms"]) if r["tail_ms"] else None
         r["tfo"], r["fold"], r["chromium_loads"] = r["tfo"] == "on", int(r["fold"]), int(r["chromium_loads"])
+        r["chromium_tfo_can_save"] = r["chromium_tfo_can_save"] == "True"
         r["measured_ms"], r["predicted_ms"] = r["chromium_ms"], r["builtin_ms"]
     return rows
 
@@ -243,6 +244,7 @@ def emulate(
                 if not want or all((name, sample, rtt, cfg.protocol, t) in have for t in want):
                     continue
                 sim = stand_in(cfg, page)
+                tfo_can_save = chromium_schemes(page)[1]  # (over https Chromium 156's TFO saves nothing)
                 try:
                     runs = run_page(page, sim)
                 except PltError as e:  # named, and the next configuration runs
@@ -267,6 +269,7 @@ def emulate(
                         "builtin_network_ms": r.get("network_plt_ms", r["plt_ms"]),
                         "tail_ms": r.get("tail_ms"),
                         "error": r["plt_ms"] / meas - 1,
+                        "chromium_tfo_can_save": tfo_can_save,
                         "measured_ms": meas,
                         "predicted_ms": r["plt_ms"],
                     }
@@ -291,6 +294,18 @@ def emulate(
     return out
 
 
+def chromium_schemes(page) -> tuple[bool, bool]:
+    """(some object over https, some over http) as Chromium loads ``page``: its recorded schemes
+    and its HSTS upgrades (cached per Chromium version: no browser runs for a page seen before)."""
+    from pltlab.loaders import plan as plans
+    from pltlab.loaders.browser import hsts
+    from pltlab.replay import hosts as hostmap
+
+    eff = plans.effective_schemes(page, hsts.upgraded_hosts(hostmap.assign([page])))
+    got = {eff.get(id(o), o.scheme) for o in page.objects if o.scheme in ("http", "https")}
+    return "https" in got, "http" in got
+
+
 def stand_in(cfg, page):
     """The built-in loader's configuration standing in for Chromium's ``cfg`` on ``page``
     (as_predicted, 1 repetition). Chromium offered h2 (or h3) on https origins only: on a page it
@@ -298,18 +313,12 @@ def stand_in(cfg, page):
     HTTP/1.1 throughout, and the built-in loader, which refuses an https-only protocol knob there
     (run.schemes.check_protocol), gets the same condition under the name h1."""
     from pltlab import protocols
-    from pltlab.loaders.browser import hsts
     from pltlab.predict.pages import as_predicted
-    from pltlab.replay import hosts as hostmap
-    from pltlab.run import schemes
 
     sim = as_predicted(cfg)
     sim.reps = 1
     multiplexed = sim.protocol != protocols.RECORDED and protocols.get(sim.protocol).multiplexed
-    if multiplexed and not schemes.fetches_https(
-        page,
-        hsts.upgraded_hosts(hostmap.assign([page])),  # (the upgraded hosts are cached per Chromium version)
-    ):
+    if multiplexed and not chromium_schemes(page)[0]:
         sim.protocol = protocols.FALLBACK.name
     return sim
 
@@ -365,6 +374,7 @@ def main() -> int:
     ap.add_argument(
         "--rows", default=None, help="with --emulate: append each load's row to this CSV (and resume from it)"
     )
+    ap.add_argument("--report-only", action="store_true", help="with --emulate --rows: no load, the rows' figures")
     a = ap.parse_args()
     with record.Bench(META, quick=a.quick) as b:
         if not a.data or not all(os.path.isdir(os.path.join(a.data, d)) for d in ("calib", "truth")):
@@ -464,24 +474,57 @@ def emulation(a, folds, cal: dict, pages: dict, truth_: tuple, models: list) -> 
     done = read_rows(a.rows)
     if done:
         print(f"{a.rows}: {len(done)} rows of an earlier run kept (not loaded again)", flush=True)
+    if a.report_only:
+        return done
     jobs = [j for n in names for j in emulation_pages(model_of[n], [n], pages, cal)]
     return emulate(jobs, folds.fold, configs, measured, counts, a.rows, done)
 
 
+def tfo_as_chromium(rows: list[dict]) -> list[dict]:
+    """``rows`` with Chromium 156's TFO: on a page it loads wholly over https its TFO saves
+    nothing (its ~2 KB ClientHello does not fit in the SYN, docs/loaders.md), while the built-in
+    loader's does; there each TFO-on row takes the built-in loader's TFO-off load of the same
+    page, sample and configuration (the condition Chromium had), judged against Chromium's TFO-on
+    load. Rows whose TFO-off load is missing are left out."""
+    off = {(r["page"], r["sample"], r["rtt_ms"], r["protocol"]): r for r in rows if not r["tfo"]}
+    out = []
+    for r in rows:
+        if r["tfo"] and not r["chromium_tfo_can_save"]:
+            o = off.get((r["page"], r["sample"], r["rtt_ms"], r["protocol"]))
+            if o is None:
+                continue
+            r = dict(
+                r,
+                builtin_ms=o["builtin_ms"],
+                predicted_ms=o["builtin_ms"],
+                error=o["builtin_ms"] / r["chromium_ms"] - 1,
+            )
+        out.append(r)
+    return out
+
+
+def summary(title: str, rows: list[dict]) -> None:
+    """``rows``' figures, then by RTT, by RTT and protocol, and by RTT, protocol and TFO."""
+    print(_line(title, stats(rows)), flush=True)
+    cells: dict = {}
+    for r in rows:
+        tfo = " TFO on" if r["tfo"] else " TFO off"
+        for what in ("both", r["protocol"], r["protocol"] + tfo):
+            cells.setdefault((r["rtt_ms"], what), []).append(r)
+    for (rtt, what), rs in sorted(cells.items()):
+        signed = statistics.median(r["error"] for r in rs) * 100
+        print("  " + _line(f"RTT {rtt:g} ms, {what}", stats(rs)) + f"; signed median {signed:+.1f} %", flush=True)
+
+
 def report_emulation(b, rows: list[dict]) -> None:
-    """The built-in loader vs Chromium: out of sample beside in sample, by RTT and protocol."""
+    """The built-in loader vs Chromium: out of sample beside in sample, by RTT and protocol; the
+    same with Chromium's TFO (tfo_as_chromium)."""
     by = {s: [r for r in rows if r["sample"] == s] for s in SAMPLES}
     label = {"out": "out of sample (the fold's model)", "in": "in sample (the page's own calibration)"}
     for s in SAMPLES:
-        print(_line(f"built-in loader (emulated) vs Chromium, {label[s]}", stats(by[s])), flush=True)
-        cells: dict = {}
-        for r in by[s]:
-            cells.setdefault((r["rtt_ms"], "both"), []).append(r)
-            cells.setdefault((r["rtt_ms"], r["protocol"]), []).append(r)
-            cells.setdefault((r["rtt_ms"], r["protocol"] + (" TFO on" if r["tfo"] else " TFO off")), []).append(r)
-        for (rtt, what), rs in sorted(cells.items()):
-            signed = statistics.median(r["error"] for r in rs) * 100
-            print("  " + _line(f"RTT {rtt:g} ms, {what}", stats(rs)) + f"; signed median {signed:+.1f} %", flush=True)
+        summary(f"built-in loader (emulated) vs Chromium, {label[s]}", by[s])
+    for s in SAMPLES:
+        summary(f"... with Chromium's TFO (none over https), {label[s]}", tfo_as_chromium(by[s]))
     pin, pout = per_page(by["in"]), per_page(by["out"])
     print("per page (median |error|, out of sample / in sample)", flush=True)
     for p, v in pout.items():

@@ -221,6 +221,7 @@ def test_emulate_loads_the_builtin_loader_as_predict_simulates_chromium(bench, t
         (200.0, False, pytest.approx(0.2)),
     ]
     again = bench.read_rows(rows_csv)
+    assert [r["chromium_tfo_can_save"] for r in again] == [False] * 3  # every object over https
     assert [
         (r["page"], r["sample"], r["fold"], r["rtt_ms"], r["protocol"], r["tfo"], r["chromium_loads"]) for r in again
     ] == [
@@ -259,6 +260,30 @@ def test_the_stand_in_of_chromiums_h2_on_an_http_only_page_is_h1(bench, monkeypa
     # google's h2 under Chromium's upgrades of its hosts (were they on the list): h2
     monkeypatch.setattr(hsts, "upgraded_hosts", lambda hosts, **_: set(hosts))
     assert bench.stand_in(cfg, google).protocol == "h2"
+
+
+def test_tfo_as_chromium_judges_the_tfo_off_load_where_chromiums_tfo_saves_nothing(bench):
+    def row(page, tfo, builtin, chromium, can_save):
+        return {
+            "page": page, "sample": "out", "rtt_ms": 20.0, "protocol": "h2", "tfo": tfo, "builtin_ms": builtin,
+            "predicted_ms": builtin, "chromium_ms": chromium, "measured_ms": chromium,
+            "error": builtin / chromium - 1, "chromium_tfo_can_save": can_save,
+        }  # fmt: skip
+
+    rows = [
+        row("https-page", False, 900.0, 1000.0, False),
+        row("https-page", True, 800.0, 1000.0, False),  # the built-in loader's TFO saved a round trip
+        row("http-page", False, 900.0, 1000.0, True),
+        row("http-page", True, 800.0, 900.0, True),  # both saved: kept
+        row("lone", True, 700.0, 1000.0, False),  # no TFO-off load to take: left out
+    ]
+    got = {(r["page"], r["tfo"]): (r["builtin_ms"], round(r["error"], 6)) for r in bench.tfo_as_chromium(rows)}
+    assert got == {
+        ("https-page", False): (900.0, -0.1),
+        ("https-page", True): (900.0, -0.1),
+        ("http-page", False): (900.0, -0.1),
+        ("http-page", True): (800.0, round(800 / 900 - 1, 6)),
+    }
 
 
 def test_fold_balanced_order(bench):
