@@ -37,6 +37,7 @@ import sys
 import record
 from scipy.stats import spearmanr
 
+from pltlab.archive import calibration as calib
 from pltlab.errors import PltError
 from pltlab.experiments import compute_fit
 from pltlab.experiments import folds as foldsmod
@@ -177,7 +178,7 @@ def judge(params: dict, names: list[str], pages: dict, configs: list, measured: 
 SAMPLES = ("out", "in")  # emulated loads: the fold's model (out of sample), the page's own calibration (in)
 ROW_FIELDS = (
     "page", "fold", "sample", "rtt_ms", "protocol", "tfo", "chromium_ms", "chromium_loads",
-    "builtin_ms", "builtin_network_ms", "tail_ms", "error", "chromium_tfo_can_save",
+    "builtin_ms", "builtin_network_ms", "tail_ms", "error", "chromium_tfo_can_save", "rest_ms",
 )  # fmt: skip
 
 
@@ -208,6 +209,7 @@ def read_rows(path: str | None) -> list[dict]:
         r["tail_ms"] = float(r["tail_ms"]) if r["tail_ms"] else None
         r["tfo"], r["fold"], r["chromium_loads"] = r["tfo"] == "on", int(r["fold"]), int(r["chromium_loads"])
         r["chromium_tfo_can_save"] = r["chromium_tfo_can_save"] == "True"
+        r["rest_ms"] = float(r["rest_ms"]) if r.get("rest_ms") else None
         r["measured_ms"], r["predicted_ms"] = r["chromium_ms"], r["builtin_ms"]
     return rows
 
@@ -270,6 +272,7 @@ def emulate(
                         "tail_ms": r.get("tail_ms"),
                         "error": r["plt_ms"] / meas - 1,
                         "chromium_tfo_can_save": tfo_can_save,
+                        "rest_ms": calib.stored(page).get("rest_ms"),  # (the model's: in tail_ms; None in sample)
                         "measured_ms": meas,
                         "predicted_ms": r["plt_ms"],
                     }
@@ -284,6 +287,7 @@ def emulate(
                                 builtin_network_ms=round(row["builtin_network_ms"], 1),
                                 tail_ms="" if row["tail_ms"] is None else round(row["tail_ms"], 1),
                                 error=round(row["error"], 4),
+                                rest_ms="" if row["rest_ms"] is None else round(row["rest_ms"], 1),
                             )
                         )
                         f.flush()
@@ -503,6 +507,18 @@ def tfo_as_chromium(rows: list[dict]) -> list[dict]:
     return out
 
 
+def without_rest(rows: list[dict]) -> list[dict]:
+    """The out-of-sample ``rows`` without the model's rest term (Chromium's PLT in its RTT-0
+    calibration loads beyond what the calibration explains, added to the tail: it adds to the PLT
+    one for one, so it is taken off it). An ablation: the model as fixed keeps the term."""
+    return [
+        dict(r, builtin_ms=x, predicted_ms=x, error=x / r["chromium_ms"] - 1)
+        for r in rows
+        if r["sample"] == "out" and r.get("rest_ms") is not None
+        for x in [r["builtin_ms"] - r["rest_ms"]]
+    ]
+
+
 def summary(title: str, rows: list[dict]) -> None:
     """``rows``' figures, then by RTT, by RTT and protocol, and by RTT, protocol and TFO."""
     print(_line(title, stats(rows)), flush=True)
@@ -525,6 +541,7 @@ def report_emulation(b, rows: list[dict]) -> None:
         summary(f"built-in loader (emulated) vs Chromium, {label[s]}", by[s])
     for s in SAMPLES:
         summary(f"... with Chromium's TFO (none over https), {label[s]}", tfo_as_chromium(by[s]))
+    summary("... out of sample without the model's rest term (ablation)", without_rest(by["out"]))
     pin, pout = per_page(by["in"]), per_page(by["out"])
     print("per page (median |error|, out of sample / in sample)", flush=True)
     for p, v in pout.items():

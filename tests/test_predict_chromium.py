@@ -222,6 +222,7 @@ def test_emulate_loads_the_builtin_loader_as_predict_simulates_chromium(bench, t
     ]
     again = bench.read_rows(rows_csv)
     assert [r["chromium_tfo_can_save"] for r in again] == [False] * 3  # every object over https
+    assert [r["rest_ms"] for r in again] == [None] * 3  # in sample: no model, no rest term
     assert [
         (r["page"], r["sample"], r["fold"], r["rtt_ms"], r["protocol"], r["tfo"], r["chromium_loads"]) for r in again
     ] == [
@@ -284,6 +285,15 @@ def test_tfo_as_chromium_judges_the_tfo_off_load_where_chromiums_tfo_saves_nothi
         ("http-page", False): (900.0, -0.1),
         ("http-page", True): (800.0, round(800 / 900 - 1, 6)),
     }
+
+
+def test_without_rest_takes_the_rest_term_off_the_out_of_sample_plt(bench):
+    rows = [
+        {"sample": "out", "builtin_ms": 1500.0, "chromium_ms": 1000.0, "rest_ms": 400.0, "error": 0.5},
+        {"sample": "in", "builtin_ms": 1100.0, "chromium_ms": 1000.0, "rest_ms": None, "error": 0.1},
+    ]
+    (r,) = bench.without_rest(rows)
+    assert (r["builtin_ms"], round(r["error"], 6)) == (1100.0, 0.1)
 
 
 def test_fold_balanced_order(bench):
