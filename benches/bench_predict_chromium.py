@@ -38,9 +38,14 @@ out of sample).
 
 ``--emulate`` (root; issue 27 item 3): also load each held-out page with the built-in loader
 (model chromium, Chromium's HSTS upgrades) over the emulated network with the synthetic
-calibration of its fold's compute model (the per-object delays and tail: an emulated load has
-no PLT form), 1 load per configuration and TFO mode, and judge those PLTs
-against Chromium's the same way (``--pages``: only these). Hours on the whole set: run it on a
+calibration of its fold's compute model (out of sample: the per-object delays and tail; an
+emulated load has no PLT form), and beside it with the page's own calibration (DIR/calib/NAME.har:
+in sample), 1 load per configuration and TFO mode, and judge those PLTs against Chromium's the
+same way, by RTT and protocol (``--pages``: only these). Pages are taken fold by fold in turn, so
+a run stopped early stays balanced over the folds; ``--rows FILE`` appends each load's row
+(derived facts: PLTs and errors) to a CSV and a run given the same file again loads only what is
+not in it (``--report-only``: no load, the figures of the rows in FILE). About 45 min on the
+whole set (2 x 348 loads): run it on a
 quiet machine.
 """
 
@@ -98,13 +103,44 @@ META = {
             "unit": "",
             "target": None,
         },
+        "builtin_p90_abs_error": {
+            "name": "built-in loader vs Chromium: p90 absolute error",
+            "unit": "%",
+            "target": None,
+        },
+        "builtin_median_abs_error_at_rtt": {
+            "name": "built-in loader vs Chromium at one RTT: median absolute error, out of sample",
+            "unit": "%",
+            "target": ("<=", 10.0),  # issue 27 item 3: within 10 % at 20, 100 and 200 ms
+        },
+        "builtin_median_abs_error_in_sample": {
+            "name": "built-in loader (its page's own calibration) vs Chromium: median absolute error, in sample",
+            "unit": "%",
+            "target": None,
+        },
+        "builtin_spearman_in_sample": {
+            "name": "built-in loader vs Chromium: Spearman rho, in sample",
+            "unit": "",
+            "target": None,
+        },
+        "builtin_p90_abs_error_in_sample": {
+            "name": "built-in loader vs Chromium: p90 absolute error, in sample",
+            "unit": "%",
+            "target": None,
+        },
+        "builtin_median_abs_error_at_rtt_in_sample": {
+            "name": "built-in loader vs Chromium at one RTT: median absolute error, in sample",
+            "unit": "%",
+            "target": None,
+        },
     },
 }
 
 
-def truth(folder: str) -> tuple[dict, list]:
+def truth(folder: str, counts: dict | None = None) -> tuple[dict, list]:
     """The sweep in ``folder``: {(page label, config index, tfo): median PLT of the valid loads}
-    and its (label, page) entries and (index, RunConfig, config key) configurations."""
+    and its (label, page) entries and (index, RunConfig, config key) configurations; ``counts``
+    (if given) gets the number of valid loads behind each median."""
     from pltlab.experiments import spec
     from pltlab.experiments.results import Results
 
@@ -129,6 +165,8 @@ def truth(folder: str) -> tuple[dict, list]:
             for tfo in (False, True):
                 if got.get((e.label, key, tfo)):
                     med[(e.label, c, tfo)] = statistics.median(got[(e.label, key, tfo)])
+                    if counts is not None:
+                        counts[(e.label, c, tfo)] = len(got[(e.label, key, tfo)])
     return med, [(e.label, e.page) for e in exp.pages], configs
 
 
@@ -164,38 +202,169 @@ def truth_machine(data: str, folder: str) -> str:
     )
 
 
-def emulate(params: dict, names: list[str], pages: dict, configs: list, measured: dict) -> list[dict]:
-    """Rows as the predictions' for the built-in loader's emulated loads (1 per configuration and TFO mode)
-    of ``names`` with the model's synthetic calibration."""
-    from pltlab.predict.pages import as_predicted
-    from pltlab.run.runner import run_page
+SAMPLES = ("out", "in")  # emulated loads: the fold's model (out of sample), the page's own calibration (in)
+ROW_FIELDS = (
+    "page", "fold", "sample", "rtt_ms", "protocol", "tfo", "chromium_ms", "chromium_loads",
+    "builtin_ms", "builtin_network_ms", "tail_ms", "error", "chromium_tfo_can_save",
+)  # fmt: skip
+# rows written before the PLT form (chromium_plt) carry the old compute model's rest term too (read
+# for without_rest; the model has it no more, so a run never appends to such a file)
+OLD_FIELDS = (*ROW_FIELDS, "rest_ms")
 
+
+def emulation_pages(params: dict, names: list[str], pages: dict, cal: dict) -> list[tuple[str, str, object]]:
+    """(name, sample, page to load) for the built-in loader's emulated loads of the held-out
+    ``names``: "out" = the page with the synthetic calibration of ``params`` (the model of the
+    fold's training pages: its per-object delays and tail; an emulated load has no PLT form), "in"
+    = the page's own measured calibration (``cal``: `pltlab
+    calibrate`'s archives; none: no in-sample load)."""
     out = []
     for name in names:
-        syn = chromium_compute.apply(params, pages[name])
-        for c, cfg, _key in configs:
-            want = [t for t in (False, True) if (name, c, t) in measured]
-            if not want:
-                continue
-            sim = as_predicted(cfg)
-            sim.reps = 1
-            for r in run_page(syn, sim):
-                meas = measured.get((name, c, r["tfo"]))
-                if meas is None or not r.get("valid") or not r.get("plt_ms"):
+        out.append((name, "out", chromium_compute.apply(params, pages[name])))
+        if name in cal:
+            out.append((name, "in", cal[name]))
+    return out
+
+
+def read_rows(path: str | None) -> list[dict]:
+    """Rows written by an earlier (interrupted) --emulate run into ``path``; [] if none."""
+    import csv
+
+    if not path or not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for k in ("rtt_ms", "chromium_ms", "builtin_ms", "builtin_network_ms", "error"):
+            r[k] = float(r[k])
+        r["tail_ms"] = float(r["tail_ms"]) if r["tail_ms"] else None
+        r["tfo"], r["fold"], r["chromium_loads"] = r["tfo"] == "on", int(r["fold"]), int(r["chromium_loads"])
+        r["chromium_tfo_can_save"] = r["chromium_tfo_can_save"] == "True"
+        if "rest_ms" in r:  # (OLD_FIELDS only)
+            r["rest_ms"] = float(r["rest_ms"]) if r["rest_ms"] else None
+        r["measured_ms"], r["predicted_ms"] = r["chromium_ms"], r["builtin_ms"]
+    return rows
+
+
+def emulate(
+    jobs: list[tuple[str, str, object]],
+    fold: dict,
+    configs: list,
+    measured: dict,
+    counts: dict,
+    rows_path: str | None = None,
+    done: list[dict] | None = None,
+) -> list[dict]:
+    """Rows as the predictions' for the built-in loader's emulated loads (1 per configuration and TFO mode)
+    of ``jobs`` (emulation_pages), as predict simulates Chromium (as_predicted: the built-in
+    loader, model chromium, calibrated, Chromium's HSTS upgrades). Each row is appended to
+    ``rows_path`` (CSV) as it comes; (page, sample, configuration) already in ``done`` are not
+    loaded again (a run resumed after a kill)."""
+    import csv
+
+    from pltlab.run.runner import run_page
+
+    out = list(done or [])
+    have = {(r["page"], r["sample"], r["rtt_ms"], r["protocol"], r["tfo"]) for r in out}
+    f = open(rows_path, "a", encoding="utf-8", newline="") if rows_path else None  # noqa: SIM115
+    try:
+        w = csv.DictWriter(f, ROW_FIELDS, extrasaction="ignore") if f else None
+        if f and f.tell() == 0:
+            w.writeheader()
+        for name, sample, page in jobs:
+            for c, cfg, _key in configs:
+                rtt = cfg.rtt_us / 1000
+                want = [t for t in (False, True) if (name, c, t) in measured]
+                if not want or all((name, sample, rtt, cfg.protocol, t) in have for t in want):
                     continue
-                out.append(
-                    {
+                sim = stand_in(cfg, page)
+                tfo_can_save = chromium_schemes(page)[1]  # (over https Chromium 156's TFO saves nothing)
+                try:
+                    runs = run_page(page, sim)
+                except PltError as e:  # named, and the next configuration runs
+                    print(f"  {name} {sample} {rtt:g} ms {cfg.protocol}: failed: {e}", flush=True)
+                    continue
+                for r in runs:
+                    meas = measured.get((name, c, r["tfo"]))
+                    if meas is None or not r.get("valid") or not r.get("plt_ms"):
+                        why = r.get("invalid_reason") or r.get("error") or "no PLT"
+                        print(f"  {name} {sample} {rtt:g} ms {cfg.protocol} TFO {r['tfo']}: not used ({why})")
+                        continue
+                    row = {
                         "page": name,
-                        "rtt_ms": cfg.rtt_us / 1000,
+                        "fold": fold.get(name),
+                        "sample": sample,
+                        "rtt_ms": rtt,
                         "protocol": cfg.protocol,
                         "tfo": r["tfo"],
+                        "chromium_ms": meas,
+                        "chromium_loads": counts.get((name, c, r["tfo"]), 0),
+                        "builtin_ms": r["plt_ms"],
+                        "builtin_network_ms": r.get("network_plt_ms", r["plt_ms"]),
+                        "tail_ms": r.get("tail_ms"),
+                        "error": r["plt_ms"] / meas - 1,
+                        "chromium_tfo_can_save": tfo_can_save,
                         "measured_ms": meas,
                         "predicted_ms": r["plt_ms"],
-                        "error": r["plt_ms"] / meas - 1,
                     }
-                )
-            print(f"  emulated {name} {cfg.rtt_us / 1000:g} ms {cfg.protocol}: {len(out)} loads so far", flush=True)
+                    out.append(row)
+                    if w:
+                        w.writerow(
+                            dict(
+                                row,
+                                tfo="on" if row["tfo"] else "off",
+                                chromium_ms=round(meas, 1),
+                                builtin_ms=round(row["builtin_ms"], 1),
+                                builtin_network_ms=round(row["builtin_network_ms"], 1),
+                                tail_ms="" if row["tail_ms"] is None else round(row["tail_ms"], 1),
+                                error=round(row["error"], 4),
+                            )
+                        )
+                        f.flush()
+                print(f"  emulated {name} ({sample}) {rtt:g} ms {cfg.protocol}: {len(out)} loads so far", flush=True)
+    finally:
+        if f:
+            f.close()
     return out
+
+
+def chromium_schemes(page) -> tuple[bool, bool]:
+    """(some object over https, some over http) as Chromium loads ``page``: its recorded schemes
+    and its HSTS upgrades (cached per Chromium version: no browser runs for a page seen before)."""
+    from pltlab.loaders import plan as plans
+    from pltlab.loaders.browser import hsts
+    from pltlab.replay import hosts as hostmap
+
+    eff = plans.effective_schemes(page, hsts.upgraded_hosts(hostmap.assign([page])))
+    got = {eff.get(id(o), o.scheme) for o in page.objects if o.scheme in ("http", "https")}
+    return "https" in got, "http" in got
+
+
+def stand_in(cfg, page):
+    """The built-in loader's configuration standing in for Chromium's ``cfg`` on ``page``
+    (as_predicted, 1 repetition). Chromium offered h2 (or h3) on https origins only: on a page it
+    loads wholly over http (its HSTS upgrades included: google's 2013 page) its "h2" load is
+    HTTP/1.1 throughout, and the built-in loader, which refuses an https-only protocol knob there
+    (run.schemes.check_protocol), gets the same condition under the name h1."""
+    from pltlab import protocols
+    from pltlab.predict.pages import as_predicted
+
+    sim = as_predicted(cfg)
+    sim.reps = 1
+    multiplexed = sim.protocol != protocols.RECORDED and protocols.get(sim.protocol).multiplexed
+    if multiplexed and not chromium_schemes(page)[0]:
+        sim.protocol = protocols.FALLBACK.name
+    return sim
+
+
+def fold_balanced(names: list[str], fold: dict) -> list[str]:
+    """``names`` dealt fold by fold (one page of each fold in turn): a run stopped early has
+    judged about as many pages of every fold."""
+    by: dict[int, list[str]] = {}
+    for n in names:
+        by.setdefault(fold.get(n, -1), []).append(n)
+    lists = [sorted(v) for _k, v in sorted(by.items())]
+    return [lst[i] for i in range(max(map(len, lists), default=0)) for lst in lists if i < len(lst)]
 
 
 def stats(rows: list[dict]) -> dict:
@@ -237,6 +406,10 @@ def main() -> int:
     ap.add_argument("--rows-out", default=None, help="write every predicted row (each form, in/out of sample) here")
     ap.add_argument("--emulate", action="store_true", help="also the built-in loader's emulated loads (root; item 3)")
     ap.add_argument("--pages", nargs="*", default=None, help="with --emulate: only these pages")
+    ap.add_argument(
+        "--rows", default=None, help="with --emulate: append each load's row to this CSV (and resume from it)"
+    )
+    ap.add_argument("--report-only", action="store_true", help="with --emulate --rows: no load, the rows' figures")
     a = ap.parse_args()
     with record.Bench(META, quick=a.quick) as b:
         if not a.data or not all(os.path.isdir(os.path.join(a.data, d)) for d in ("calib", "truth")):
@@ -250,7 +423,8 @@ def run(b, a) -> None:
     with open(a.folds, encoding="utf-8") as f:
         folds = foldsmod.Folds.from_json(f.read(), a.folds)
     cal = compute_fit.calibrated(os.path.join(a.data, "calib"))
-    measured, entries, configs = truth(os.path.join(a.data, "truth"))
+    counts: dict = {}
+    measured, entries, configs = truth(os.path.join(a.data, "truth"), counts)
     pages = dict(entries)
     unknown = sorted(set(pages) - set(folds.fold))
     if unknown:
@@ -261,13 +435,8 @@ def run(b, a) -> None:
         f"{len(measured)} (page, configuration, TFO) medians; folds: {a.folds} (k = {folds.k})",
         flush=True,
     )
-    emu_rows: list[dict] = []
-    compute = {}  # fold -> the compute model fitted without it (its calibrations only)
-    for i in range(folds.k):
-        train = {n: cal[n] for n in folds.train(i) if n in cal}
-        test = [n for n in folds.test(i) if n in pages]
-        if test and train:
-            compute[i] = compute_fit.fit(train, folds, judged=test)
+    models = fold_models(folds, cal, pages)
+    compute = {i: params for i, params, _test in models}  # fold -> the compute model fitted without it
     rows_cache: dict = {}
 
     def rows_of(i):  # every page's network-bound estimate under fold i's compute model (simulated once)
@@ -321,10 +490,6 @@ def run(b, a) -> None:
             f"in sample {si_['median']:.1f} %; rho {so_['rho']:.3f} / {si_['rho']:.3f}",
             flush=True,
         )
-    if a.emulate:
-        for i in compute:
-            emu = [n for n in folds.test(i) if n in pages and (a.pages is None or n in a.pages)]
-            emu_rows += emulate(compute[i], emu, pages, configs, measured)
     pin, pout = per_page(in_rows), per_page(out_rows)
     failed = [p for p, v in pout.items() if v > BOUND]
     print(f"per page (median |error|, out of sample / in sample); beyond {BOUND:g} %: {len(failed)}", flush=True)
@@ -352,16 +517,133 @@ def run(b, a) -> None:
     b.figure("mape_in_sample", si.get("mape"), on=on_in)
     b.figure("p90_abs_error_in_sample", si.get("p90"), on=on_in)
     if a.emulate:
-        se = stats(emu_rows)
-        print(_line("built-in loader (emulated) vs Chromium, out of sample", se), flush=True)
-        for p, v in per_page(emu_rows).items():
-            print(f"  {p:20} {v:6.1f} %{'  MISSED' if v > BOUND else ''}", flush=True)
-        on_e = f"{len(set(r['page'] for r in emu_rows))} pages, 1 emulated load per configuration and TFO mode"
-        b.figure("builtin_median_abs_error", se.get("median"), on=on_e)
-        b.figure("builtin_spearman", se.get("rho"), on=on_e)
+        report_emulation(b, emulation(a, folds, cal, pages, (configs, measured, counts), models))
     else:
         b.skip("not run (--emulate: root, hours)", key="builtin_median_abs_error")
         b.skip("not run (--emulate)", key="builtin_spearman")
+
+
+def fold_models(folds, cal: dict, pages: dict) -> list[tuple[int, dict, list[str]]]:
+    """(fold i, the compute model fitted on the calibrated pages of the other folds, the pages of
+    fold i judged with it) for every fold with pages to judge and to fit on (compute_fit.fit
+    refuses a fit that holds a judged page's site)."""
+    out = []
+    for i in range(folds.k):
+        train = {n: cal[n] for n in folds.train(i) if n in cal}
+        test = [n for n in folds.test(i) if n in pages]
+        if test and train:
+            out.append((i, compute_fit.fit(train, folds, judged=test), test))
+    return out
+
+
+def emulation(a, folds, cal: dict, pages: dict, truth_: tuple, models: list) -> list[dict]:
+    """The built-in loader's emulated loads of the held-out pages (``--pages``: only these), fold
+    by fold in turn: out of sample (their fold's model) and in sample (their own calibration).
+    ``truth_``: truth()'s configurations, medians and their load counts."""
+    configs, measured, counts = truth_
+    model_of = {n: params for _i, params, test in models for n in test}
+    names = fold_balanced([n for n in model_of if a.pages is None or n in a.pages], folds.fold)
+    done = read_rows(a.rows)
+    if done and not a.report_only and set(done[0]) - {"measured_ms", "predicted_ms"} != set(ROW_FIELDS):
+        # (OLD_FIELDS: loads with the compute model before the PLT form; not to be mixed with today's)
+        raise PltError(
+            f"{a.rows}: rows of an older compute model (columns {', '.join(done[0])}): give a new --rows file"
+        )
+    if done:
+        print(f"{a.rows}: {len(done)} rows of an earlier run kept (not loaded again)", flush=True)
+    if a.report_only:
+        return done
+    jobs = [j for n in names for j in emulation_pages(model_of[n], [n], pages, cal)]
+    return emulate(jobs, folds.fold, configs, measured, counts, a.rows, done)
+
+
+def tfo_as_chromium(rows: list[dict]) -> list[dict]:
+    """``rows`` with Chromium 156's TFO: on a page it loads wholly over https its TFO saves
+    nothing (its ~2 KB ClientHello does not fit in the SYN, docs/loaders.md), while the built-in
+    loader's does; there each TFO-on row takes the built-in loader's TFO-off load of the same
+    page, sample and configuration (the condition Chromium had), judged against Chromium's TFO-on
+    load. Rows whose TFO-off load is missing are left out."""
+    off = {(r["page"], r["sample"], r["rtt_ms"], r["protocol"]): r for r in rows if not r["tfo"]}
+    out = []
+    for r in rows:
+        if r["tfo"] and not r["chromium_tfo_can_save"]:
+            o = off.get((r["page"], r["sample"], r["rtt_ms"], r["protocol"]))
+            if o is None:
+                continue
+            r = dict(
+                r,
+                builtin_ms=o["builtin_ms"],
+                predicted_ms=o["builtin_ms"],
+                error=o["builtin_ms"] / r["chromium_ms"] - 1,
+            )
+        out.append(r)
+    return out
+
+
+def without_rest(rows: list[dict]) -> list[dict]:
+    """The out-of-sample ``rows`` of a run before the PLT form (OLD_FIELDS: the old compute model's
+    rest term, Chromium's PLT in its RTT-0 calibration loads beyond what the calibration explained,
+    added to the tail) without that term (it added to the PLT one for one, so it is taken off it).
+    Rows of the current model have no such term: []."""
+    return [
+        dict(r, builtin_ms=x, predicted_ms=x, error=x / r["chromium_ms"] - 1)
+        for r in rows
+        if r["sample"] == "out" and r.get("rest_ms") is not None
+        for x in [r["builtin_ms"] - r["rest_ms"]]
+    ]
+
+
+def summary(title: str, rows: list[dict]) -> None:
+    """``rows``' figures, then by RTT, by RTT and protocol, and by RTT, protocol and TFO."""
+    print(_line(title, stats(rows)), flush=True)
+    cells: dict = {}
+    for r in rows:
+        tfo = " TFO on" if r["tfo"] else " TFO off"
+        for what in ("both", r["protocol"], r["protocol"] + tfo):
+            cells.setdefault((r["rtt_ms"], what), []).append(r)
+    for (rtt, what), rs in sorted(cells.items()):
+        signed = statistics.median(r["error"] for r in rs) * 100
+        print("  " + _line(f"RTT {rtt:g} ms, {what}", stats(rs)) + f"; signed median {signed:+.1f} %", flush=True)
+
+
+def report_emulation(b, rows: list[dict]) -> None:
+    """The built-in loader vs Chromium: out of sample beside in sample, by RTT and protocol; the
+    same with Chromium's TFO (tfo_as_chromium)."""
+    by = {s: [r for r in rows if r["sample"] == s] for s in SAMPLES}
+    label = {"out": "out of sample (the fold's model)", "in": "in sample (the page's own calibration)"}
+    for s in SAMPLES:
+        summary(f"built-in loader (emulated) vs Chromium, {label[s]}", by[s])
+    for s in SAMPLES:
+        summary(f"... with Chromium's TFO (none over https), {label[s]}", tfo_as_chromium(by[s]))
+    old = without_rest(by["out"])
+    if old:  # rows of the model before the PLT form (docs/results/builtin-vs-chromium/rows.csv)
+        summary("... out of sample without the old model's rest term (rows before the PLT form)", old)
+    # (figures of old rows say so: they measured a model that is gone)
+    era = "; rows of the compute model before the PLT form (its rest term in the tail)" if old else ""
+    pin, pout = per_page(by["in"]), per_page(by["out"])
+    print("per page (median |error|, out of sample / in sample)", flush=True)
+    for p, v in pout.items():
+        signed = statistics.median(r["error"] for r in by["out"] if r["page"] == p) * 100
+        print(
+            f"  {p:20} {v:6.1f} % / {pin.get(p, float('nan')):6.1f} %  (signed {signed:+.1f} %)"
+            f"{'  MISSED' if v > BOUND else ''}",
+            flush=True,
+        )
+    for s, suffix in (("out", ""), ("in", "_in_sample")):
+        st = stats(by[s])
+        n_pages = len({r["page"] for r in by[s]})
+        on = f"{n_pages} pages, 1 emulated load per configuration and TFO mode ({st.get('n', 0)}), {label[s]}{era}"
+        b.figure("builtin_median_abs_error" + suffix, st.get("median"), on=on)
+        b.figure("builtin_spearman" + suffix, st.get("rho"), on=on)
+        b.figure("builtin_p90_abs_error" + suffix, st.get("p90"), on=on)
+        for rtt in sorted({r["rtt_ms"] for r in by[s]}):
+            rs = [r for r in by[s] if r["rtt_ms"] == rtt]
+            b.figure(
+                "builtin_median_abs_error_at_rtt" + suffix,
+                stats(rs).get("median"),
+                name=f"built-in loader vs Chromium at RTT {rtt:g} ms: median absolute error, {label[s]}",
+                on=f"{len({r['page'] for r in rs})} pages x h1/h2 x TFO off/on at RTT {rtt:g} ms ({len(rs)} loads)",
+            )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pltlab.archive import calibration as calib
 from pltlab.errors import PltError
 from pltlab.experiments import compute_fit
 from pltlab.experiments import folds as foldsmod
+from pltlab.loaders.browser import hsts
 from pltlab.predict import chromium_compute
 from pltlab.predict.pages import predict_as
 from pltlab.run.config import RunConfig
@@ -140,3 +141,195 @@ def test_cli_predict_client_chromium(tmp_path, folds, synthetic):
     cp = pltlab_cmd("predict", "wikipedia", "--client", "chromium", "--compute-model", str(bad))
     lines = [ln for ln in cp.stderr.splitlines() if ln.strip()]
     assert cp.returncode != 0 and len(lines) == 1 and str(bad) in lines[0], cp.stderr
+
+
+# --- the built-in loader with the Chromium model, out of sample (issue 27 item 3) --------------
+
+
+@pytest.fixture(scope="module")
+def bench():
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benches"))
+    import bench_predict_chromium
+
+    return bench_predict_chromium
+
+
+def test_emulated_loads_get_a_model_fitted_without_their_site(bench, folds, synthetic):
+    """--emulate: each held-out page is loaded with the synthetic calibration of a model fitted
+    on the other folds' pages only (never its own site), and beside it with its own calibration."""
+    judged = ("wikipedia", "filamentgroup", "amazon", "expressen")
+    pages = {n: bundled.load(n) for n in judged}
+    models = bench.fold_models(folds, synthetic, pages)
+    assert sorted(n for _i, _p, test in models for n in test) == sorted(judged)
+    seen = set()
+    for i, params, test in models:
+        for name, sample, page in bench.emulation_pages(params, test, pages, synthetic):
+            cal = calib.stored(page)
+            seen.add((name, sample))
+            if sample == "in":  # the page's own measured calibration
+                assert page is synthetic[name] and cal.get("source") != "model"
+                continue
+            site_pages = {p for p, g in folds.group.items() if g == folds.group[name]}
+            assert cal["source"] == "model" and name in site_pages
+            assert not site_pages & set(cal["fitted_on"]), (name, cal["fitted_on"])
+            # exactly the calibrated pages of the other folds
+            assert cal["fitted_on"] == sorted(n for n in synthetic if folds.fold[n] != folds.fold[name])
+            assert cal["fitted_on"] and all(folds.fold[n] != i for n in cal["fitted_on"])
+            assert page is not pages[name] and calib.stored(pages[name]) is None  # a copy is calibrated
+            assert "rest_ms" not in cal  # (the model before the PLT form added its rest term to the tail)
+    assert seen == {(n, s) for n in judged for s in ("out", "in")}
+
+
+def test_emulate_loads_the_builtin_loader_as_predict_simulates_chromium(bench, tmp_path, monkeypatch, synthetic):
+    """emulate(): the loads are the built-in loader with model chromium, calibrated, Chromium's
+    HSTS upgrades, 1 repetition per TFO mode of the Chromium configuration; each row is written
+    to the CSV as it comes, and a run given that CSV again loads only what is missing."""
+    import pltlab.run.runner as runner
+
+    loaded = []
+
+    def fake_run_page(page, cfg):
+        loaded.append((page, cfg))
+        return [
+            {"tfo": t, "valid": True, "plt_ms": 1200.0 + 100 * t, "network_plt_ms": 1000.0, "tail_ms": 200.0}
+            for t in cfg.tfo_modes
+        ]
+
+    monkeypatch.setattr(runner, "run_page", fake_run_page)
+    monkeypatch.setattr(hsts, "upgraded_hosts", lambda hosts, **_: set())  # (no Chromium asked)
+    configs = [
+        (c, RunConfig(client="chromium", rtt=rtt, rate="20mbit", rate_up="5mbit", protocol=proto), str(c))
+        for c, (rtt, proto) in enumerate((("20ms", "h1"), ("200ms", "h2")))
+    ]
+    measured = {("filamentgroup", c, t): 1000.0 for c in (0, 1) for t in (False, True)}
+    del measured[("filamentgroup", 1, True)]  # no Chromium load there: no row
+    counts = dict.fromkeys(measured, 2)
+    page = synthetic["filamentgroup"]
+    rows_csv = str(tmp_path / "rows.csv")
+    rows = bench.emulate([("filamentgroup", "in", page)], {"filamentgroup": 4}, configs, measured, counts, rows_csv)
+    assert [(p is page, c.client, c.model, c.calibrated, c.schemes, c.reps) for p, c in loaded] == [
+        (True, "builtin", "chromium", True, "chromium", 1)
+    ] * 2
+    assert [(c.rtt_us, c.protocol, c.rate_bps, c.rate_up_bps) for _p, c in loaded] == [
+        (20_000, "h1", 20_000_000, 5_000_000),
+        (200_000, "h2", 20_000_000, 5_000_000),
+    ]
+    assert [(r["rtt_ms"], r["tfo"], r["error"]) for r in rows] == [
+        (20.0, False, pytest.approx(0.2)),
+        (20.0, True, pytest.approx(0.3)),
+        (200.0, False, pytest.approx(0.2)),
+    ]
+    again = bench.read_rows(rows_csv)
+    assert [r["chromium_tfo_can_save"] for r in again] == [False] * 3  # every object over https
+    with open(rows_csv, encoding="utf-8") as f:  # the model has no rest term (the PLT form's C took its place)
+        assert "rest_ms" not in f.readline() and all("rest_ms" not in r for r in again)
+    assert [
+        (r["page"], r["sample"], r["fold"], r["rtt_ms"], r["protocol"], r["tfo"], r["chromium_loads"]) for r in again
+    ] == [
+        ("filamentgroup", "in", 4, 20.0, "h1", False, 2),
+        ("filamentgroup", "in", 4, 20.0, "h1", True, 2),
+        ("filamentgroup", "in", 4, 200.0, "h2", False, 2),
+    ]
+    loaded.clear()
+    resumed = bench.emulate(
+        [("filamentgroup", "in", page)], {"filamentgroup": 4}, configs, measured, counts, rows_csv, again
+    )
+    assert loaded == [] and len(resumed) == 3
+    assert len(bench.read_rows(rows_csv)) == 3
+
+
+def test_the_stand_in_of_chromiums_h2_on_an_http_only_page_is_h1(bench, monkeypatch):
+    """Chromium's "h2" offers h2 on https origins only: google's 2013 page (every object over
+    http, none on Chromium's HSTS list) went over HTTP/1.1 in Chromium's h2 loads, and the built-in
+    loader standing in for it gets h1 there (it refuses h2 on such a page), h2 on an https page."""
+    monkeypatch.setattr(hsts, "upgraded_hosts", lambda hosts, **_: set())
+    cfg = RunConfig(client="chromium", rtt="20ms", protocol="h2")
+    google, filamentgroup = bundled.load("google"), bundled.load("filamentgroup")
+    assert {o.scheme for o in google.objects} == {"http"} and "https" in {o.scheme for o in filamentgroup.objects}
+    assert bench.stand_in(cfg, google).protocol == "h1"
+    assert bench.stand_in(cfg, filamentgroup).protocol == "h2"
+    h1 = RunConfig(client="chromium", rtt="20ms", protocol="h1")
+    assert bench.stand_in(h1, google).protocol == bench.stand_in(h1, filamentgroup).protocol == "h1"
+    sim = bench.stand_in(cfg, filamentgroup)
+    assert (sim.client, sim.model, sim.calibrated, sim.schemes, sim.reps) == (
+        "builtin",
+        "chromium",
+        True,
+        "chromium",
+        1,
+    )
+    # google's h2 under Chromium's upgrades of its hosts (were they on the list): h2
+    monkeypatch.setattr(hsts, "upgraded_hosts", lambda hosts, **_: set(hosts))
+    assert bench.stand_in(cfg, google).protocol == "h2"
+
+
+def test_tfo_as_chromium_judges_the_tfo_off_load_where_chromiums_tfo_saves_nothing(bench):
+    def row(page, tfo, builtin, chromium, can_save):
+        return {
+            "page": page, "sample": "out", "rtt_ms": 20.0, "protocol": "h2", "tfo": tfo, "builtin_ms": builtin,
+            "predicted_ms": builtin, "chromium_ms": chromium, "measured_ms": chromium,
+            "error": builtin / chromium - 1, "chromium_tfo_can_save": can_save,
+        }  # fmt: skip
+
+    rows = [
+        row("https-page", False, 900.0, 1000.0, False),
+        row("https-page", True, 800.0, 1000.0, False),  # the built-in loader's TFO saved a round trip
+        row("http-page", False, 900.0, 1000.0, True),
+        row("http-page", True, 800.0, 900.0, True),  # both saved: kept
+        row("lone", True, 700.0, 1000.0, False),  # no TFO-off load to take: left out
+    ]
+    got = {(r["page"], r["tfo"]): (r["builtin_ms"], round(r["error"], 6)) for r in bench.tfo_as_chromium(rows)}
+    assert got == {
+        ("https-page", False): (900.0, -0.1),
+        ("https-page", True): (900.0, -0.1),
+        ("http-page", False): (900.0, -0.1),
+        ("http-page", True): (800.0, round(800 / 900 - 1, 6)),
+    }
+
+
+def test_without_rest_takes_the_rest_term_off_the_out_of_sample_plt(bench):
+    rows = [
+        {"sample": "out", "builtin_ms": 1500.0, "chromium_ms": 1000.0, "rest_ms": 400.0, "error": 0.5},
+        {"sample": "in", "builtin_ms": 1100.0, "chromium_ms": 1000.0, "rest_ms": None, "error": 0.1},
+    ]
+    (r,) = bench.without_rest(rows)
+    assert (r["builtin_ms"], round(r["error"], 6)) == (1100.0, 0.1)
+
+
+OLD_ROWS = (  # a rows file of the model before the PLT form (docs/results/builtin-vs-chromium/rows.csv)
+    "page,fold,sample,rtt_ms,protocol,tfo,chromium_ms,chromium_loads,builtin_ms,builtin_network_ms,tail_ms,error,"
+    "chromium_tfo_can_save,rest_ms\n"
+    "amazon,2,out,20.0,h1,off,1000.0,2,1500.0,1000.0,700.0,0.5,False,400.0\n"
+    "amazon,2,in,20.0,h1,off,1000.0,2,1100.0,1000.0,300.0,0.1,False,\n"
+)
+
+
+def test_old_rows_are_reported_but_never_appended_to(bench, tmp_path, folds, capsys):
+    """Rows of the model before the PLT form (a rest_ms column): --report-only reads them (the
+    old rest-term ablation among the figures), a run that would load refuses to append to them."""
+    import types
+
+    old = tmp_path / "old.csv"
+    old.write_text(OLD_ROWS, encoding="utf-8")
+    rows = bench.read_rows(str(old))
+    assert [(r["sample"], r["rest_ms"]) for r in rows] == [("out", 400.0), ("in", None)]
+    assert [r["builtin_ms"] for r in bench.without_rest(rows)] == [1100.0]
+    a = types.SimpleNamespace(pages=None, rows=str(old), report_only=True)
+    assert bench.emulation(a, folds, {}, {}, ([], {}, {}), []) == rows
+    a.report_only = False
+    with pytest.raises(PltError, match=r"old\.csv: rows of an older compute model .*rest_ms.*give a new --rows file"):
+        bench.emulation(a, folds, {}, {}, ([], {}, {}), [])
+    assert old.read_text(encoding="utf-8") == OLD_ROWS
+    figures = {}
+    record = types.SimpleNamespace(figure=lambda key, value, on, **_: figures.setdefault(key, (value, on)))
+    bench.report_emulation(record, rows)
+    assert figures["builtin_median_abs_error"][0] == pytest.approx(50.0)  # (1500 vs 1000 ms)
+    assert "before the PLT form" in figures["builtin_median_abs_error"][1]
+    assert "without the old model's rest term" in capsys.readouterr().out
+
+
+def test_fold_balanced_order(bench):
+    fold = {"a": 0, "b": 0, "c": 0, "d": 1, "e": 2, "f": 2}
+    assert bench.fold_balanced(list("fedcba"), fold) == ["a", "d", "e", "b", "f", "c"]

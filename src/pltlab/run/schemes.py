@@ -34,14 +34,19 @@ def http_urls(page: Page, https_hosts=()) -> set[str]:
     return {u for u, s in by.items() if s == {"http"}}
 
 
+def fetches_https(page: Page, https_hosts=()) -> bool:
+    """Whether some object of ``page`` goes over https when ``https_hosts`` are upgraded."""
+    eff = plans.effective_schemes(page, set(https_hosts))
+    return any(eff.get(id(o), o.scheme) == "https" for o in page.objects)
+
+
 def check_protocol(page: Page, https_hosts, protocol: str, where: str) -> None:
     """Refuse in one line a protocol knob that no request of the load can go over: HTTP/2 and
     HTTP/3 are https-only, so a page whose every object goes over http (its recorded schemes, none
     upgraded) would run over HTTP/1.1 under another protocol's name."""
     if protocol == protocols.RECORDED or protocols.get(protocol) is protocols.FALLBACK:
         return
-    eff = plans.effective_schemes(page, set(https_hosts))
-    if any(eff.get(id(o), o.scheme) == "https" for o in page.objects):
+    if fetches_https(page, https_hosts):
         return
     raise PltError(
         f"{where}: protocol {protocol} is https-only and this load fetches every object over http "
