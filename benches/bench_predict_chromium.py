@@ -65,6 +65,16 @@ from pltlab.experiments import folds as foldsmod
 from pltlab.predict import chromium_compute, chromium_plt
 
 FOLDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pagesets", "public-folds.json")
+
+
+def _shown_path(path: str) -> str:
+    """A path as the result file shows it: relative to the repository when inside it (no
+    machine's or worktree's own directory in committed text)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rel = os.path.relpath(os.path.abspath(path), repo)
+    return path if rel.startswith("..") else rel
+
+
 BOUND = 10.0  # %: a page's median absolute error beyond this is named
 
 META = {
@@ -504,7 +514,7 @@ def run(b, a) -> None:
     on = (
         f"{len(set(r['page'] for r in out_rows))} pages x {len(configs)} configurations x TFO off/on "
         f"({so.get('n', 0)} medians of emulated Chromium loads), each predicted by a model fitted on the other folds "
-        f"({a.folds}); pages beyond {BOUND:g} %: {', '.join(f'{p} {pout[p]:.0f} %' for p in failed) or 'none'}; "
+        f"({_shown_path(a.folds)}); pages beyond {BOUND:g} %: {', '.join(f'{p} {pout[p]:.0f} %' for p in failed) or 'none'}; "
         f"{truth_machine(a.data, os.path.join(a.data, 'truth'))}"
     )
     on_in = f"the same configurations, the model fitted on all {len(cal)} calibrated pages (in sample)"
