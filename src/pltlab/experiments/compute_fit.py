@@ -58,9 +58,6 @@ def fit(
     `pltlab calibrate`), refusing (folds.check, one PltError line) a fit that holds the site of a
     page in ``judged``."""
     judged = list(judged)
-    unknown = [p for p in [*pages, *judged] if p not in folds.group]
-    if unknown:
-        raise PltError(f"compute model: page {unknown[0]} is not in the page set's folds")
     foldsmod.check(pages, judged, folds, what="Chromium compute model")
     if not pages:
         raise PltError("compute model: no calibrated page to fit on")

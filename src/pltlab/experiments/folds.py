@@ -151,7 +151,12 @@ def make(entries: Iterable[Entry], k: int, seed: int = 1) -> Folds:
 
 
 def check(fit: Iterable[str], judged: Iterable[str], folds: Folds, what: str = "figure") -> None:
-    """Refuse (one line) a ``what`` judged on a page whose site was in its fit."""
+    """Refuse (one line) a ``what`` fitted or judged on a page outside the folds, or judged on a
+    page whose site was in its fit."""
+    fit, judged = list(fit), list(judged)
+    unknown = [p for p in [*fit, *judged] if p not in folds.group]
+    if unknown:
+        raise PltError(f"{what}: page {unknown[0]} is not in the page set's folds")
     fit_groups = {folds.group[p] for p in fit}
     leaked = sorted(p for p in judged if folds.group[p] in fit_groups)
     if leaked:

@@ -80,9 +80,6 @@ def fit(
     refusing (folds.check, one PltError line) rows of a page whose site is in ``judged``."""
     judged = list(judged)
     pages = sorted({r["page"] for r in rows})
-    unknown = [p for p in [*pages, *judged] if p not in folds.group]
-    if unknown:
-        raise PltError(f"PLT form: page {unknown[0]} is not in the page set's folds")
     foldsmod.check(pages, judged, folds, what="Chromium PLT form")
     if not rows:
         raise PltError("PLT form: no ground-truth load to fit on")
