@@ -60,6 +60,34 @@ def test_compare_two_initcwnd_folders(tmp_path):
     assert any("fewer than 5 valid loads" in n for n in cmp.notes(res))
 
 
+def test_compare_reads_an_older_database_as_migrated(tmp_path):
+    """A folder written before a knob existed (no keep-alive, loss-burst columns) compares with a
+    new one as its runs ran (kept alive, random loss), not as a difference "None vs on"."""
+    import sqlite3
+
+    a = _folder(tmp_path / "A", 10, A, ("a", "b"))
+    db = sqlite3.connect(os.path.join(a, "results.sqlite"))
+    db.execute("ALTER TABLE runs DROP COLUMN keepalive")
+    db.execute("ALTER TABLE runs DROP COLUMN loss_burst")
+    db.commit()
+    db.close()
+    b = tmp_path / "B"
+    _folder(b, 3, B, ("a", "b"))
+    db = sqlite3.connect(os.path.join(b, "results.sqlite"))
+    db.execute("UPDATE runs SET keepalive = 'on', loss_burst = 1.0")
+    db.commit()
+    db.close()
+    res = cmp.compare(a, str(b))
+    assert res["compared"] == ["icw"] and res["context"] == []
+    assert (res["a"]["label"], res["b"]["label"]) == ("initcwnd 10", "initcwnd 3")
+    db = sqlite3.connect(os.path.join(b, "results.sqlite"))
+    db.execute("UPDATE runs SET keepalive = 'off'")
+    db.commit()
+    db.close()
+    with pytest.raises(PltError, match="folders differ in"):
+        cmp.compare(a, str(b), by="icw")
+
+
 def test_compare_pages_in_one_folder_only_and_mismatches(tmp_path):
     a = _folder(tmp_path / "A", 10, A, ("a", "b"))
     b = _folder(tmp_path / "B", 10, B, ("a",))

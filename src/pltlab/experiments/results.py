@@ -30,6 +30,16 @@ _PAST = {
     "keepalive": "on",
 }
 
+
+
+def past_value(column: str):
+    """What the runs of a database older than a runs column ran with, where known (None: unknown):
+    the value a column added later takes in their rows, whether the database is migrated or read."""
+    if column in _QUIC_COLUMNS:
+        return protocols.NA  # every run before HTTP/3 was over TCP
+    return _PAST.get(column)
+
+
 RUN_COLUMNS = {
     "run_key": "TEXT NOT NULL",
     "attempt": "INTEGER NOT NULL",
@@ -234,17 +244,14 @@ class Results:
             CREATE TABLE IF NOT EXISTS runners (run_id TEXT PRIMARY KEY, opened REAL, closed REAL);
             CREATE TABLE IF NOT EXISTS hars (run_id INTEGER PRIMARY KEY, har BLOB);
         """)
-        # a database of an earlier version (resumed): add the columns it lacks; a QUIC knob's
-        # says n/a in its rows (every run before HTTP/3 was over TCP: pltlab.protocols)
+        # a database of an earlier version (resumed): add the columns it lacks (past_value)
         for table, want in (("runs", RUN_COLUMNS), ("requests", REQUEST_COLUMNS)):
             have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
             for k, v in want.items():
                 if k not in have:
-                    na = f" DEFAULT '{protocols.NA}'" if table == "runs" and k in _QUIC_COLUMNS else ""
-                    if table == "runs" and k in _PAST:
-                        v0 = _PAST[k]
-                        na = f" DEFAULT '{v0}'" if isinstance(v0, str) else f" DEFAULT {v0!r}"
-                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {k} {v.replace(' NOT NULL', '')}{na}")
+                    v0 = past_value(k) if table == "runs" else None
+                    dflt = "" if v0 is None else f" DEFAULT '{v0}'" if isinstance(v0, str) else f" DEFAULT {v0!r}"
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {k} {v.replace(' NOT NULL', '')}{dflt}")
         self.db.commit()
 
     def close(self) -> None:

@@ -22,7 +22,9 @@ def load_runs(out_dir: str) -> tuple[list[dict], dict]:
     try:
         cur = db.execute("SELECT * FROM runs ORDER BY id")
         names = [d[0] for d in cur.description]
-        runs = [dict(zip(names, r)) for r in cur]
+        # a database older than a column reads as migrated (results.past_value), as when resumed
+        missing = {c: results.past_value(c) for c in results.RUN_COLUMNS if c not in names}
+        runs = [{**missing, **dict(zip(names, r))} for r in cur]
         meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
     except sqlite3.DatabaseError as e:
         raise PltError(f"{path}: not a results database: {e}") from None
