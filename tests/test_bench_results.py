@@ -339,7 +339,9 @@ def test_the_control_group_counts_an_orphan_that_ended_between_samples(tmp_path)
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"
     try:
         before = s.own_cpu()
-        subprocess.run(["sh", "-c", f'setsid {sys.executable} -c "$0" & echo $! > {tmp_path / "pid"}', burn], check=True)
+        subprocess.run(
+            ["sh", "-c", f'setsid {sys.executable} -c "$0" & echo $! > {tmp_path / "pid"}', burn], check=True
+        )
         pid = int((tmp_path / "pid").read_text())
         deadline = time.monotonic() + 60
         while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
