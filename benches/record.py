@@ -53,11 +53,13 @@ SCHEMA = 1
 #     previous bench for a minute after it ended (both load averages are recorded beside it), and
 #  2. processes outside the bench's own used at most 10 % of the machine's CPU time (all CPUs)
 #     during the run: /proc/stat's user+nice+system time minus the bench's own, sampled every
-#     SAMPLE_S seconds. The bench's own = its process tree (the bench, its children and theirs,
-#     the children they reaped included: /proc/PID/stat utime+stime+cutime+cstime) and every
-#     process in a network namespace that appeared during the run (`ip netns exec` children such
-#     as Chromium's zygote and renderers are re-parented away from the tree; they are the
-#     bench's, while a namespace that existed before it began belongs to someone else).
+#     SAMPLE_S seconds. The bench's own = the CPU time of its control group (CpuGroup: every
+#     process the bench starts is born in it and stays, re-parented or exited; Chromium's zygote
+#     and renderers leave the bench's process tree and may end between two samples). Where the
+#     bench may not make one: its process tree (the bench, its children and theirs, the children
+#     they reaped included: /proc/PID/stat utime+stime+cutime+cstime) and every process in a
+#     network namespace that appeared during the run (a namespace that existed before it began
+#     belongs to someone else).
 # Recorded beside the verdict: the idle share before, both load averages, the others' and the
 # bench's share, the others' worst WINDOW_S window, the share of irq/softirq time (network
 # processing is accounted there, to no process) and of steal time (the hypervisor ran another
@@ -69,8 +71,8 @@ SAMPLE_S = 2.0
 WINDOW_S = 10.0
 QUIET_RULE = (
     f"quiet = all processes used <= {QUIET_MAX_BUSY_BEFORE:.0%} of all CPUs' time in the {IDLE_S:g} s before "
-    f"the bench started, and processes outside the bench's own (its process tree and the processes of network "
-    f"namespaces created during it) used <= {QUIET_MAX_OTHER_CPU:.0%} of all CPUs' time during the run "
+    f"the bench started, and processes outside the bench's own (its control group, which every process it starts is "
+    f"born in; without one, its process tree and the processes of network namespaces created during it) used <= {QUIET_MAX_OTHER_CPU:.0%} of all CPUs' time during the run "
     f"(/proc/stat minus the bench's /proc/PID/stat, sampled every {SAMPLE_S:g} s)"
 )
 
@@ -287,6 +289,87 @@ def named_netns() -> set[int]:
     return out
 
 
+class CpuGroup:
+    """A control group of the bench's own: every process the bench starts is born in it and stays
+    there when re-parented (Chromium's zygote and renderers, `setsid` daemons) or after it exits
+    between two samples, so its CPU usage is the bench's exactly (a process tree loses the ticks of
+    an orphan that ends unseen). cgroup v2 (cpu.stat) or v1 cpuacct; ``make`` returns None where
+    the machine has neither or the bench may not make one (then the tree and namespaces count)."""
+
+    PREFIX = "pltlab-bench-"
+
+    def __init__(self, path: str, home: str, usage: str):
+        self.path, self.home, self._usage = path, home, usage
+
+    @classmethod
+    def make(cls, pid: int, children: set[int] = frozenset()) -> CpuGroup | None:
+        for mount, usage in (
+            ("/sys/fs/cgroup", "cpu.stat"),
+            ("/sys/fs/cgroup/unified", "cpu.stat"),
+            ("/sys/fs/cgroup/cpuacct", "cpuacct.usage"),
+        ):
+            v2 = usage == "cpu.stat"
+            if not os.path.isfile(os.path.join(mount, "cgroup.controllers" if v2 else "cpuacct.usage")):
+                continue
+            home = cls._current(pid, mount, v2)
+            if home is None:
+                continue
+            cls._remove_stale(home)
+            path = os.path.join(home, f"{cls.PREFIX}{pid}")
+            try:
+                os.makedirs(path, exist_ok=True)
+                for p in (pid, *children):  # (already running ones: their future ticks)
+                    with contextlib.suppress(ProcessLookupError):
+                        Path(path, "cgroup.procs").write_text(f"{p}\n")
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+                continue
+            return cls(path, home, os.path.join(path, usage))
+        return None
+
+    @staticmethod
+    def _current(pid: int, mount: str, v2: bool) -> str | None:
+        """The folder of ``pid``'s group in that hierarchy (/proc/PID/cgroup)."""
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            return None
+        for line in lines:
+            _, ctrls, rel = line.split(":", 2)
+            if (v2 and ctrls == "" and line.startswith("0::")) or (not v2 and "cpuacct" in ctrls.split(",")):
+                return os.path.join(mount, rel.lstrip("/"))
+        return None
+
+    @classmethod
+    def _remove_stale(cls, home: str) -> None:
+        """Groups of benches that ended without removing theirs: rmdir takes only an empty one, so
+        a live bench's group (its process is in it) stays."""
+        with contextlib.suppress(OSError):
+            for name in os.listdir(home):
+                if name.startswith(cls.PREFIX):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(os.path.join(home, name))
+
+    def ticks(self) -> int:
+        """The group's CPU time in clock ticks (its processes' user + system, exited ones too)."""
+        text = Path(self._usage).read_text()
+        if self._usage.endswith("cpuacct.usage"):
+            ns = int(text)
+        else:
+            ns = 1000 * int(next(ln.split()[1] for ln in text.splitlines() if ln.startswith("usage_usec ")))
+        return ns * os.sysconf("SC_CLK_TCK") // 1_000_000_000
+
+    def close(self) -> None:
+        """Every process still in the group back to where the bench began; the group removed."""
+        with contextlib.suppress(OSError):
+            for p in Path(self.path, "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    Path(self.home, "cgroup.procs").write_text(f"{p}\n")
+        with contextlib.suppress(OSError):
+            os.rmdir(self.path)
+
+
 class QuietSampler:
     """Samples /proc every ``interval`` s in a daemon thread (start() to stop()): the CPU time of
     the machine and of the bench's own processes. ``figures()``: the numbers of the quiet rule."""
@@ -304,10 +387,14 @@ class QuietSampler:
         self._netns_before: set[int] = set()
         self._netns_own: set[int] = set()
         self._adopted: dict[int, int] = {}  # pid -> most ticks seen, of own processes outside the tree
+        self.group: CpuGroup | None = None  # made by start()
 
     def own_cpu(self) -> int:
-        """Ticks of the tree plus those of processes in namespaces created since the start (a
-        process outside the tree keeps the most ticks it was seen with after it exits)."""
+        """Ticks of the bench's control group (CpuGroup) where it has one; else of the tree plus
+        those of processes in namespaces created since the start (a process outside the tree keeps
+        the most ticks it was seen with after it exits)."""
+        if self.group is not None:
+            return self.group.ticks()
         table = _proc_table()
         tree = _tree(self.root, table)
         self._netns_own |= named_netns() - self._netns_before
@@ -333,6 +420,7 @@ class QuietSampler:
         self._netns_before = named_netns()
         if self.idle_s > 0:
             self.busy_before = self.measure_idle()
+        self.group = CpuGroup.make(self.root, _tree(self.root, _proc_table()) - {self.root})
         self._sample()
         self._thread = threading.Thread(target=self._run, name="quiet-sampler", daemon=True)
         self._thread.start()
@@ -348,6 +436,8 @@ class QuietSampler:
             self._thread.join(timeout=5)
         self._sample()
         self.load_end = os.getloadavg()
+        if self.group is not None:
+            self.group.close()
         return self.figures()
 
     def figures(self) -> dict:
@@ -390,6 +480,7 @@ class QuietSampler:
             "others_cpu_share_worst_window": round(worst, 4),
             "window_s": WINDOW_S,
             "own_cpu_share": round(own / capacity, 4) if wall > 0 else 0.0,
+            "own_counted_by": "process tree" if self.group is None else "control group",
             "irq_share": round(irq / capacity, 4) if wall > 0 else 0.0,
             "steal_share": round(steal / capacity, 4) if wall > 0 else 0.0,
             "samples": len(s),

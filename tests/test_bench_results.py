@@ -323,6 +323,37 @@ def test_processes_of_a_namespace_made_during_the_run_are_the_benchs(tmp_path):
         subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
+@pytest.mark.root
+def test_the_control_group_counts_an_orphan_that_ended_between_samples(tmp_path):
+    """A process the bench started, re-parented away (setsid, its parent gone) and ended before
+    any sample saw it: its CPU is the bench's (the process tree alone loses it), and the bench's
+    group is gone after stop."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    s = record.QuietSampler(root=os.getpid(), idle_s=0, interval=3600)  # no sample but start's and stop's
+    s.start()
+    if s.group is None:
+        s.stop()
+        pytest.skip("no cgroup hierarchy to make a group in")
+    path = s.group.path
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"
+    try:
+        before = s.own_cpu()
+        subprocess.run(
+            ["sh", "-c", f'setsid {sys.executable} -c "$0" & echo $! > {tmp_path / "pid"}', burn], check=True
+        )
+        pid = int((tmp_path / "pid").read_text())
+        deadline = time.monotonic() + 60
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{pid}")
+        assert s.own_cpu() - before >= 0.5 * os.sysconf("SC_CLK_TCK")
+    finally:
+        f = s.stop()
+    assert f["own_counted_by"] == "control group" and not os.path.exists(path)
+    assert record.CpuGroup.PREFIX not in Path("/proc/self/cgroup").read_text()  # back where it began
+
+
 def test_the_tree_counts_its_children_once_reaped():
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
     before = record.tree_cpu(os.getpid())
