@@ -31,7 +31,6 @@ _PAST = {
 }
 
 
-
 def past_value(column: str):
     """What the runs of a database older than a runs column ran with, where known (None: unknown):
     the value a column added later takes in their rows, whether the database is migrated or read."""
