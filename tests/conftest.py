@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -81,3 +82,9 @@ def pytest_collection_modifyitems(config, items):
 
 def have_tshark() -> bool:
     return shutil.which("tshark") is not None
+
+
+def sigint_default() -> None:
+    """Popen's preexec_fn for a test that interrupts its child: SIGINT back to its default there (a
+    test run started in the background of a shell inherits SIGINT ignored, and Python keeps it so)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, leaked, pltlab_cmd, project_state
+from tests.conftest import ROOT, leaked, pltlab_cmd, project_state, sigint_default
 from tests.test_sweep import _exp, _pages, _runs, _runs_so_far
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (make setup installs pltlab[cluster])")
@@ -139,6 +139,7 @@ def test_a_signal_while_connecting_ends_the_sweep_at_once(tmp_path, silent_port,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        preexec_fn=sigint_default,
     )
     try:
         deadline = time.monotonic() + 60
