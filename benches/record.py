@@ -71,9 +71,10 @@ SAMPLE_S = 2.0
 WINDOW_S = 10.0
 QUIET_RULE = (
     f"quiet = all processes used <= {QUIET_MAX_BUSY_BEFORE:.0%} of all CPUs' time in the {IDLE_S:g} s before "
-    f"the bench started, and processes outside the bench's own (its control group, which every process it starts is "
-    f"born in; without one, its process tree and the processes of network namespaces created during it) used <= {QUIET_MAX_OTHER_CPU:.0%} of all CPUs' time during the run "
-    f"(/proc/stat minus the bench's /proc/PID/stat, sampled every {SAMPLE_S:g} s)"
+    f"the bench started, and processes outside the bench's own (its control group, which every process it "
+    f"starts is born in; without one, its process tree and the processes of network namespaces created during "
+    f"it) used <= {QUIET_MAX_OTHER_CPU:.0%} of all CPUs' time during the run (/proc/stat minus the bench's own "
+    f"CPU time, sampled every {SAMPLE_S:g} s)"
 )
 
 STATUSES = ("met", "missed", "no target", "skipped", "error")
