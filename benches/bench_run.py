@@ -75,7 +75,7 @@ META = {
             "on": "10 loads",
         },
         "compare_cal0": {
-            "name": "Chromium vs the built-in loader (Chromium model) calibrated at RTT 0",
+            "name": "Chromium vs the built-in loader (Chromium model) calibrated at RTT 0, in sample (calibrated on the same page)",
             "unit": "%",
             "target": "within ±15 % at 100 ms (none at 20 and 200 ms)",
             "on": "per page at 100 ms, TFO off, median of 3 loads each; calibration: 3 Chromium loads at RTT 0 "
@@ -83,7 +83,7 @@ META = {
             "h2, the three recent pages over h2",
         },
         "compare_calrtt": {
-            "name": "Chromium vs the built-in loader calibrated at the comparison's RTT",
+            "name": "Chromium vs the built-in loader calibrated at the comparison's RTT, in sample (calibrated on the same page)",
             "unit": "%",
             "target": None,
             "on": "the same loads; calibration: 3 Chromium loads at the comparison's RTT",

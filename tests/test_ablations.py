@@ -14,7 +14,7 @@ import pytest
 from pltlab.errors import PltError
 from pltlab.run import knobs
 from pltlab.studies import ablations, engine, paper_gaps
-from pltlab.studies.ablations import effects, findings, gaps, variants
+from pltlab.studies.ablations import effects, findings, gaps, paths, variants
 from tests.conftest import pltlab_cmd
 
 KEEPALIVE = "keepalive" in knobs.KNOBS  # (another change's knob: its rows join when it is merged)
@@ -352,6 +352,9 @@ def test_reproduce_ablations_tiny(tmp_path):
     # one load per side and RTT (an invalid one, e.g. a late emulator on a busy machine, leaves its cell out)
     assert e["factor"] == "rack=off" and 1 <= e["n"] <= 3 and e["ci"] is None and e["effect"] is not None
     assert (out / "ablations.json").is_file() and "`today+rack=off`" in (out / "ablations.md").read_text()
+    # where the TFO-off loads' time went: a row per cell explained from the real loads
+    rows = [r for v in doc["variants"] for r in v["paths"] or []]
+    assert rows and all(r["page"] == "wikipedia" and r["plt_off_ms"] > 0 and r["handshakes_on_path"] >= 1 for r in rows)
     with open(out / "today+rack=off" / "runs.csv", newline="") as f:
         assert {r["rack"] for r in csv.DictReader(f)} == {"off"}
     # resumed: a finished variant is not run again
@@ -401,6 +404,34 @@ def test_the_reports_read_the_committed_ablations(tmp_path, monkeypatch):
         "why results can differ: Setting rack=off changes it by +1.0 pts.",
         "why results can differ: see docs/results/paper-gaps.md",
     ]
+
+
+def test_what_the_pages_allow_tfo_to_save(tmp_path):
+    """k set-ups on the path x RTT / PLT beside the measured improvement; a cell below the band is
+    named with its figures; a folder without loads has no rows."""
+    assert paths.cells(str(tmp_path), [("p", 20.0)]) is None
+    row = {"page": "p", "rtt_ms": 20.0, "plt_off_ms": 8000.0, "tcp_ms": 900.0, "request_ms": 100.0}
+    row |= {"transfer_ms": 6000.0, "handshakes_on_path": 10, "new_connections": 30, "saved_ms": 240.0}
+    s = paths.shares(row)
+    # 10 x 20 ms = 200 ms of 8 s; saved 240 ms of 8 s; transfer 6 of 8 s
+    assert s["allowed"] == pytest.approx(0.025) and s["saved"] == pytest.approx(0.03)
+    assert s["transfer"] == pytest.approx(0.75)
+    hi = dict(row, rtt_ms=200.0, plt_off_ms=10000.0, saved_ms=1500.0)  # 10 x 200 ms = 20 % allowed
+    cells = [{"page": "p", "rtt_ms": 20.0, "improvement": 0.03}, {"page": "p", "rtt_ms": 200.0, "improvement": 0.15}]
+    doc = {
+        "paper": "tfo",
+        "preset": "paper2011",
+        "published": paper_gaps.PUBLISHED["tfo"],
+        "variants": [{"name": "today", "headline": {"cells": cells}, "paths": [row, hi]}],
+    }
+    text = " ".join(findings.paths_sentences(doc))
+    assert "at 20 ms k x RTT / PLT 2.5 %, TFO saved 3.0 %" in text and "at 200 ms k x RTT / PLT 20.0 %" in text
+    # only the 20 ms cell (3 %) is below the paper's 4 %: 10 x 20 ms / 4 % = 5 s
+    assert "p 20 ms: 10 set-ups x 20 ms of a 8.0 s PLT = 2.5 %, measured 3.0 %" in text and "p 200 ms:" not in text
+    assert "= 5.0 s" in text
+    assert findings.allowed_column(doc) == []  # (the preset's paths: none here)
+    doc["variants"].append({"name": "paper2011", "headline": {"cells": cells}, "paths": [row, hi]})
+    assert findings.allowed_column(doc)[1] == "20 ms 2.5 %, 200 ms 20.0 %"
 
 
 def test_a_cell_with_one_load_a_side_is_left_out_of_the_effect(tmp_path):

@@ -12,7 +12,7 @@ from pltlab import files
 from pltlab.errors import PltError
 from pltlab.experiments import stats
 from pltlab.studies import engine
-from pltlab.studies.ablations import effects
+from pltlab.studies.ablations import effects, paths
 from pltlab.studies.ablations.variants import PAPERS
 from pltlab.studies.paper_gaps import PUBLISHED, SUMMARY
 
@@ -55,7 +55,7 @@ def summarize(folder: str) -> dict:
     against its base, whether each moves the figure into the paper's band, and the sentences."""
     paper, plan = read_plan(folder)
     tfo = paper == "tfo"
-    heads, loads, drops, missing = {}, {}, {}, []
+    heads, loads, drops, where, missing = {}, {}, {}, {}, []
     for v in plan:
         d = os.path.join(folder, v["name"])
         try:
@@ -66,6 +66,7 @@ def summarize(folder: str) -> dict:
             continue
         if tfo:  # (the fairness flows' link: not recorded per flow)
             drops[v["name"]] = effects.tfo_drops(d)
+            where[v["name"]] = paths.cells(d, [(c["page"], c["rtt_ms"]) for c in heads[v["name"]]["cells"]])
     out_effects = []
     for v in plan:
         b = v["base"]
@@ -94,7 +95,10 @@ def summarize(folder: str) -> dict:
         "paper": paper,
         "preset": PAPERS[paper].preset,
         "published": PUBLISHED[paper],
-        "variants": [{**v, "headline": heads.get(v["name"]), "drops": drops.get(v["name"])} for v in plan],
+        "variants": [
+            {**v, "headline": heads.get(v["name"]), "drops": drops.get(v["name"]), "paths": where.get(v["name"])}
+            for v in plan
+        ],
         "missing": missing,
         "effects": out_effects,
     }
@@ -171,6 +175,7 @@ def sentences(doc: dict) -> list[str]:
             f"{' (its CI spans zero)' if zero else ''} and {moved}."
         )
     if paper == "tfo":
+        out += paths_sentences(doc)
         out.append(drops_sentence(doc))
     if doc["missing"]:
         out.append(f"Not finished, so not measured: {', '.join(doc['missing'])}.")
@@ -201,6 +206,100 @@ def drops_sentence(doc: dict) -> str:
         f"RACK/TLP act on losses: the TFO link dropped {n} packets in {m} loads "
         f"({loss} by random loss, {queue} by queue overflow; {' and '.join(names)}, both directions)."
     )
+
+
+def _span(xs: list[float], digits: int = 1) -> str:
+    """Shares' range in percent: ``lo-hi %``, one number where they round alike."""
+    lo, hi = (f"{x * 100:.{digits}f}" for x in (min(xs), max(xs)))
+    return f"{lo} %" if lo == hi else f"{lo}-{hi} %"
+
+
+def _by_rtt(rows: list[dict]) -> dict[float, list[dict]]:
+    by: dict[float, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["rtt_ms"], []).append(paths.shares(r))
+    return dict(sorted(by.items()))
+
+
+def paths_sentences(doc: dict) -> list[str]:
+    """What the page's structure allows TFO to save (pltlab.studies.ablations.paths: k connection
+    set-ups on the TFO-off critical path x RTT / PLT) beside what it saved, per RTT, in today's
+    defaults and the preset; and the cells below the paper's band one by one."""
+    lo = doc["published"]["band"][0]
+    out = []
+    for v in doc["variants"]:
+        if v["name"] not in ("today", doc["preset"]) or not v.get("paths"):
+            continue
+        parts = [
+            f"at {r:g} ms k x RTT / PLT {_span([s['allowed'] for s in ss])}, TFO saved {_span([s['saved'] for s in ss])}"
+            f" (transfer {_span([s['transfer'] for s in ss], 0)} of the path)"
+            for r, ss in _by_rtt(v["paths"]).items()
+        ]
+        out.append(
+            f"`{v['name']}`: TFO takes one round trip off each new connection on the critical path, so k set-ups "
+            f"on the TFO-off path allow k x RTT: {'; '.join(parts)}."
+        )
+        imp = {(c["page"], c["rtt_ms"]): c["improvement"] for c in v["headline"]["cells"]}
+        below = [
+            r
+            for r in v["paths"]
+            if imp.get((r["page"], r["rtt_ms"])) is not None and imp[(r["page"], r["rtt_ms"])] < lo
+        ]
+        if below:
+            each = "; ".join(
+                f"{r['page']} {r['rtt_ms']:g} ms: {r['handshakes_on_path']} set-ups x {r['rtt_ms']:g} ms of a "
+                f"{r['plt_off_ms'] / 1000:.1f} s PLT = {_span([paths.shares(r)['allowed']])}, measured "
+                f"{_pct(imp[(r['page'], r['rtt_ms'])])}"
+                for r in below
+            )
+            out.append(
+                f"`{v['name']}`'s cells below the paper's {lo:.0%}: {each}. Reaching {lo:.0%} would take a "
+                f"PLT of at most k x RTT / {lo:.0%} (e.g. {below[0]['handshakes_on_path']} x {below[0]['rtt_ms']:g} ms"
+                f" / {lo:.0%} = {below[0]['handshakes_on_path'] * below[0]['rtt_ms'] / lo / 1000:.1f} s) or more "
+                "set-ups on the path."
+            )
+    return out
+
+
+def allowed_column(doc: dict) -> list[str]:
+    """tfo: the top table's last column, its head and its text: what the pages allow TFO to save in
+    the preset (k x RTT / PLT per RTT); none without the preset's paths."""
+    v = next((v for v in doc["variants"] if v["name"] == doc["preset"] and v.get("paths")), None)
+    if v is None:
+        return []
+    text = ", ".join(f"{r:g} ms {_span([s['allowed'] for s in ss])}" for r, ss in _by_rtt(v["paths"]).items())
+    return [f"what the pages allow in the {doc['preset']} preset (k set-ups on the path x RTT / PLT)", text]
+
+
+def _paths_table(doc: dict) -> list[str]:
+    """tfo: per variant x RTT, what the page structure allows TFO to save (k x RTT / PLT) beside
+    what it saved, and the transfer's share of the path (ranges over the pages)."""
+    rows = [(v["name"], _by_rtt(v["paths"])) for v in doc["variants"] if v.get("paths")]
+    if not rows:
+        return []
+    rtts = sorted({r for _, by in rows for r in by})
+    out = [
+        "What the pages allow TFO to save: k connection set-ups on the critical path of each page's median "
+        "TFO-off load (`pltlab explain`) x RTT / its PLT, beside what TFO saved and the transfer's share of "
+        "that path (ranges over the pages):",
+        "",
+        _row(["variant"] + [f"{r:g} ms: allowed / saved / transfer" for r in rtts]),
+        _row(["---"] * (1 + len(rtts))),
+    ]
+    for name, by in rows:
+        out.append(
+            _row(
+                [f"`{name}`"]
+                + [
+                    "-"
+                    if r not in by
+                    else f"{_span([s['allowed'] for s in by[r]])} / {_span([s['saved'] for s in by[r]])}"
+                    f" / {_span([s['transfer'] for s in by[r]], 0)}"
+                    for r in rtts
+                ]
+            )
+        )
+    return out
 
 
 # ---- Markdown ----------------------------------------------------------------------------
@@ -244,6 +343,7 @@ def markdown(doc: dict) -> str:
         else f"{pub['value']} (band: >= {pub['band'][0]:.1f})"
     )
     top = "; ".join(f"{e['variant']} vs {e['base']}: {effect_text(paper, e)}" for e in largest(doc)) or "-"
+    bound = allowed_column(doc)
     lines = [
         f"## {'TFO' if paper == 'tfo' else 'ICW fairness'}: {pub['source']}",
         "",
@@ -256,9 +356,13 @@ def markdown(doc: dict) -> str:
                 f"pltlab {preset} preset",
                 "largest measured effects (factor: effect [95 % CI])",
             ]
+            + bound[:1]
         ),
-        _row(["---"] * 4),
-        _row([pub_text, headline_text(paper, _head(doc, "today")), headline_text(paper, _head(doc, preset)), top]),
+        _row(["---"] * (4 + len(bound[:1]))),
+        _row(
+            [pub_text, headline_text(paper, _head(doc, "today")), headline_text(paper, _head(doc, preset)), top]
+            + bound[1:]
+        ),
         "",
         "Every variant:",
         "",
@@ -280,6 +384,8 @@ def markdown(doc: dict) -> str:
         )
     if paper == "tfo":
         lines += ["", *_cells_table(doc)]
+        table = _paths_table(doc)
+        lines += ["", *table] if table else []
     rtts = sorted({r["rtt_ms"] for e in doc["effects"] for r in e.get("by_rtt", [])})
     lines += [
         "",
