@@ -165,6 +165,23 @@ def test_experiments_over_h3_refuse_tcp_knobs_and_their_comparison():
     assert [q.run_config(c).columns()["quic_cc"] for c in range(2)] == ["cubic", "bbr"]
 
 
+def test_transport_knobs_beside_both_transports_apply_where_they_apply():
+    """One value of a TCP knob and one of a QUIC knob beside h2 and h3: each where it applies,
+    n/a on the other row; a list of values crossed with a row it does not apply to is refused."""
+    doc = {"pages": ["wikipedia"], "protocol": ["h2", "h3"], "tfo": "off", "compare": "protocol"}
+    exp = spec.from_dict(doc | {"cc": "cubic", "quic_cc": "bbr", "initcwnd": 20}, "e.toml")
+    cols = [exp.run_config(c).columns() for c in range(len(exp.configs))]
+    assert [(c["protocol"], c["cc"], c["icw"], c["quic_cc"]) for c in cols] == [
+        ("h2", "cubic", 20, protocols.NA),
+        ("h3", protocols.NA, protocols.NA, "bbr"),
+    ]
+    assert exp.blocks() == [[0, 1]]  # (the n/a columns are no difference between the pair)
+    with pytest.raises(
+        PltError, match="^e.toml: the point protocol h3, cc (cubic|bbr): cc does not apply to protocol h3"
+    ):
+        spec.from_dict(doc | {"cc": ["cubic", "bbr"]}, "e.toml")
+
+
 def test_reports_pair_runs_over_tcp_and_quic():
     """A comparison of h2 and h3: their n/a columns (each the other transport's knobs) do not keep
     them apart."""

@@ -143,7 +143,7 @@ class Experiment:
             return [[c] for c in range(len(self.configs))]
         groups: dict[tuple, list[int]] = {}
         # a knob n/a under some configuration's protocol is no difference (one value where it
-        # applies: _row_knobs_where_they_apply; the report's pairing skips it alike)
+        # applies: _where_they_apply; the report's pairing skips it alike)
         ks = [k for k in POINT_KNOBS if k.name != axis and not any(_not_applying(k, c) for c in self.configs)]
         for c, conf in enumerate(self.configs):
             key = tuple(json.dumps(k.key(getattr(conf, k.field))) for k in ks)
@@ -278,8 +278,8 @@ def from_dict(doc: dict, where: str = "experiment", base: str = ".") -> Experime
                 raise bad("origin_rtt", f"origin index {target} exceeds a page's number of hosts")
     names = [k.name for k in POINT_KNOBS]
     product = itertools.product(*(lists[n] for n in names))
-    points = [_row_knobs_where_they_apply(dict(zip(names, p)), lists, where) for p in product]
-    try:  # (a knob of the other transport than a configuration's protocol: refused, pltlab.protocols)
+    points = [_where_they_apply(dict(zip(names, p)), lists, where) for p in product]
+    try:  # (a knob that applies under none of the listed protocols: refused, pltlab.protocols)
         configs = [Config(**{knobs.KNOBS[n].field: v for n, v in point.items()}) for point in points]
     except PltError as e:
         raise PltError(f"{where}: {e}") from None
@@ -329,17 +329,20 @@ def _not_applying(k: knobs.Knob, conf: Config) -> bool:
     return k.name in protocols.EXCLUSIVE and not knobs.applies(conf, k.name)
 
 
-def _row_knobs_where_they_apply(point: dict, lists: dict, where: str) -> dict:
-    """One point of the cross product ({knob name: value}) with the knobs of one protocol row
-    (pltlab.protocols.ROW_KNOBS: keepalive, server_priority) settled against its protocol. A row
-    knob set to one value in a file that lists several protocols is that value where it applies
-    and its default elsewhere (its results column n/a: `protocol = ["h1", "h2"]` with
-    `server_priority = "round-robin"` orders the h2 runs' responses). A list of values crossed
-    with a protocol it does not apply to is refused, naming the point: those runs would repeat
-    one another. Set where it applies under none of the listed protocols: refused as in a run."""
+def _where_they_apply(point: dict, lists: dict, where: str) -> dict:
+    """One point of the cross product ({knob name: value}) with the knobs that apply under some
+    protocols only (pltlab.protocols.EXCLUSIVE: a row's own, keepalive and server_priority, and a
+    transport's, cc, icw, quic_cc, ...) settled against its protocol. Such a knob set to one value
+    in a file that lists several protocols is that value where it applies and its default
+    elsewhere (its results column n/a: `protocol = ["h1", "h2"]` with `server_priority =
+    "round-robin"` orders the h2 runs' responses; `protocol = ["h2", "h3"]` with `cc = "cubic"`
+    runs h2 over cubic, h3 with QUIC's own). A list of values crossed with a protocol it does not
+    apply to is refused, naming the point: those runs would repeat one another. Set where it
+    applies under none of the listed protocols: refused as in a run. (TFO, a per-load knob, is
+    settled by the caller.)"""
     proto = point.get("protocol")
     protos = lists.get("protocol", [])
-    for n in protocols.ROW_KNOBS:
+    for n in sorted(protocols.EXCLUSIVE & point.keys()):
         k = knobs.KNOBS[n]
         why = protocols.not_applying(proto, n) if proto is not None else None
         if why is None or point[n] == k.value or not any(protocols.applies(p, n) for p in protos):
