@@ -416,6 +416,9 @@ def test_fairness_10s():
     assert rec["plt_ms"] is None and rec["valid"] and m["seconds"] == 10
     assert m["long_bytes"] > 0 and len(m["downloads"]) >= 1 and m["long_intervals_kbyte_s"]
     assert m["downlink_dropped"] > 0  # the 25 % loss was there
+    # both directions, as a page load's metrics: the downlink's random drops, none on the loss-free uplink
+    d = m["link_drops"]
+    assert d["downlink"]["loss"] == m["downlink_dropped"] and d["uplink"]["loss"] == 0
     assert not os.path.exists(names.workdir(fr.topo.run_id))
 
 

@@ -8,7 +8,8 @@ configuration's (its loss on the downlink, the data direction; ``loss_up`` on th
 kind's parameters come from ``RunConfig.extra``: seconds, download_bytes, long_flow, loss_up.
 
 The load's record carries the raw measurement in ``metrics`` (every download's time and bytes,
-the long flow's bytes, seconds and 1-s interval rates); the statistics (rates, ratio, bootstrap
+the long flow's bytes, seconds and 1-s interval rates, and the link's drops per direction, by
+loss and by queue overflow, as a page load's `link_drops`); the statistics (rates, ratio, bootstrap
 interval) are the study's. Every load runs in a fresh topology with link seed seed + rep - 1.
 """
 
@@ -27,6 +28,7 @@ from pltlab.net.topology import Topology
 from pltlab.net.wan import TopologySpec
 from pltlab.run.config import RunConfig
 from pltlab.run.point import Point
+from pltlab.run.runner import link_drops
 from pltlab.run.traced import FreshTopologies, check_icw
 
 IPERF_PORT = 5201
@@ -193,6 +195,7 @@ class FlowsRunner(FreshTopologies):
                 fetches.append([f["ms"], f["bytes"], f["retrans"]])
             long_bytes, long_s, intervals, long_retrans = finish()
         dropped = ((topo.link_stats or {}).get("downlink") or {}).get("dropped_loss")
+        both = link_drops(topo.link_stats)  # per direction, by loss and by queue overflow
         if not fetches:
             raise PltError(f"fairness ICW {self.cfg.icw}: no {size}-byte download finished within {seconds:g} s")
         long_kbs = long_bytes / long_s / 1000 if long_s else 0.0
@@ -207,6 +210,7 @@ class FlowsRunner(FreshTopologies):
             "long_intervals_kbyte_s": intervals,
             "long_retransmits": long_retrans,
             "downlink_dropped": dropped,
+            "link_drops": both,
             "link_seed": self.link_seed(rep),
         }
         return {
