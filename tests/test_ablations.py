@@ -406,6 +406,16 @@ def test_the_reports_read_the_committed_ablations(tmp_path, monkeypatch):
     ]
 
 
+def test_the_committed_folders_each_paper_first_then_its_smaller_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(paper_gaps, "_ROOT", str(tmp_path))
+    monkeypatch.setattr(paper_gaps, "COMMITTED", {"tfo": "a/tfo", "icw": "a/icw"})
+    monkeypatch.setattr(paper_gaps, "MORE", {"tfo": ("a/tfo-quick", "a/tfo-none"), "icw": ()})
+    for d in ("a/icw", "a/tfo-quick", "a/tfo"):  # (a/tfo-none holds no ablations.json: left out)
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / paper_gaps.SUMMARY).write_text("{}")
+    assert paper_gaps.all_committed() == [str(tmp_path / d) for d in ("a/tfo", "a/tfo-quick", "a/icw")]
+
+
 def test_what_the_pages_allow_tfo_to_save(tmp_path):
     """k set-ups on the path x RTT / PLT beside the measured improvement; a cell below the band is
     named with its figures; a folder without loads has no rows."""
@@ -432,6 +442,16 @@ def test_what_the_pages_allow_tfo_to_save(tmp_path):
     assert findings.allowed_column(doc) == []  # (the preset's paths: none here)
     doc["variants"].append({"name": "paper2011", "headline": {"cells": cells}, "paths": [row, hi]})
     assert findings.allowed_column(doc)[1] == "20 ms 2.5 %, 200 ms 20.0 %"
+    # a variant in the band: its set-ups on the path beside its base's
+    more = dict(row, handshakes_on_path=14)
+    doc["variants"].append(
+        {"name": "x", "base": "paper2011", "headline": {"cells": cells, "in_band": True}, "paths": [more]}
+    )
+    text = " ".join(findings.paths_sentences(doc))
+    assert (
+        "`x` is in the paper's band: 14 connection set-ups on the critical path of its TFO-off loads, against 10 in `paper2011`."
+        in text
+    )
 
 
 def test_a_cell_with_one_load_a_side_is_left_out_of_the_effect(tmp_path):

@@ -33,13 +33,23 @@ PUBLISHED = {
 # results folders of the ablations as committed in the repository (the lead's runs), relative to
 # its root; a missing one: "not measured"
 COMMITTED = {"tfo": "docs/results/ablations-tfo", "icw": "docs/results/ablations-icw"}
+# further committed runs shown after each paper's own (smaller runs of more candidate causes);
+# the reports' sentences come from COMMITTED alone
+MORE = {"tfo": ("docs/results/ablations-tfo-quick",), "icw": ("docs/results/ablations-icw-quick",)}
 _ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
-def committed(paper: str) -> str | None:
-    """The committed ablation folder of ``paper`` when this is a source checkout holding one."""
-    d = os.path.join(_ROOT, COMMITTED[paper])
+def committed(paper: str, rel: str | None = None) -> str | None:
+    """The committed ablation folder of ``paper`` (or ``rel``, one of its MORE) when this is a
+    source checkout holding one."""
+    d = os.path.join(_ROOT, rel or COMMITTED[paper])
     return d if os.path.isfile(os.path.join(d, SUMMARY)) else None
+
+
+def all_committed() -> list[str]:
+    """Every committed ablation folder there is: each paper's own, then its MORE."""
+    out = [committed(p, r) for p in COMMITTED for r in (COMMITTED[p], *MORE.get(p, ()))]
+    return [d for d in out if d]
 
 
 def read(folder: str) -> dict | None:

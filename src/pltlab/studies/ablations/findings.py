@@ -102,8 +102,25 @@ def summarize(folder: str) -> dict:
         "missing": missing,
         "effects": out_effects,
     }
+    doc["run"] = run_facts(folder, doc)
     doc["sentences"] = sentences(doc)
     return doc
+
+
+def run_facts(folder: str, doc: dict) -> str:
+    """How much each variant measured, in words: tfo the loads a side per page x RTT (their
+    stats.csv), icw each fairness run's duration (a variant's study.json)."""
+    if doc["paper"] == "tfo":
+        ns = [c["n"] for v in doc["variants"] if v["headline"] for c in v["headline"]["cells"]]
+        if not ns:
+            return "no loads"
+        lo, hi = min(ns), max(ns)
+        return f"{lo if lo == hi else f'{lo}-{hi}'} loads a side per page x RTT"
+    for v in doc["variants"]:
+        got = engine.read_study(os.path.join(folder, v["name"]))
+        if got and got.get("params", {}).get("fairness_seconds"):
+            return f"fairness runs of {got['params']['fairness_seconds']:g} s"
+    return "no fairness run"
 
 
 def _head(doc: dict, name: str) -> dict | None:
@@ -221,15 +238,29 @@ def _by_rtt(rows: list[dict]) -> dict[float, list[dict]]:
     return dict(sorted(by.items()))
 
 
+def _count_span(xs: list[int]) -> str:
+    return f"{min(xs)}" if min(xs) == max(xs) else f"{min(xs)}-{max(xs)}"
+
+
 def paths_sentences(doc: dict) -> list[str]:
     """What the page's structure allows TFO to save (pltlab.studies.ablations.paths: k connection
     set-ups on the TFO-off critical path x RTT / PLT) beside what it saved, per RTT, in today's
-    defaults and the preset; and the cells below the paper's band one by one."""
+    defaults, the preset and every variant in the paper's band (with the set-ups on its paths beside
+    its base's); and the cells below the band one by one."""
     lo = doc["published"]["band"][0]
     out = []
+    bases = {v["name"]: v for v in doc["variants"]}
     for v in doc["variants"]:
-        if v["name"] not in ("today", doc["preset"]) or not v.get("paths"):
+        inband = bool(v["headline"] and v["headline"].get("in_band"))
+        if not (v["name"] in ("today", doc["preset"]) or inband) or not v.get("paths"):
             continue
+        base = bases.get(v.get("base") or "")
+        if v["name"] not in ("today", doc["preset"]) and base and base.get("paths"):
+            ks, kb = ([r["handshakes_on_path"] for r in x["paths"]] for x in (v, base))
+            out.append(
+                f"`{v['name']}` is in the paper's band: {_count_span(ks)} connection set-ups on the critical path of "
+                f"its TFO-off loads, against {_count_span(kb)} in `{base['name']}`."
+            )
         parts = [
             f"at {r:g} ms k x RTT / PLT {_span([s['allowed'] for s in ss])}, TFO saved {_span([s['saved'] for s in ss])}"
             f" (transfer {_span([s['transfer'] for s in ss], 0)} of the path)"
@@ -346,6 +377,8 @@ def markdown(doc: dict) -> str:
     bound = allowed_column(doc)
     lines = [
         f"## {'TFO' if paper == 'tfo' else 'ICW fairness'}: {pub['source']}",
+        "",
+        f"This run: {len(doc['variants'])} variants, {doc.get('run') or 'as its folder says'}.",
         "",
         f"{pub['what'][0].upper()}{pub['what'][1:]}.",
         "",
