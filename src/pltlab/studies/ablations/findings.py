@@ -376,9 +376,8 @@ def markdown(doc: dict) -> str:
     top = "; ".join(f"{e['variant']} vs {e['base']}: {effect_text(paper, e)}" for e in largest(doc)) or "-"
     bound = allowed_column(doc)
     lines = [
-        f"## {'TFO' if paper == 'tfo' else 'ICW fairness'}: {pub['source']}",
-        "",
-        f"This run: {len(doc['variants'])} variants, {doc.get('run') or 'as its folder says'}.",
+        f"## {'TFO' if paper == 'tfo' else 'ICW fairness'} ({len(doc['variants'])} variants, "
+        f"{doc.get('run') or 'as its folder says'}): {pub['source']}",
         "",
         f"{pub['what'][0].upper()}{pub['what'][1:]}.",
         "",
