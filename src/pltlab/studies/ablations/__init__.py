@@ -25,12 +25,15 @@ from pltlab.studies.engine import JSON, OUTPUT, QUICK, RESUME, Param
 NAME = "ablations"
 PAPERS = tuple(variants.PAPERS)
 _Q = {p: (len(variants.variants(p, True)), variants.PAPERS[p].quick_minutes) for p in PAPERS}
+_F = {p: (len(variants.variants(p)), variants.PAPERS[p].full_minutes) for p in PAPERS}
 HELP = (
     "Ablations of the 2011 set-ups: the paper's study once per variant (today, one factor toward the preset, the "
     "preset, one factor back, candidate causes), each factor's effect with its CI (DIR/ablations.md). Machine time "
     "with --quick (busy machine): "
     + "; ".join(f"{p}: {n} variants x ~{m:g} min = ~{n * m:.0f} min" for p, (n, m) in _Q.items())
-    + "; full: several hours."
+    + "; full: "
+    + "; ".join(f"{p}: {n} variants x ~{m:g} min = ~{n * m / 60:.1f} h" for p, (n, m) in _F.items())
+    + "."
 )
 PARAMS = (
     Param("paper", str, None, "tfo (reproduce tfo, Table 1) or icw (reproduce icw --only fairness).", PAPERS),

@@ -42,6 +42,7 @@ class Paper:
     fixed: tuple
     extra: tuple[Extra, ...]
     quick_minutes: float  # machine time of one --quick variant (measured, busy machine)
+    full_minutes: float  # machine time of one variant of the full study (measured, quiet machine)
     options: Callable  # the study's options' values -> its parameters, checked
 
 
@@ -66,6 +67,7 @@ PAPERS = {
             ),
         ),
         7.0,  # `reproduce tfo --quick`: 5-7 min of loads on this machine
+        13.0,  # 5 loads a side: 12 min a variant, 14 with keepalive=off (2026-11-28)
         tfo_study.options,
     ),
     "icw": Paper(
@@ -82,6 +84,7 @@ PAPERS = {
             Extra("tlp", "off", "no tail loss probes (Linux before 3.10)"),
         ),
         2.5,  # its two 60 s fairness runs took 61-69 s each (quick runs of 2026-11-27), then the report
+        12.0,  # two 300 s fairness runs and the report (2026-11-28)
         icw_study.options,
     ),
 }
