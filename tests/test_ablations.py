@@ -327,6 +327,32 @@ def test_icw_ratio_effect_and_gaps_table(tmp_path, monkeypatch):
     assert "Setting wscale=off from today's defaults changes the fairness ratio by +3.00 [" in md
 
 
+def test_the_median_download_beside_the_aggregate(tmp_path, monkeypatch):
+    """The study's short-flow rate is a download's: the median download's rate over the long flow's
+    with its CI; the downloads slower than 1 s counted, with those where the client sent again."""
+    # rates 49152 B / 800 ms = 61.44 KB/s (the median), 98.3, 24.6 (a 2 s download, SYN sent again), ...
+    rows = [[800, 49152, 0], [500, 49152, 0], [2000, 49152, 1], [700, 49152, 0], [1500, 49152, 0], [900, 49152, 0]]
+    s = effects.fairness_samples(_fair_metrics(rows, [9, 11, 10, 10, 10, 10]))
+    assert effects.slow_downloads(s, 1000) == (2, 1, 6)
+    ci = effects.median_ratio_ci(s)  # median of 6 rates: between 800 ms's 61.4 and 900 ms's 54.6 KB/s
+    assert ci[0] < (49152 / 800 + 49152 / 900) / 2 / 10 < ci[1]
+    out = _ablation_dir(tmp_path, "icw", ["today", "2011"])
+    for name in ("today", "2011"):
+        (out / name).mkdir()
+        fair = {"icw": 32, "ratio": 2.7, "ratio_ci": [2.1, 3.4], "long_kbyte_s": 10.0, "short_kbyte_s": 27.0}
+        fair.update(short_downloads=6, short_median_kbyte_s=58.0)
+        (out / name / "results.json").write_text(json.dumps({"fairness": [fair]}))
+    monkeypatch.setattr(effects, "icw_loads", lambda folder, icw: s)
+    doc = findings.summarize(str(out))
+    h = next(v["headline"] for v in doc["variants"] if v["name"] == "2011")
+    assert h["median_ratio"] == pytest.approx(5.8) and not h["in_band"]  # (the band judges the aggregate)
+    text = " ".join(doc["sentences"])
+    assert "the median download 58.0 KB/s, the long flow 10.0 KB/s, their ratio 5.80 (within the band, >= 3.1)" in text
+    assert (
+        "2 of its 6 downloads took over 1 s (TCP's initial retransmission timeout), 1 of them with the client" in text
+    )
+
+
 def test_gaps_module_refuses_a_folder_that_is_no_ablation(tmp_path):
     cp = subprocess.run(
         [sys.executable, "-m", "pltlab.studies.ablations.gaps", str(tmp_path)], capture_output=True, text=True

@@ -157,14 +157,19 @@ def icw_headline(folder: str) -> dict:
     f = max(fair, key=lambda x: x["icw"])
     ci = f.get("ratio_ci")
     ratio = f["ratio"]
+    med, long_kbs = f.get("short_median_kbyte_s"), f["long_kbyte_s"]
     return {
         "icw": f["icw"],
         "ratio": ratio,
         "ci": ci if ci and all(x is not None and math.isfinite(x) for x in ci) else None,
-        "long_kbyte_s": f["long_kbyte_s"],
+        "long_kbyte_s": long_kbs,
         "short_kbyte_s": f["short_kbyte_s"],
         "downloads": f["short_downloads"],
         "in_band": icw_in_band(ratio),
+        # the median download's rate over the long flow's: the study's 59.1 KB/s is a download's
+        # rate, the aggregate (all bytes / all download time) counts every retransmission timeout
+        "short_median_kbyte_s": med,
+        "median_ratio": med / long_kbs if med is not None and long_kbs else None,
     }
 
 
@@ -179,6 +184,8 @@ def fairness_samples(metrics: dict) -> dict:
     secs = metrics.get("long_seconds") or 0
     return {
         "downloads": dl,
+        # the client's retransmissions per download (tcpi_total_retrans: its SYN or request sent again)
+        "retrans": np.asarray([f[2] if len(f) > 2 else 0 for f in metrics["downloads"]], dtype=float),
         "intervals": np.asarray(metrics.get("long_intervals_kbyte_s") or [], dtype=float),
         "long_kbs": metrics["long_bytes"] / secs / 1000 if secs else 0.0,
     }
@@ -204,6 +211,31 @@ def _ratio_stat(s: dict):
         return short / (iv.mean(axis=axis) if iv is not None else s["long_kbs"])
 
     return ([idx, s["intervals"]] if len(s["intervals"]) else [idx]), ratio
+
+
+def median_ratio_ci(s: dict) -> list[float] | None:
+    """The BCa interval of the median download's rate over the long flow's mean 1-s rate
+    (downloads and the 1-s rates resampled); None without them or without an interval."""
+    dl, iv = s["downloads"], s["intervals"]
+    if len(dl) < 2 or len(iv) < 2:
+        return None
+    rates = dl[:, 0] / dl[:, 1]  # bytes/ms = KB/s
+
+    def stat(r, i, axis=-1):
+        return np.median(r, axis=axis) / i.mean(axis=axis)
+
+    ci = stats.bca(stat, rates, iv, seed=SEED, n=2000) if stats.shown(len(dl)) else None
+    return list(ci) if ci else None
+
+
+def slow_downloads(s: dict, over_ms: float) -> tuple[int, int, int]:
+    """(downloads that took longer than ``over_ms``, those of them in which the client sent
+    something again, all downloads)."""
+    dl = s["downloads"]
+    if not len(dl):
+        return 0, 0, 0
+    slow = dl[:, 1] > over_ms
+    return int(slow.sum()), int((slow & (s["retrans"] > 0)).sum()), len(dl)
 
 
 def icw_effect(variant: dict, base: dict) -> dict:

@@ -17,6 +17,7 @@ from pltlab.studies.ablations.variants import PAPERS
 from pltlab.studies.paper_gaps import PUBLISHED, SUMMARY
 
 TOP = 3  # factors named in the table as accounting for the difference: the largest effects
+SLOW_MS = 1000  # icw: a 48 KB download slower than this waited a retransmission timeout (1 s initial RTO)
 
 
 def _pct(x) -> str:
@@ -61,6 +62,11 @@ def summarize(folder: str) -> dict:
         try:
             heads[v["name"]] = effects.tfo_headline(d) if tfo else effects.icw_headline(d)
             loads[v["name"]] = effects.tfo_loads(d) if tfo else effects.icw_loads(d, heads[v["name"]]["icw"])
+            if not tfo:
+                h = heads[v["name"]]
+                h["median_ci"] = effects.median_ratio_ci(loads[v["name"]])
+                # a download that lost its SYN-ACK (or a tail of its answer) waits a retransmission timeout
+                h["slow_downloads"] = effects.slow_downloads(loads[v["name"]], SLOW_MS)
         except PltError:
             missing.append(v["name"])
             continue
@@ -127,12 +133,13 @@ def _head(doc: dict, name: str) -> dict | None:
     return next((v["headline"] for v in doc["variants"] if v["name"] == name), None)
 
 
-def headline_text(paper: str, h: dict | None) -> str:
+def headline_text(paper: str, h: dict | None, median: bool = True) -> str:
     """A variant's headline in words: tfo its range and per-RTT means, icw its ratio [CI]."""
     if h is None:
         return "not measured"
     if paper == "icw":
-        return f"{_ratio(h['ratio'])} {_ci(h['ci'], _ratio, h['downloads'])} at ICW {h['icw']}"
+        text = f"{_ratio(h['ratio'])} {_ci(h['ci'], _ratio, h['downloads'])} at ICW {h['icw']}"
+        return text + (median_text(h) if median else "")
     imps = [c["improvement"] for c in h["cells"] if c["improvement"] is not None]
     if not imps:
         return "no valid loads"
@@ -143,6 +150,43 @@ def headline_text(paper: str, h: dict | None) -> str:
     means = "/".join(f"{sum(x) / len(x) * 100:.1f}" for _, x in sorted(by.items()))
     rtts = "/".join(f"{r:g}" for r in sorted(by))
     return f"{_pct(min(imps))} to {_pct(max(imps))} (mean at {rtts} ms: {means} %)"
+
+
+def median_text(h: dict) -> str:
+    """icw: the median download's rate over the long flow's, where the headline has it."""
+    if h.get("median_ratio") is None:
+        return ""
+    ci = h.get("median_ci")
+    return (
+        f"; median download {h['short_median_kbyte_s']:.1f} KB/s over the long flow's {h['long_kbyte_s']:.1f}: "
+        f"{_ratio(h['median_ratio'])}{f' [{_ratio(ci[0])}, {_ratio(ci[1])}]' if ci else ''}"
+    )
+
+
+def median_sentence(doc: dict) -> str | None:
+    """icw: the study's short-flow rate beside the preset's median and aggregate download rates,
+    and how many downloads waited a retransmission timeout (their aggregate's shortfall)."""
+    v = next((v for v in doc["variants"] if v["name"] == doc["preset"] and v["headline"]), None)
+    h = v and v["headline"]
+    if not h or h.get("median_ratio") is None:
+        return None
+    slow = h.get("slow_downloads")
+    lo = doc["published"]["band"][0]
+    where = "within" if h["median_ratio"] >= lo else "outside"
+    return (
+        f"The study's rates (short downloads 59.1, the long flow 12.6 KB/s) beside the {doc['preset']} preset's: "
+        f"the median download {h['short_median_kbyte_s']:.1f} KB/s, the long flow {h['long_kbyte_s']:.1f} KB/s, "
+        f"their ratio {_ratio(h['median_ratio'])} ({where} the band, >= {lo:.1f}); the aggregate download rate "
+        f"(all bytes over all download time, the ratio above) is {h['short_kbyte_s']:.1f} KB/s"
+        + (
+            f": {slow[0]} of its {slow[2]} downloads took over {SLOW_MS / 1000:g} s (TCP's initial retransmission "
+            f"timeout), {slow[1]} of them with the client sending again (its SYN or request: the SYN-ACK or the "
+            "first answer lost)"
+            if slow
+            else ""
+        )
+        + "."
+    )
 
 
 def largest(doc: dict, n: int = TOP) -> list[dict]:
@@ -172,10 +216,12 @@ def sentences(doc: dict) -> list[str]:
     )
     if today or pre:
         out.append(
-            f"Measured {what}: today's defaults {headline_text(paper, today)}"
-            f"{'' if not today else ' (in the paper band)' if today['in_band'] else ' (outside the paper band)'}; "
-            f"the {preset} preset {headline_text(paper, pre)}"
-            f"{'' if not pre else ' (in the paper band)' if pre['in_band'] else ' (outside the paper band)'}; "
+            f"Measured {what}: today's defaults {headline_text(paper, today, False)}"
+            f"{'' if not today else ' (in the paper band)' if today['in_band'] else ' (outside the paper band)'}"
+            f"{median_text(today) if today else ''}; "
+            f"the {preset} preset {headline_text(paper, pre, False)}"
+            f"{'' if not pre else ' (in the paper band)' if pre['in_band'] else ' (outside the paper band)'}"
+            f"{median_text(pre) if pre else ''}; "
             f"the paper's band: {band}."
         )
     for e in largest(doc):
@@ -194,6 +240,8 @@ def sentences(doc: dict) -> list[str]:
     if paper == "tfo":
         out += paths_sentences(doc)
         out.append(drops_sentence(doc))
+    elif median_sentence(doc):
+        out.append(median_sentence(doc))
     if doc["missing"]:
         out.append(f"Not finished, so not measured: {', '.join(doc['missing'])}.")
     return out
