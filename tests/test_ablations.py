@@ -357,6 +357,23 @@ def test_the_median_download_beside_the_aggregate(tmp_path, monkeypatch):
     assert old["variants"][0]["headline"]["median_ratio"] == pytest.approx(5.8)
 
 
+def test_a_variant_without_a_run_at_the_largest_icw_is_judged_at_none(tmp_path, monkeypatch):
+    s = effects.fairness_samples(_fair_metrics([[800, 49152, 0]] * 6, [10] * 6))
+    out = _ablation_dir(tmp_path, "icw", ["2011", "2011+loss_burst=4"])
+    for name, icw in (("2011", 32), ("2011+loss_burst=4", 3)):  # (its ICW 32 run failed twice)
+        (out / name).mkdir()
+        fair = {"icw": icw, "ratio": 9.0, "ratio_ci": [8.0, 10.0], "long_kbyte_s": 1.0, "short_kbyte_s": 9.0}
+        (out / name / "results.json").write_text(json.dumps({"fairness": [dict(fair, short_downloads=6)]}))
+    monkeypatch.setattr(effects, "icw_loads", lambda folder, icw: s)
+    doc = findings.summarize(str(out))
+    h = next(v["headline"] for v in doc["variants"] if v["name"] == "2011+loss_burst=4")
+    assert not h["in_band"] and findings.headline_text("icw", h).startswith(
+        "no run at ICW 32 (its fairness runs failed)"
+    )
+    (e,) = doc["effects"]
+    assert e["effect"] is None and not e["moves_into_band"]
+
+
 def test_gaps_module_refuses_a_folder_that_is_no_ablation(tmp_path):
     cp = subprocess.run(
         [sys.executable, "-m", "pltlab.studies.ablations.gaps", str(tmp_path)], capture_output=True, text=True

@@ -73,12 +73,19 @@ def summarize(folder: str) -> dict:
         if tfo:  # (the fairness flows' link: not recorded per flow)
             drops[v["name"]] = effects.tfo_drops(d)
             where[v["name"]] = paths.cells(d, [(c["page"], c["rtt_ms"]) for c in heads[v["name"]]["cells"]])
+    if not tfo and heads:  # a variant whose run at the largest ICW failed: judged at none
+        top = max(h["icw"] for h in heads.values())
+        for h in heads.values():
+            if h["icw"] != top:
+                h.update(in_band=False, missing_icw=top)
     out_effects = []
     for v in plan:
         b = v["base"]
         if not b or v["name"] not in heads or b not in heads:
             continue
-        if tfo:
+        if not tfo and heads[v["name"]]["icw"] != heads[b]["icw"]:
+            e = {"effect": None, "ci": None, "n": 0}  # (two ICWs: no effect)
+        elif tfo:
             e = effects.tfo_effect(loads[v["name"]], loads[b])
             rtts = sorted({c["rtt_ms"] for c in heads[v["name"]]["cells"]})
             e["by_rtt"] = [{"rtt_ms": r, **effects.tfo_effect(loads[v["name"]], loads[b], r)} for r in rtts]
@@ -139,6 +146,8 @@ def headline_text(paper: str, h: dict | None, median: bool = True) -> str:
         return "not measured"
     if paper == "icw":
         text = f"{_ratio(h['ratio'])} {_ci(h['ci'], _ratio, h['downloads'])} at ICW {h['icw']}"
+        if h.get("missing_icw"):
+            text = f"no run at ICW {h['missing_icw']} (its fairness runs failed); {text}"
         return text + (median_text(h) if median else "")
     imps = [c["improvement"] for c in h["cells"] if c["improvement"] is not None]
     if not imps:
