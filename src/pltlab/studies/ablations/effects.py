@@ -200,6 +200,16 @@ def icw_loads(folder: str, icw: int) -> dict:
     return fairness_samples(json.loads(ok.iloc[-1]["metrics"]))
 
 
+def icw_failures(folder: str, icw: int) -> list[str]:
+    """Why the fairness runs at ``icw`` failed (each attempt's reason, in order; none readable: [])."""
+    try:
+        runs = results_folder.open(os.path.join(folder, "fairness")).runs
+    except (PltError, OSError):
+        return []
+    bad = runs[(runs["status"] == "failed") & (runs["icw"] == icw)]
+    return [str(r) for r in bad["failure_reason"] if r]
+
+
 def _ratio_stat(s: dict):
     """(the samples the bootstrap resamples, the ratio of resampled samples)."""
     dl = s["downloads"]

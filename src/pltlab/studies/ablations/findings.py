@@ -75,9 +75,10 @@ def summarize(folder: str) -> dict:
             where[v["name"]] = paths.cells(d, [(c["page"], c["rtt_ms"]) for c in heads[v["name"]]["cells"]])
     if not tfo and heads:  # a variant whose run at the largest ICW failed: judged at none
         top = max(h["icw"] for h in heads.values())
-        for h in heads.values():
+        for name, h in heads.items():
             if h["icw"] != top:
-                h.update(in_band=False, missing_icw=top)
+                why = effects.icw_failures(os.path.join(folder, name), top)
+                h.update(in_band=False, missing_icw=top, missing_why=why)
     out_effects = []
     for v in plan:
         b = v["base"]
@@ -147,7 +148,8 @@ def headline_text(paper: str, h: dict | None, median: bool = True) -> str:
     if paper == "icw":
         text = f"{_ratio(h['ratio'])} {_ci(h['ci'], _ratio, h['downloads'])} at ICW {h['icw']}"
         if h.get("missing_icw"):
-            text = f"no run at ICW {h['missing_icw']} (its fairness runs failed); {text}"
+            why = "; ".join(h.get("missing_why") or [])
+            text = f"no run at ICW {h['missing_icw']} (its fairness runs failed{': ' + why if why else ''}); {text}"
         return text + (median_text(h) if median else "")
     imps = [c["improvement"] for c in h["cells"] if c["improvement"] is not None]
     if not imps:
