@@ -200,14 +200,19 @@ def icw_loads(folder: str, icw: int) -> dict:
     return fairness_samples(json.loads(ok.iloc[-1]["metrics"]))
 
 
-def icw_failures(folder: str, icw: int) -> list[str]:
-    """Why the fairness runs at ``icw`` failed (each attempt's reason, in order; none readable: [])."""
+def icw_failures(folder: str, icw: int | None = None) -> list[str]:
+    """Why the fairness runs at ``icw`` (None: any) failed, each attempt's reason in order, the
+    same reason once; none readable: []."""
     try:
         runs = results_folder.open(os.path.join(folder, "fairness")).runs
     except (PltError, OSError):
         return []
-    bad = runs[(runs["status"] == "failed") & (runs["icw"] == icw)]
-    return [str(r) for r in bad["failure_reason"] if r]
+    bad = runs[(runs["status"] == "failed") & ((runs["icw"] == icw) if icw is not None else True)]
+    return list(
+        dict.fromkeys(
+            f"ICW {i}: {r}" if icw is None else str(r) for i, r in zip(bad["icw"], bad["failure_reason"]) if r
+        )
+    )
 
 
 def _ratio_stat(s: dict):

@@ -114,6 +114,8 @@ def summarize(folder: str) -> dict:
             for v in plan
         ],
         "missing": missing,
+        # why a variant has no figure, where its runs say (icw: each failed fairness run's reason)
+        "missing_why": {n: effects.icw_failures(os.path.join(folder, n)) for n in missing} if not tfo else {},
         "effects": out_effects,
     }
     doc["run"] = run_facts(folder, doc)
@@ -254,7 +256,12 @@ def sentences(doc: dict) -> list[str]:
     elif median_sentence(doc):
         out.append(median_sentence(doc))
     if doc["missing"]:
-        out.append(f"Not finished, so not measured: {', '.join(doc['missing'])}.")
+        why = doc.get("missing_why") or {}
+        out.append(
+            "Not finished, so not measured: "
+            + ", ".join(f"{n} (its runs failed: {'; '.join(why[n])})" if why.get(n) else n for n in doc["missing"])
+            + "."
+        )
     return out
 
 
