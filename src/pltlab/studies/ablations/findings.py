@@ -253,8 +253,8 @@ def sentences(doc: dict) -> list[str]:
     if paper == "tfo":
         out += paths_sentences(doc)
         out.append(drops_sentence(doc))
-    elif median_sentence(doc):
-        out.append(median_sentence(doc))
+    elif said := median_sentence(doc):
+        out.append(said)
     if doc["missing"]:
         why = doc.get("missing_why") or {}
         out.append(

@@ -65,7 +65,8 @@ def main(argv: list[str]) -> int:
         print(f"pltlab: error: {e}", file=sys.stderr)
         return 2
     for f, d in zip(folders, docs):  # (a summary written before a sentence or fact was added gets it)
-        d.setdefault("run", run_facts(f, d))
+        if "run" not in d:
+            d["run"] = run_facts(f, d)
         if d["paper"] == "icw":
             fill_medians(f, d)
         d["sentences"] = sentences(d)
