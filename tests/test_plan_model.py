@@ -83,6 +83,28 @@ def test_archive_model_unchanged():
         plans.build(page, {"a.test": "198.19.0.1"}, tfo=False, model="firefox")
 
 
+def test_tfo_over_tls_follows_the_clienthello_and_judges_the_load():
+    """A plan says tfo_tls false only for a ClientHello larger than a SYN carries; the loader
+    must then show TFO use only where some object goes over plain http."""
+    from pltlab.loaders.builtin import LOADER
+    from pltlab.loaders.validity import judge
+
+    page = _page()
+    ips = {"a.test": "198.19.0.1"}
+    assert "tfo_tls" not in plans.build(page, ips, tfo=True)
+    assert plans.build(page, ips, tfo=True, tfo_tls=False)["tfo_tls"] is False
+    assert plans.tfo_over_tls(None) and plans.tfo_over_tls(600) and not plans.tfo_over_tls(2000)
+    plain = plans.build(page, ips, tfo=True, tfo_tls=False)
+    tls = dict(plain, objects=[dict(o, tls=True) for o in plain["objects"]])
+    assert LOADER.tfo_expected(plain, True) and not LOADER.tfo_expected(tls, True)
+    assert not LOADER.tfo_expected(plain, False)
+    idle = {"client": {"TCPFastOpenActive": 0}, "server": {}}
+    used = {"client": {"TCPFastOpenActive": 2}, "server": {}}
+    assert judge(True, idle, [], expected=LOADER.tfo_expected(tls, True)) is None
+    assert "did not rise" in judge(True, idle, [], expected=LOADER.tfo_expected(plain, True))
+    assert "plain-http connections only" in judge(True, used, [], expected=LOADER.tfo_expected(tls, True))
+
+
 @pytest.mark.root
 def test_chromium_model_load_over_the_link():
     """Over the emulated link (50 ms): images wait in tight mode (at most 2 in flight until the

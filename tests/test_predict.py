@@ -109,6 +109,19 @@ def test_tls_and_0rtt_round_trips(network_only):
         assert close(got, rtts * 100), (tls, tfo, got)
 
 
+def test_a_clienthello_larger_than_a_syn_gets_nothing_from_tfo(network_only):
+    """Knob client_hello: Chromium's ~2 KB ClientHello does not fit in a SYN (TFO saves no round
+    trip over TLS: 3 RTT with it as without); 600 B fits (2 RTT), as the built-in loader's own."""
+    page = from_objects([("html", 0, 3_000, "index")], scheme="https")
+    for hello, rtts in (("chromium", 3), ("600B", 2), ("own", 2)):
+        got = predict(page, RunConfig(rtt="100ms", client_hello=hello), True)["plt_ms"]
+        assert close(got, rtts * 100), (hello, got)
+    with pytest.raises(PltError, match="client_hello is for the built-in loader"):
+        RunConfig(client="chromium", client_hello="chromium")
+    with pytest.raises(PltError, match="client_hello"):
+        RunConfig(client_hello="firefox")
+
+
 def test_h2_multiplexes_on_one_connection(network_only):
     """Over h2 the document's 20 children share one connection: no further handshakes."""
     objs = [("html", 0, 3_000, "index")] + [("image", 0, 300, f"i{k}") for k in range(20)]

@@ -73,8 +73,8 @@ def _page(tmp_path, h2: bool) -> str:
     return str(next(p for p in arch.iterdir() if p.suffix == ".har"))
 
 
-def _run(page: str, tls: str, tfo: str) -> dict:
-    opts = ["--client", "builtin", "--rtt", f"{RTT}ms", "--reps", "1", "--tfo", tfo, "--tls", tls, "--json"]
+def _run(page: str, tls: str, tfo: str, *more: str) -> dict:
+    opts = ["--client", "builtin", "--rtt", f"{RTT}ms", "--reps", "1", "--tfo", tfo, "--tls", tls, "--json", *more]
     cp = pltlab_cmd("run", page, *opts, timeout=180)
     assert cp.returncode == 0, cp.stderr[-2000:]
     return json.loads(cp.stdout)["runs"][0]
@@ -112,6 +112,29 @@ def test_resumption_and_0rtt_are_proven_and_save_their_round_trips(tmp_path, h2)
     for tfo, rtts in (("off", {"full": 3, "resume": 3, "0rtt": 2}), ("on", {"full": 2, "resume": 2, "0rtt": 1})):
         for tls, n in rtts.items():
             assert n * RTT <= plt[(tls, tfo)] < (n + 0.5) * RTT, (tls, tfo, plt)
+
+
+@pytest.mark.root
+def test_a_clienthello_larger_than_a_syn_takes_tfo_off_tls_only(tmp_path):
+    """Knob client_hello chromium (~2 KB, more than a SYN carries): over https TFO saves nothing,
+    so the built-in loader opens its TLS connections without it (3 RTT as with TFO off, the
+    load valid, the server saw no SYN data); a plain-http page keeps TFO (1 RTT saved)."""
+    https = _page(tmp_path, False)
+    e = entry("http://www.a.test/", 200, mime="text/html", size=2000)
+    (tmp_path / "plain.har").write_text(json.dumps(har(e)))
+    assert pltlab_cmd("import", str(tmp_path / "plain.har"), "-o", str(tmp_path / "plain")).returncode == 0
+    http = str(next(p for p in (tmp_path / "plain").iterdir() if p.suffix == ".har"))
+    big = ["--client-hello", "chromium"]
+    r = _run(https, "full", "on", *big)
+    assert r["valid"], r["invalid_reason"]
+    assert r["tfo"] and r["server_tfo"]["tfo_connections"] == 0 and not r["requests"][0]["tfo"], r["server_tfo"]
+    assert 3 * RTT <= r["plt_ms"] < 3.5 * RTT, r["plt_ms"]
+    small = _run(https, "full", "on", "--client-hello", "600B")  # fits: the SYN carries it, 2 RTT
+    assert small["valid"] and small["server_tfo"]["tfo_connections"] == 1
+    assert 2 * RTT <= small["plt_ms"] < 2.5 * RTT, small["plt_ms"]
+    p = _run(http, "full", "on", *big)
+    assert p["valid"] and p["requests"][0]["tfo"], p["invalid_reason"]
+    assert 1 * RTT <= p["plt_ms"] < 1.5 * RTT, p["plt_ms"]
 
 
 @pytest.mark.root

@@ -4,7 +4,7 @@ use crate::loader::output::{Output, Rec};
 use crate::loader::plan::{Plan, TightPhase};
 use crate::testutil::loader::{load, obj, plan};
 use crate::testutil::replay::{start_server, start_server_on, start_server_with};
-use crate::testutil::{tmpdir, Netns};
+use crate::testutil::{counter_in, tmpdir, Netns};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -323,6 +323,35 @@ fn tfo_loads_in_namespace() {
     assert!(after - before >= o2.connections.len() as u64, "{before} -> {after}");
     assert!(st["tfo_connections"].as_u64().unwrap() >= o2.connections.len() as u64, "{st}");
     assert_eq!(ns.counter("TcpExtTCPFastOpenListenOverflow"), 0);
+}
+
+#[test]
+fn tfo_tls_off_keeps_tfo_to_plain_http() {
+    // tfo_tls false (a browser whose ClientHello is larger than a SYN carries): TLS connections
+    // open without TFO, cookies cached or not; plain-http ones still use it
+    let Some(ns) = Netns::new(3) else { return };
+    let name = ns.0.clone();
+    let (https, http, active) = ns.enter(move || {
+        let srv = start_server(page(), false);
+        let mut warm = page_plan(srv.https, true, Some(srv.dir.join("ca.pem")));
+        warm.tfo = true;
+        load(warm.clone()).unwrap(); // cookies for the address: TFO would be used from here on
+        let before = counter_in(&name, "TcpExtTCPFastOpenActive");
+        let mut pt = warm;
+        pt.tfo_tls = false;
+        let https = load(pt).unwrap();
+        let active = counter_in(&name, "TcpExtTCPFastOpenActive") - before;
+        let mut ph = page_plan(srv.http, false, None);
+        ph.tfo = true;
+        ph.tfo_tls = false;
+        load(ph.clone()).unwrap();
+        (https, load(ph).unwrap(), active)
+    });
+    assert_eq!(active, 0, "TFO used on a TLS connection with tfo_tls false");
+    assert!(https.tfo_requested && https.errors.is_empty(), "{:?}", https.errors);
+    assert!(https.connections.iter().all(|c| !c.transport.first_request_in_handshake()), "{:?}", https.connections);
+    assert!(https.connections.iter().all(|c| c.transport.tcp().is_some_and(|t| !t.tfo && t.tfo_client_fail == 0)));
+    assert!(http.connections.iter().all(|c| c.transport.first_request_in_handshake()), "{:?}", http.connections);
 }
 
 #[test]

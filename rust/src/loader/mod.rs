@@ -144,7 +144,7 @@ pub fn load_phased(plan: Plan, between: impl FnOnce(f64) -> Result<()>) -> Resul
         let mut warmup_ms = None;
         if let Some((warm_tls, warm_tls_h2)) = warm {
             let clock = Clock::start();
-            let dial = Dialer::new(Tcp::new(false), warm_tls, warm_tls_h2).with_quic(quic_warm);
+            let dial = Dialer::new(Tcp::new(false, false), warm_tls, warm_tls_h2).with_quic(quic_warm);
             let ctx = Rc::new(Ctx { clock, dial });
             match tokio::time::timeout(timeout, driver::drive(plan.clone(), ctx)).await {
                 Ok(r) => r.context("the visit before the load (for its TLS session tickets) failed")?,
@@ -158,7 +158,7 @@ pub fn load_phased(plan: Plan, between: impl FnOnce(f64) -> Result<()>) -> Resul
             warmup_ms = Some(ms);
             between(ms)?;
         }
-        let dial = Dialer::new(Tcp::new(plan.tfo), tls, tls_h2).with_quic(quic_load);
+        let dial = Dialer::new(Tcp::new(plan.tfo, plan.tfo_tls), tls, tls_h2).with_quic(quic_load);
         let ctx = Rc::new(Ctx { clock: Clock::start(), dial });
         let mut out = match tokio::time::timeout(timeout, driver::drive(plan.clone(), ctx)).await {
             Ok(r) => r?,

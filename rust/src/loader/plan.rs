@@ -19,6 +19,9 @@ fn timeout_default() -> f64 {
 fn full() -> String {
     "full".into()
 }
+fn yes() -> bool {
+    true
+}
 
 /// One object to fetch: where from, and when it becomes requestable.
 #[derive(Deserialize, Debug, Clone, JsonSchema)]
@@ -118,9 +121,13 @@ pub struct Plan {
     #[serde(default = "six")]
     #[schemars(range(min = 1))]
     pub max_conns_per_host: usize,
-    /// TCP_FASTOPEN_CONNECT on every socket.
+    /// TCP_FASTOPEN_CONNECT on every socket (with `tfo_tls` false: on those without TLS).
     #[serde(default)]
     pub tfo: bool,
+    /// With `tfo`: TFO on connections that carry TLS too (false: as a browser whose ClientHello
+    /// is larger than a SYN carries, Chromium's post-quantum one, which saves no round trip).
+    #[serde(default = "yes")]
+    pub tfo_tls: bool,
     /// Paid once per pool before its first connection.
     #[serde(default)]
     pub dns_delay_ms: f64,

@@ -33,6 +33,7 @@ pub fn plan(objects: Vec<Object>, ca: Option<PathBuf>) -> Plan {
         objects,
         max_conns_per_host: 6,
         tfo: false,
+        tfo_tls: true,
         dns_delay_ms: 0.0,
         ca,
         timeout_s: 20.0,

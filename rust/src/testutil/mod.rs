@@ -47,12 +47,7 @@ impl Netns {
         String::from_utf8_lossy(&o.stdout).to_string()
     }
     pub fn counter(&self, name: &str) -> u64 {
-        let out = self.run(&["nstat", "-azs", name]);
-        out.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|x| x.parse().ok())
-            .expect("nstat output")
+        counter_in(&self.0, name)
     }
     /// Runs `f` on a thread that entered the namespace (threads it spawns inherit it).
     pub fn enter<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -64,6 +59,17 @@ impl Netns {
         .join()
         .unwrap()
     }
+}
+/// A kernel counter (nstat) of the namespace named `ns`: usable inside `Netns::enter`.
+pub fn counter_in(ns: &str, name: &str) -> u64 {
+    let o = std::process::Command::new("ip").args(["netns", "exec", ns, "nstat", "-azs", name]).output().unwrap();
+    assert!(o.status.success(), "nstat: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|x| x.parse().ok())
+        .expect("nstat output")
 }
 impl Drop for Netns {
     fn drop(&mut self) {

@@ -67,7 +67,14 @@ class Builtin(Loader):
             offered=job.replay.offered,
             tls_mode=cfg.tls,
             quic={"cc": cfg.quic_cc, "icw": cfg.quic_icw},
+            tfo_tls=plans.tfo_over_tls(cfg.client_hello),
         )
+
+    def tfo_expected(self, plan: dict | None, tfo: bool) -> bool:
+        # with tfo_tls false only a plain-http TCP connection uses TFO (an all-https page: none)
+        if not tfo or plan is None or plan.get("tfo_tls", True):
+            return tfo
+        return any(not o["tls"] for o in plan["objects"])
 
     def load(self, job: Job, plan: dict | None, tfo: bool, warmed=None) -> dict:
         res = load(job.topo, plan, job.topo.workdir, warmed=warmed)

@@ -83,6 +83,11 @@ class Loader:
         is over, before the measured load starts."""
         raise NotImplementedError
 
+    def tfo_expected(self, plan: dict | None, tfo: bool) -> bool:
+        """Must a load at ``tfo`` under ``plan`` open some connection with TFO (the client's
+        TCPFastOpenActive rise)? As asked, unless the loader uses TFO on fewer connections."""
+        return tfo
+
     def document_problem(self, res: dict, requests: list[dict], chain, plan: dict | None) -> str | None:
         """Why the load ``res`` (its ``requests`` as recorded) did not get the page's document,
         or None; ``chain``: the recording's hops to it (validity.document_chain)."""

@@ -108,6 +108,7 @@ class Plan:
     objects: list[PlanObject]
     max_conns_per_host: int
     tfo: bool
+    tfo_tls: bool = ABSENT  # false: TFO on plain-http connections only (default true: on all)
     dns_delay_ms: float
     ca: str | None
     timeout_s: float
@@ -124,6 +125,17 @@ class Plan:
 
 
 MODELS = ("archive", "chromium")
+# Bytes of data a SYN carries (one MSS on the emulated link): a ClientHello larger than this does not
+# fit, so TFO saves no round trip over TLS (docs/loaders.md "TFO in Chromium"; knob client_hello).
+SYN_DATA_MAX = 1420
+
+
+def tfo_over_tls(client_hello: int | None) -> bool:
+    """Does TFO save a round trip on a TLS connection whose ClientHello has ``client_hello``
+    bytes (None: the built-in loader's own, rustls's ~300 B)?"""
+    return client_hello is None or client_hello <= SYN_DATA_MAX
+
+
 # Chromium's request scheduling (docs/loaders.md, "Built-in vs Chromium"): Blink's tight mode
 # lets at most 2 low-priority requests of a frame run until its document's parser reaches <body>
 # (ResourceLoadScheduler, kTightLimitForRendererSideResourceScheduler). After that, Chromium 156
@@ -363,6 +375,7 @@ def build(
     offered: Mapping[str, protocols.Protocol] | None = None,
     tls_mode: str = "full",
     quic: Mapping | None = None,
+    tfo_tls: bool = True,
 ) -> dict:
     """``tls_mode``: "full", "resume" or "0rtt" (the loader visits the page once before the load
     for the session tickets; see docs/loaders.md). Only a mode other than full is written into
@@ -388,6 +401,9 @@ def build(
 
     ``quic``: QUIC's settings for the loader's side (``cc``, ``icw``: knobs quic_cc, quic_icw),
     written only when some object goes over h3 (so that plans without h3 stay as they were).
+
+    ``tfo_tls``: with ``tfo``, TFO on TLS connections too (False: plain http only, as a client
+    whose ClientHello does not fit in a SYN: tfo_over_tls; written only when False).
 
     Returns the plan as JSON data (a Plan, dataplane.document)."""
     if model not in MODELS:
@@ -477,6 +493,8 @@ def build(
     )
     if tls_mode != "full":
         plan.tls_mode = tls_mode
+    if not tfo_tls:
+        plan.tfo_tls = False
     if quic and any(o.protocol == "h3" for o in out):
         if quic.get("cc") is not None:
             plan.quic_cc = quic["cc"]

@@ -109,15 +109,21 @@ def document_problem(chain: list[tuple[int, Obj]], requests: list[dict], plan: d
     return None
 
 
-def judge(tfo: bool, counters: dict, requests: list[dict], document: str | None = None) -> str | None:
-    """Why a load is invalid, or None. ``document``: why its document did not arrive (first)."""
+def judge(
+    tfo: bool, counters: dict, requests: list[dict], document: str | None = None, expected: bool | None = None
+) -> str | None:
+    """Why a load is invalid, or None. ``document``: why its document did not arrive (first);
+    ``expected``: must some connection have used TFO (Loader.tfo_expected; default ``tfo``)."""
     if document:
         return document
+    expected = tfo if expected is None else expected
     active = counters["client"].get("TCPFastOpenActive", 0)
-    if tfo and active == 0:
+    if expected and active == 0:
         return "TFO requested but the client's TCPFastOpenActive did not rise: no connection used TFO"
     if not tfo and active > 0:
         return "TFO off but the client's TCPFastOpenActive rose"
+    if not expected and active > 0:
+        return "TFO asked on plain-http connections only (knob client_hello), but the client's TCPFastOpenActive rose on a page without any"
     if counters["server"].get("TCPFastOpenListenOverflow", 0) > 0:
         return "the server's TFO queue overflowed (TCPFastOpenListenOverflow > 0)"
     return None

@@ -36,12 +36,14 @@ def unsupported(cfg: RunConfig) -> str | None:
 def as_predicted(cfg: RunConfig) -> RunConfig:
     """The configuration predict simulates for ``cfg``: itself for the built-in loader; for a
     loader predict stands in for (Chromium: Loader.predicted_as), the built-in loader with that
-    model, calibrated (by the general compute model: chromium_compute.apply)."""
+    model, calibrated (by the general compute model: chromium_compute.apply), with its
+    ClientHello's size (TFO over TLS as it: knob client_hello)."""
     loader = loader_of(cfg.client)
     if loader.planned:
         return cfg
     out = copy.copy(cfg)
     out.client, out.model, out.calibrated = PLANNED_LOADER, loader.predicted_as, True
+    out.client_hello = loader.client_hello_bytes  # its TFO over TLS (knob client_hello)
     if loader.upgrades_itself and cfg.schemes == "recorded":  # its recorded schemes + its HSTS upgrades
         out.schemes = "chromium"
     return out
@@ -52,7 +54,7 @@ def predict_as(page, cfg: RunConfig, tfo: bool, compute: dict | None = None) -> 
     ClientHello size). ``compute``: the general compute model's parameters ``page`` was
     calibrated with (with_compute): the PLT is then its form's (chromium_compute.plt_estimate:
     the network-bound and the CPU-bound estimate combined)."""
-    res = predict(page, as_predicted(cfg), tfo, loader_of(cfg.client).client_hello_bytes)
+    res = predict(page, as_predicted(cfg), tfo)
     return res if compute is None else chromium_compute.plt_estimate(compute, page, res)
 
 

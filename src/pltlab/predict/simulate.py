@@ -34,7 +34,7 @@ TLS_OVERHEAD = 22  # record header, AEAD tag, content type
 H2_FRAME = 16384  # the replay's DATA frames
 H2_FRAME_HEADER = 9
 SYN_BYTES = 60
-SYN_DATA_MAX = 1420  # bytes of data a SYN carries (one MSS; docs/loaders.md "TFO in Chromium")
+SYN_DATA_MAX = plans.SYN_DATA_MAX  # bytes of data a SYN carries
 CLIENT_HELLO = 400  # rustls, X25519: fits in a SYN
 REQUEST_HEAD = 180  # the built-in loader's request line and headers, without the URL
 NO_BODY = (204, 304)
@@ -202,7 +202,7 @@ class Simulation:
 
     def __init__(self, page: Page, cfg: RunConfig, tfo: bool, client_hello: int | None = None):
         self.cfg, self.tfo = cfg, tfo
-        self.client_hello = client_hello or CLIENT_HELLO
+        self.client_hello = client_hello or cfg.client_hello or CLIENT_HELLO  # (knob client_hello)
         self.plan, self.objs, self.one_way = plan_for(page, cfg, tfo)
         up_rate = cfg.rate_bps if cfg.rate_up_bps is None else cfg.rate_up_bps
         self.up = tcpmodel.Link(cfg.rtt_us // 2 / 1000.0, up_rate)
@@ -547,8 +547,8 @@ def predict(page: Page, cfg: RunConfig, tfo: bool, client_hello: int | None = No
     """The built-in loader's load of ``page`` under ``cfg`` with TFO on or off, predicted:
     {"plt_ms", "network_plt_ms", "tail_ms", "objects", "connections", "requests"}. With a
     calibrated page and model "chromium", plt_ms adds the calibrated tail as `pltlab run` does.
-    ``client_hello``: the TLS ClientHello's bytes (default the built-in loader's, CLIENT_HELLO;
-    one larger than a SYN carries, as Chromium's, gets nothing from TFO)."""
+    ``client_hello``: the TLS ClientHello's bytes (default the knob's, else the built-in loader's,
+    CLIENT_HELLO; one larger than a SYN carries, as Chromium's, gets nothing from TFO)."""
     res = Simulation(page, cfg, tfo, client_hello).run()
     tail = plans.tail_ms(page, cfg.model, cfg.calibrated)
     res["tail_ms"] = tail

@@ -273,6 +273,27 @@ def _client_rmem(v, what):
     return n
 
 
+def _client_hello(v, what):
+    """ "own" (None: the built-in loader's own), a loader's name (its ClientHello's size) or bytes."""
+    if v is None or (isinstance(v, str) and v.strip().lower() == "own"):
+        return None
+    if isinstance(v, str) and v.strip().lower() in LOADERS:
+        size = LOADERS[v.strip().lower()].client_hello_bytes
+        if size is None:
+            raise PltError(f"invalid {what} {units.show(v)}: that loader's ClientHello size is not known")
+        return size
+    names = [n for n, lo in LOADERS.items() if lo.client_hello_bytes is not None]
+    try:
+        n = units.size_bytes(v, what)
+    except PltError:
+        raise PltError(
+            f"invalid {what} {units.show(v)}: 'own', a loader's name ({', '.join(names)}) or a size in bytes"
+        ) from None
+    if not 200 <= n <= 16384:
+        raise PltError(f"invalid {what} {units.show(v)} ({n} bytes): a TLS ClientHello of 200 to 16384 bytes")
+    return n
+
+
 def _existing_dir(v, what):
     """An output file's path (made absolute): its folder must exist."""
     if v is None:
@@ -784,6 +805,23 @@ _ALL = (
         scopes=("run", "sweep"),
     ),
     Knob(
+        "client_hello",
+        _client_hello,
+        "own",
+        "Built-in loader: the TLS ClientHello size its TFO acts as: 'own' (rustls's, ~300 B, fits in "
+        "a SYN), a loader's ('chromium': ~2 KB, post-quantum) or bytes. One larger than a SYN "
+        "carries (1420 B) saves no round trip over TLS, so TFO is then used on plain-http "
+        "connections only (the bytes sent stay rustls's). `predict --client chromium` and its "
+        "emulated stand-in use Chromium's.",
+        type=int | None,
+        unit="bytes",
+        label="ClientHello",
+        column="client_hello",
+        sql="INTEGER",
+        describe=lambda v: "own ClientHello" if v is None else f"ClientHello {v} B",
+        scopes=("run", "sweep"),
+    ),
+    Knob(
         "hosts",
         _choice(HOSTS, "host names"),
         "recorded",
@@ -1069,6 +1107,10 @@ def parse(values: dict, ks=None, where: str = "") -> dict[str, Any]:
     if out.get("dns_us") and out.get("client") is not None and not LOADERS[out["client"]].planned:
         raise PltError(
             f"{where + ': ' if where else ''}dns is for the built-in loader (Chromium resolves names itself)"
+        )
+    if out.get("client_hello") is not None and out.get("client") is not None and not LOADERS[out["client"]].planned:
+        raise PltError(
+            f"{where + ': ' if where else ''}client_hello is for the built-in loader ({out['client']} sends its own)"
         )
     for trace, rate, opt in (("trace_down", "rate_bps", "rate"), ("trace_up", "rate_up_bps", "rate_up")):
         if out.get(trace) and out.get(rate):  # a delivery trace is that direction's rate

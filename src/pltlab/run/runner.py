@@ -288,7 +288,13 @@ class PageRunner:
         else:
             graph.from_initiators(requests)
         reason = (
-            judge(tfo, counters, requests, loader.document_problem(res, requests, self.chain, plan))
+            judge(
+                tfo,
+                counters,
+                requests,
+                loader.document_problem(res, requests, self.chain, plan),
+                expected=loader.tfo_expected(plan, tfo),
+            )
             or (schemes.problem(requests, self.http, res.get("hsts_upgraded") or ()) if self.http is not None else None)
             or protocol_problem(
                 requests, self.host_ips, self.replay.offered, alt_svc=self.cfg.h3_discovery == "alt-svc"

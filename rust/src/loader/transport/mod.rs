@@ -172,7 +172,7 @@ impl Dialer {
         seen: Rc<Cell<tls::TlsSeen>>,
     ) -> Result<Conn> {
         let cs = clock.ms();
-        let (tcp, probe) = self.tcp.connect(addr, host).await?;
+        let (tcp, probe) = self.tcp.connect(addr, host, tls).await?;
         let ce = clock.ms();
         let probe = Probe::Tcp(probe);
         if !tls {

@@ -18,19 +18,23 @@ use crate::os::{sock, tcpinfo};
 /// The load's TCP settings, and what the kernel refused of them.
 pub struct Tcp {
     tfo: bool,
+    tfo_tls: bool,
     tfo_refused: Cell<Option<String>>,
 }
 
 impl Tcp {
-    /// `tfo`: TCP_FASTOPEN_CONNECT on every socket.
-    pub fn new(tfo: bool) -> Tcp {
-        Tcp { tfo, tfo_refused: Cell::new(None) }
+    /// `tfo`: TCP_FASTOPEN_CONNECT on every socket; with `tfo_tls` false only on those that
+    /// will not carry TLS (the plan's `tfo_tls`: a browser whose ClientHello does not fit in a
+    /// SYN saves no round trip with TFO over TLS).
+    pub fn new(tfo: bool, tfo_tls: bool) -> Tcp {
+        Tcp { tfo, tfo_tls, tfo_refused: Cell::new(None) }
     }
 
-    /// A connection to `addr` (`host` names it in errors) and its probe.
-    pub async fn connect(&self, addr: SocketAddr, host: &str) -> Result<(tokio::net::TcpStream, TcpProbe)> {
+    /// A connection to `addr` (`host` names it in errors; `tls`: TLS will run over it) and its
+    /// probe.
+    pub async fn connect(&self, addr: SocketAddr, host: &str, tls: bool) -> Result<(tokio::net::TcpStream, TcpProbe)> {
         let s = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
-        if self.tfo {
+        if self.tfo && (self.tfo_tls || !tls) {
             if let Err(e) = sock::set_tcp_int(&s, sock::TCP_FASTOPEN_CONNECT, 1) {
                 let why = if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
                     format!("TCP_FASTOPEN_CONNECT refused ({e}): net.ipv4.tcp_fastopen does not allow client TFO here; loaded without TFO")
