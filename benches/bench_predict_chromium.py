@@ -50,6 +50,8 @@ quiet machine.
 """
 
 import argparse
+import csv
+import gzip
 import json
 import math
 import os
@@ -152,18 +154,13 @@ def truth(folder: str, counts: dict | None = None) -> tuple[dict, list]:
     and its (label, page) entries and (index, RunConfig, config key) configurations; ``counts``
     (if given) gets the number of valid loads behind each median."""
     from pltlab.experiments import spec
-    from pltlab.experiments.results import Results
 
     path = os.path.join(folder, "experiment.toml")
     if not os.path.isfile(path):
         raise PltError(f"{folder}: no experiment.toml (not a sweep's output folder)")
     doc, _ = spec.read_toml(path)
     exp = spec.from_dict(doc, path, os.getcwd())
-    res = Results(folder)
-    try:
-        rows = res.rows()
-    finally:
-        res.close()
+    rows = truth_rows(folder)
     got: dict[tuple, list[float]] = {}
     for r in rows:
         if r["status"] == "ok" and r["valid"] and r["plt_ms"]:
@@ -180,22 +177,63 @@ def truth(folder: str, counts: dict | None = None) -> tuple[dict, list]:
     return med, [(e.label, e.page) for e in exp.pages], configs
 
 
+# what truth() and truth_machine() read of each load, and what an export keeps (chromium_pageset.py export)
+TRUTH_COLUMNS = (
+    "id", "page", "config_key", "rtt_ms", "protocol", "tfo", "rep", "status", "valid", "invalid_reason",
+    "plt_ms", "network_plt_ms", "started_at", "wall_ms", "browser",
+)  # fmt: skip
+
+
+def truth_rows(folder: str) -> list[dict]:
+    """The sweep's loads: from its database, or, in an exported folder (no database), from its
+    runs.csv or runs.csv.gz (TRUTH_COLUMNS, typed as the database has them)."""
+    from pltlab.experiments.results import Results
+
+    if os.path.isfile(os.path.join(folder, "results.sqlite")):
+        res = Results(folder)
+        try:
+            return res.rows()
+        finally:
+            res.close()
+    for name, opener in (("runs.csv", open), ("runs.csv.gz", gzip.open)):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            with opener(path, "rt", encoding="utf-8", newline="") as f:
+                return [_typed(r, path) for r in csv.DictReader(f)]
+    raise PltError(f"{folder}: neither results.sqlite nor runs.csv[.gz] (not a sweep's output or its export)")
+
+
+def _typed(r: dict, path: str) -> dict:
+    def num(k, kind=float):
+        v = r.get(k)
+        return None if v in (None, "") else kind(float(v))
+
+    try:
+        return {
+            **r,
+            "tfo": num("tfo", int),
+            "valid": num("valid", int),
+            "rep": num("rep", int),
+            "plt_ms": num("plt_ms"),
+            "network_plt_ms": num("network_plt_ms"),
+            "started_at": num("started_at"),
+            "wall_ms": num("wall_ms"),
+            "rtt_ms": num("rtt_ms"),
+        }
+    except ValueError as e:
+        raise PltError(f"{path}: load {r.get('id')}: {e}") from None
+
+
 def truth_machine(data: str, folder: str) -> str:
     """How busy the machine was while the truth loads ran, from DIR/machine.jsonl (load averages
     sampled beside them by chromium_pageset.py); says how many loads have no sample."""
-    from pltlab.experiments.results import Results
-
     samples = []
     try:
         with open(os.path.join(data, "machine.jsonl"), encoding="utf-8") as f:
             samples = sorted((d["t"], d["load1"], d.get("cpus") or 1) for d in map(json.loads, filter(str.strip, f)))
     except (OSError, ValueError, KeyError):
         pass
-    res = Results(folder)
-    try:
-        spans = [(r["started_at"], r["wall_ms"]) for r in res.rows() if r["status"] == "ok" and r["valid"]]
-    finally:
-        res.close()
+    spans = [(r["started_at"], r["wall_ms"]) for r in truth_rows(folder) if r["status"] == "ok" and r["valid"]]
     loads = []
     for t0, wall in spans:
         if t0 is None:

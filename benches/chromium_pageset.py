@@ -8,6 +8,8 @@ makes 20 ms hard.
                                                            # (calibrated, model chromium) on 4 pages, 3 loads each
     python3 benches/chromium_pageset.py status --out DIR   # DIR/STATUS.md from what is there
     python3 benches/chromium_pageset.py analyse --out DIR  # the "Why 20 ms is hard" figures
+    python3 benches/chromium_pageset.py export --out DIR --to docs/results/chromium-pageset
+                                                           # what the benches read, committed
 
 The page set is benches/pagesets/public.txt (its names; the experiment files must list the same).
 Every step skips what is already there (a calibration written, a sweep's committed runs: --resume),
@@ -23,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import csv
 import datetime
 import gzip
+import io
 import json
 import os
 import signal
@@ -94,7 +98,7 @@ def calib(out: str) -> None:
     failed_path = os.path.join(d, "failed.json")
     failed = json.load(open(failed_path)) if os.path.exists(failed_path) else {}
     for n in names():
-        if os.path.exists(os.path.join(d, f"{n}.har")):
+        if any(os.path.exists(os.path.join(d, f"{n}{ext}")) for ext in (".har", ".har.gz")):
             continue
         t = time.time()
         rc = _run(out, PLTLAB + ["calibrate", n, "-o", d, "--loads", "3"], f"calib-{n}.log")
@@ -540,12 +544,61 @@ def truth_cpu(out: str, recs: list[dict]) -> dict:
     return res
 
 
+def export(out: str, to: str) -> None:
+    """What the benches read of DIR, derived facts only, into ``to`` (docs/results/chromium-pageset:
+    committed, so a fresh clone computes bench_predict_chromium's figures without the 2 h of
+    Chromium loads): calib/NAME.har.gz (the calibrated archives: structure and timings), calib/
+    failed.json, truth/experiment.toml and truth/runs.csv.gz (each load's TRUTH_COLUMNS),
+    machine.jsonl and STATUS.md. Not exported: the loads' requests, pcaps and cpu/ samples
+    (`analyse` needs DIR). Each file is written whole (temp, then renamed)."""
+    import shutil
+
+    from bench_predict_chromium import TRUTH_COLUMNS, truth_rows
+
+    def put(rel: str, data: bytes) -> None:
+        path = os.path.join(to, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "wb") as f:
+            f.write(data)
+        os.replace(path + ".tmp", path)
+
+    cal = os.path.join(out, "calib")
+    n_cal = 0
+    for f in sorted(os.listdir(cal)) if os.path.isdir(cal) else []:
+        with open(os.path.join(cal, f), "rb") as src:
+            raw = src.read()
+        if f.endswith(".har"):  # mtime 0: the same calibration exports to the same bytes
+            put(f"calib/{f}.gz", gzip.compress(raw, mtime=0))
+            n_cal += 1
+        elif f.endswith((".har.gz", "failed.json")):
+            put(f"calib/{f}", raw)
+            n_cal += f.endswith(".har.gz")
+    truth_dir = os.path.join(out, "truth")
+    rows = truth_rows(truth_dir)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=TRUTH_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    put("truth/runs.csv.gz", gzip.compress(buf.getvalue().encode(), mtime=0))
+    shutil.copyfile(os.path.join(truth_dir, "experiment.toml"), os.path.join(to, "truth", "experiment.toml"))
+    for f in ("machine.jsonl", "STATUS.md"):
+        if os.path.isfile(os.path.join(out, f)):
+            shutil.copyfile(os.path.join(out, f), os.path.join(to, f))
+    print(f"exported {n_cal} calibrations and {len(rows)} truth loads of {out} to {to}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=("all", "calib", "truth", "why20", "status", "analyse"))
+    ap.add_argument("step", choices=("all", "calib", "truth", "why20", "status", "analyse", "export"))
     ap.add_argument("--out", required=True, help="data folder (outside the repository)")
+    ap.add_argument("--to", default=None, help="export: the folder to write (docs/results/chromium-pageset)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
+    if a.step == "export":
+        if not a.to:
+            sys.exit("export needs --to FOLDER (docs/results/chromium-pageset)")
+        export(a.out, a.to)
+        return 0
     {
         "all": all_steps,
         "calib": calib,

@@ -125,13 +125,13 @@ def test_example_file_is_the_default_study():
 
 def test_size_of_the_full_and_quick_runs():
     full = study_file.defaults()
-    # 18 pages x 3 RTTs x 2 losses x 5 reps x (h1, h2: 3 TLS x 2 TFO + h3: 3 TLS = 15)
-    # Chromium: 11 https pages x 3 RTTs x 1 loss x 5 reps x (h2: 3 x 2 + h3: full, 0rtt = 8)
-    assert parts.n_loads(full) == {"builtin": 8100, "chromium": 1320}
+    # 18 pages x 3 RTTs x 2 losses x 3 reps x (h1, h2: 3 TLS x 2 TFO + h3: 3 TLS = 15)
+    # Chromium: 11 https pages x 3 RTTs x 1 loss x 3 reps x (h2: 3 x 2 + h3: full, 0rtt = 8)
+    assert parts.n_loads(full) == {"builtin": 4860, "chromium": 792}
     quick = study_file.defaults(quick=True)
     assert parts.n_loads(quick) == {"builtin": 3 * 1 * 1 * 2 * 15, "chromium": 1 * 1 * 1 * 2 * 2}
     assert parts.estimate_s(quick) < 600  # --quick: under 10 minutes by the study's own estimate
-    assert "8100 builtin + 1320 chromium loads" in STUDIES["handshakes"].HELP
+    assert "4860 builtin + 792 chromium loads" in STUDIES["handshakes"].HELP
 
 
 def test_experiments_keep_tfo_off_quic_and_chromium_on_https():
@@ -143,7 +143,7 @@ def test_experiments_keep_tfo_off_quic_and_chromium_on_https():
     assert {c.tls for c in exps["chromium-quic"].configs} == {"full", "0rtt"}
     assert all(e.page.url.startswith("https://") for e in exps["chromium-tcp"].pages)
     assert exps["tcp"].settings == {"schemes": "https"} and exps["chromium-tcp"].settings == {}
-    assert sum(e.n_runs for e in exps.values()) == 8100 + 1320
+    assert sum(e.n_runs for e in exps.values()) == 4860 + 792
 
 
 def test_each_experiment_file_is_its_experiment(tmp_path):

@@ -14,6 +14,7 @@ from pltlab.archive import calibration as calib
 from pltlab.errors import PltError
 from pltlab.experiments import compute_fit
 from pltlab.experiments import folds as foldsmod
+from pltlab.loaders import plan as plans
 from pltlab.loaders.browser import hsts
 from pltlab.predict import chromium_compute
 from pltlab.predict.pages import predict_as
@@ -151,7 +152,7 @@ def bench():
     import sys
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benches"))
-    import bench_predict_chromium
+    import bench_predict_chromium  # (and chromium_pageset, beside it)
 
     return bench_predict_chromium
 
@@ -212,6 +213,8 @@ def test_emulate_loads_the_builtin_loader_as_predict_simulates_chromium(bench, t
     assert [(p is page, c.client, c.model, c.calibrated, c.schemes, c.reps) for p, c in loaded] == [
         (True, "builtin", "chromium", True, "chromium", 1)
     ] * 2
+    # Chromium's ClientHello: its stand-in uses TFO on plain-http connections only (knob client_hello)
+    assert all(c.client_hello > plans.SYN_DATA_MAX for _p, c in loaded)
     assert [(c.rtt_us, c.protocol, c.rate_bps, c.rate_up_bps) for _p, c in loaded] == [
         (20_000, "h1", 20_000_000, 5_000_000),
         (200_000, "h2", 20_000_000, 5_000_000),
@@ -333,3 +336,41 @@ def test_old_rows_are_reported_but_never_appended_to(bench, tmp_path, folds, cap
 def test_fold_balanced_order(bench):
     fold = {"a": 0, "b": 0, "c": 0, "d": 1, "e": 2, "f": 2}
     assert bench.fold_balanced(list("fedcba"), fold) == ["a", "d", "e", "b", "f", "c"]
+
+
+def test_an_export_gives_the_benches_the_same_data(bench, tmp_path, synthetic):
+    """chromium_pageset.py export: the calibrations (gzipped) and the truth's loads (runs.csv.gz,
+    the columns the bench reads) give the same calibrated pages and the same medians as the data
+    folder they came from; a damaged gzip is one line naming the file."""
+    import shutil
+
+    import chromium_pageset
+
+    from pltlab.archive.har import write_page
+
+    data, to = tmp_path / "data", tmp_path / "export"
+    (data / "calib").mkdir(parents=True)
+    for n in ("wikipedia", "filamentgroup"):
+        write_page(synthetic[n], str(data / "calib" / f"{n}.har"))
+    quick = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "handshakes-2026-quick", "tcp")
+    shutil.copytree(quick, data / "truth")  # a committed sweep's experiment.toml and runs.csv
+    chromium_pageset.export(str(data), str(to))
+    assert sorted(os.listdir(to / "calib")) == ["filamentgroup.har.gz", "wikipedia.har.gz"]
+    a, b = compute_fit.calibrated(str(data / "calib")), compute_fit.calibrated(str(to / "calib"))
+    assert a.keys() == b.keys()
+    for n in a:
+        assert [o.extras.get(calib.KEY) for o in a[n].objects] == [o.extras.get(calib.KEY) for o in b[n].objects]
+        assert calib.stored(a[n]) == calib.stored(b[n])
+    counts_a, counts_b = {}, {}
+    med_a, pages_a, configs_a = bench.truth(str(data / "truth"), counts_a)
+    med_b, pages_b, configs_b = bench.truth(str(to / "truth"), counts_b)
+    assert med_a and med_a == med_b and counts_a == counts_b
+    assert [p for p, _ in pages_a] == [p for p, _ in pages_b] and [k for *_, k in configs_a] == [
+        k for *_, k in configs_b
+    ]
+    again = tmp_path / "again"
+    chromium_pageset.export(str(data), str(again))  # the same data exports to the same bytes
+    assert (again / "truth" / "runs.csv.gz").read_bytes() == (to / "truth" / "runs.csv.gz").read_bytes()
+    (to / "calib" / "wikipedia.har.gz").write_bytes(b"\x1f\x8b" + b"not gzip at all")
+    with pytest.raises(PltError, match=r"wikipedia\.har\.gz: not a readable gzip file"):
+        compute_fit.calibrated(str(to / "calib"))

@@ -16,8 +16,10 @@ recorded and counts each repair per kind in the page's extras["repairs"] (pltlab
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import os
+import zlib
 from datetime import UTC, datetime, timedelta
 
 from pltlab import __version__, gcpause
@@ -205,12 +207,17 @@ def parse_json(raw: bytes, path: str, what: str = "HAR"):
 
 
 def load(path: str) -> dict:
-    """Parse a HAR file; any problem is one PltError naming the file."""
+    """Parse a HAR file (gzipped or not); any problem is one PltError naming the file."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as e:
         raise PltError(f"{path}: cannot read: {e.strerror}") from None
+    if raw[:2] == b"\x1f\x8b":  # gzip (NAME.har.gz)
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise PltError(f"{path}: not a readable gzip file ({e})") from None
     return checked(parse_json(raw, path), path)
 
 

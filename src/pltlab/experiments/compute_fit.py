@@ -106,16 +106,20 @@ def fit(
 
 
 def calibrated(folder: str) -> dict[str, Page]:
-    """The calibrated archives of ``folder`` (NAME.har, as `pltlab calibrate -o` writes them), by
-    NAME; an archive without a calibration is an error naming it."""
+    """The calibrated archives of ``folder`` (NAME.har, as `pltlab calibrate -o` writes them, or
+    NAME.har.gz), by NAME; an archive without a calibration is an error naming it."""
     out = {}
     for f in sorted(os.listdir(folder)):
-        if f.endswith(".har"):
-            path = os.path.join(folder, f)
-            page = read_page(path)
-            if calib.stored(page) is None:
-                raise PltError(f"{path}: no compute calibration (_pltlab_calibration)")
-            out[f[: -len(".har")]] = page
+        name = f[: -len(".har")] if f.endswith(".har") else f[: -len(".har.gz")] if f.endswith(".har.gz") else None
+        if name is None:
+            continue
+        path = os.path.join(folder, f)
+        if name in out:
+            raise PltError(f"{path}: {name} is calibrated twice in {folder} (.har and .har.gz)")
+        page = read_page(path)
+        if calib.stored(page) is None:
+            raise PltError(f"{path}: no compute calibration (_pltlab_calibration)")
+        out[name] = page
     return out
 
 

@@ -39,7 +39,7 @@ class Params:
     pages: tuple = PAGES
     rtts: tuple = (20, 100, 200)
     losses: tuple = (0.0, 0.01)
-    reps: int = 5
+    reps: int = 3  # 18 pages x 3: 54 pairs per cell (5 took ~11 h on the 2-core machine)
     seed: int = 1
     protocols: tuple = ("h1", "h2", "h3")
     tls: tuple = TLS
@@ -54,7 +54,7 @@ class Params:
     chromium_quic_tls: tuple = ("full", "0rtt")
     chromium_rtts: tuple = (20, 100, 200)
     chromium_losses: tuple = (0.0,)
-    chromium_reps: int = 5
+    chromium_reps: int = 3
 
     def as_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -246,7 +246,7 @@ PARAMS = (
     Param("page", str, None, "Pages (bundled names, repeatable); default the 18 of the study.", many=True),
     Param("rtt", float, None, "RTTs in ms (repeatable); default 20 100 200.", many=True),
     Param("loss", float, None, "Loss rates in % (repeatable); default 0 1.", many=True),
-    Param("reps", int, None, "Repetitions (default 5, --quick 2)."),
+    Param("reps", int, None, "Repetitions (default 3, --quick 2)."),
     Param("client", str, None, "Loaders (repeatable): builtin, chromium; default both.", CLIENTS, many=True),
     RESUME,
 )
