@@ -98,7 +98,9 @@ def test_resumption_and_0rtt_are_proven_and_save_their_round_trips(tmp_path, h2)
         else:  # the visit before the load is not counted
             assert (st["tls_full"], st["tls_resumed"], q["tls_handshake"]) == (0, 1, "resumed"), st
             assert (st["tls_full_used"], st["tls_resumed_used"]) == (0, 1), st
-            assert r["tls_warmup_ms"] > 2 * RTT
+            # the visit passed the link unimpaired (its tickets do not depend on the network's
+            # conditions): well under one round trip, where over the link it takes 3
+            assert r["tls_warmup_ms"] < RTT and r["metrics"]["warm_visit"] == "unimpaired", r["tls_warmup_ms"]
         if tls == "0rtt":
             assert st["tls_early_data"] == st["tls_early_used"] == 1 and st["tls_early_bytes"] > 0
             assert q["early_data"] == "accepted"

@@ -46,6 +46,12 @@ pub const DOCUMENTS: &[Document] = &[
     ),
     doc("link-stats", Way::Output, "pltlab-dp link: final statistics", output::<link::stats::LinkStats>),
     doc("link-snapshot", Way::Output, "pltlab-dp link: SIGUSR1 snapshot", output::<link::stats::Snapshot>),
+    doc(
+        "link-unimpaired",
+        Way::Output,
+        "pltlab-dp link: SIGUSR2, unimpaired or not",
+        output::<link::stats::Unimpaired>,
+    ),
     doc("replay-stats", Way::Output, "pltlab-dp replay: statistics and snapshots", output::<replay::report::Report>),
     doc("load-report", Way::Output, "pltlab-dp load: the load report", output::<loader::output::Output>),
     doc("schedule-reply", Way::Output, "pltlab-dp schedule: the answer to a step", output::<loader::schedule::Reply>),

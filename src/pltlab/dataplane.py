@@ -210,9 +210,15 @@ def terminate(p, timeout: float = 10.0) -> str:
 def snapshot(p, timeout: float = 5.0) -> dict | None:
     """Ask a running process (link emulator, replay server) for its figures so far: SIGUSR1, then
     the stdout line with ``"event": "snapshot"``. None if it has exited or does not answer."""
+    return ask(p, signal.SIGUSR1, "snapshot", timeout)
+
+
+def ask(p, sig: int, event: str, timeout: float = 5.0) -> dict | None:
+    """Send ``sig`` to a running data-plane process and return its answer: the next stdout line
+    with ``"event": event`` (other lines are skipped). None if it has exited or does not answer."""
     if p is None or p.poll() is not None:
         return None
-    os.kill(p.pid, signal.SIGUSR1)
+    os.kill(p.pid, sig)
     end = time.monotonic() + timeout
     while (left := end - time.monotonic()) > 0:
         ready, _, _ = select.select([p.stdout], [], [], left)
@@ -223,6 +229,6 @@ def snapshot(p, timeout: float = 5.0) -> dict | None:
             msg = json.loads(line)
         except ValueError:
             continue
-        if msg.get("event") == "snapshot":
+        if msg.get("event") == event:
             return msg
     return None

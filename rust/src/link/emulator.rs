@@ -26,7 +26,7 @@ use super::buf::{Pkt, Pool, LARGE, SMALL, VNET};
 use super::gso;
 use super::pcap::Pcap;
 use super::pipeline::Direction;
-use super::stats::{LateKind, LateLog, Snapshot, SnapshotEvent};
+use super::stats::{LateKind, LateLog, Snapshot, SnapshotEvent, Unimpaired, UnimpairedEvent};
 use super::tun::Tun;
 use crate::os::clock::{now_ns, sleep_until, Timer};
 use crate::os::epoll::Epoll;
@@ -61,6 +61,8 @@ pub struct Emulator {
     pub standby: Standby,
     rbuf: Pkt,
     segs: Vec<Pkt>,
+    /// Both directions unimpaired (SIGUSR2).
+    unimpaired: bool,
 }
 
 /// What the standby thread did (see `run`).
@@ -109,6 +111,7 @@ impl Emulator {
             standby: Standby::default(),
             rbuf,
             segs: Vec::new(),
+            unimpaired: false,
         }
     }
 
@@ -219,21 +222,32 @@ impl Emulator {
     }
 
     /// Handles pending signals: SIGUSR1 prints a snapshot (one JSON line:
-    /// lateness and packets since the previous one); returns true on SIGTERM/SIGINT.
+    /// lateness and packets since the previous one); SIGUSR2 switches both directions between
+    /// unimpaired (a warm-up visit's packets: no delay, loss or rate) and as configured, and says
+    /// which it now is (one JSON line: the control plane waits for it before it goes on, so two
+    /// switches never coalesce); returns true on SIGTERM/SIGINT.
     fn on_signal(&mut self, sigfd: &OwnedFd) -> bool {
         while let Some(sig) = signal::read_signal(sigfd.as_raw_fd()) {
-            if sig != libc::SIGUSR1 as u32 {
+            let line = if sig == libc::SIGUSR1 as u32 {
+                let v = Snapshot {
+                    event: SnapshotEvent::Snapshot,
+                    uplink: self.dirs[UP].st.take_interval(),
+                    downlink: self.dirs[DOWN].st.take_interval(),
+                };
+                serde_json::to_string(&v).expect("snapshot serializes")
+            } else if sig == libc::SIGUSR2 as u32 {
+                self.unimpaired = !self.unimpaired;
+                for d in &mut self.dirs {
+                    d.set_unimpaired(self.unimpaired);
+                }
+                let v = Unimpaired { event: UnimpairedEvent::Unimpaired, on: self.unimpaired };
+                serde_json::to_string(&v).expect("unimpaired serializes")
+            } else {
                 return true;
-            }
-            let v = Snapshot {
-                event: SnapshotEvent::Snapshot,
-                uplink: self.dirs[UP].st.take_interval(),
-                downlink: self.dirs[DOWN].st.take_interval(),
             };
-            let v = serde_json::to_string(&v).expect("snapshot serializes");
             use std::io::Write;
             let mut o = io::stdout().lock();
-            let _ = writeln!(o, "{v}");
+            let _ = writeln!(o, "{line}");
             let _ = o.flush();
         }
         false

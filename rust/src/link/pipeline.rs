@@ -68,6 +68,9 @@ pub struct Direction {
     idx: u64,
     pub segment: bool,
     pub st: DirStats,
+    /// Unimpaired (a warm-up visit's packets, `set_unimpaired`): released at once, no loss draw
+    /// (the draw index stays where it was), no rate or queue; counted only as packets in.
+    unimpaired: bool,
 }
 
 impl Direction {
@@ -99,7 +102,14 @@ impl Direction {
             idx: 0,
             segment: p.needs_segmentation(),
             st: DirStats::default(),
+            unimpaired: false,
         }
+    }
+
+    /// From now on packets pass unimpaired (`on`) or as configured; packets already in flight
+    /// keep their release times.
+    pub fn set_unimpaired(&mut self, on: bool) {
+        self.unimpaired = on;
     }
 
     fn server_addr(&self, ip: &[u8]) -> Option<u32> {
@@ -115,6 +125,10 @@ impl Direction {
         let size = pkt.wire_len();
         self.st.packets_in += 1;
         self.st.bytes_in += size as u64;
+        if self.unimpaired {
+            self.push(now, pkt);
+            return Ok(());
+        }
         let Some(addr) = self.server_addr(pkt.ip()) else {
             // Not IPv4: base delay only, no loss draw, no queue.
             self.st.nonip_packets += 1;
@@ -406,6 +420,33 @@ pub(crate) mod tests {
         let mut u = Direction::new(&p, true, 0);
         u.arrive(0, ipv4(C, fast, 100)).unwrap();
         assert_eq!(u.next_release(), Some(5 * MS));
+    }
+
+    #[test]
+    fn unimpaired_packets_pass_at_once_and_leave_the_loss_draws_alone() {
+        // a warm-up's packets: no delay, no loss, no rate; the configured link's draws then go
+        // on from where they were, so the measured load meets the same losses as without them
+        let mut p = params();
+        p.delay_ns = 10 * MS;
+        p.loss = 0.3;
+        p.shaper = Some(ShaperSpec::Rate(8_000_000)); // 1 ms per 1000-byte packet
+        let mut plain = Direction::new(&p, true, 0);
+        let mut warm = Direction::new(&p, true, 0);
+        warm.set_unimpaired(true);
+        for i in 0..50u64 {
+            assert!(warm.arrive(i, ipv4(C, S, 1000)).is_ok());
+        }
+        assert_eq!(drain(&mut warm, 49), (0..50u64).map(|i| (i, 1000)).collect::<Vec<_>>());
+        warm.set_unimpaired(false);
+        let t = 100 * MS;
+        let fate = |d: &mut Direction| {
+            (0..40u64).map(|i| d.arrive(t + i * 2 * MS, ipv4(C, S, 1000)).is_ok()).collect::<Vec<_>>()
+        };
+        let (a, b) = (fate(&mut plain), fate(&mut warm));
+        assert_eq!(a, b);
+        assert!(a.iter().any(|ok| !ok) && a.iter().any(|ok| *ok));
+        assert_eq!(drain(&mut plain, u64::MAX), drain(&mut warm, u64::MAX));
+        assert!(drain(&mut warm, u64::MAX).is_empty());
     }
 
     #[test]

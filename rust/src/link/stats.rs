@@ -432,6 +432,20 @@ pub struct Snapshot {
     pub downlink: DirInterval,
 }
 
+#[derive(Serialize, JsonSchema, Debug, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum UnimpairedEvent {
+    Unimpaired,
+}
+
+/// On SIGUSR2: the link now passes packets unimpaired (`on`: a warm-up visit's, no delay, loss
+/// or rate) or as configured.
+#[derive(Serialize, JsonSchema, Debug, Clone)]
+pub struct Unimpaired {
+    pub event: UnimpairedEvent,
+    pub on: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

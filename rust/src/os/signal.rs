@@ -12,6 +12,7 @@ pub fn signalfd() -> Result<OwnedFd> {
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGUSR1);
+        libc::sigaddset(&mut set, libc::SIGUSR2);
         if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) < 0 {
             return Err(io::Error::last_os_error()).context("sigprocmask");
         }

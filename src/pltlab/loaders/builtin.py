@@ -98,4 +98,5 @@ LOADER = Builtin(
     default_protocol=protocols.FALLBACK_ALPN,
     title="the built-in loader",
     protocols=("h1", "h2", "h3"),  # h3: QUIC to addresses serving it (plan objects' protocol "h3")
+    warm_visit_unimpaired=True,  # rustls/quinn keep tickets from it, no RTT (the kernel: tcp_no_metrics_save)
 )

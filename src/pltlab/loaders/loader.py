@@ -64,6 +64,10 @@ class Loader:
     # (predict.chromium_compute); None: predict refuses the loader
     predicted_as: str | None = None
     client_hello_bytes: int | None = None  # its TLS ClientHello (predict; None: the built-in loader's)
+    # its TLS warm-up visit (tls resume/0rtt) keeps nothing that depends on the network's
+    # conditions (session tickets only): the link passes it unimpaired, which saves that visit's
+    # round trips (Chromium keeps RTT estimates from it, for QUIC too: as configured)
+    warm_visit_unimpaired: bool = False
 
     def protocol_problem(self, protocol: str) -> str | None:
         """Why this loader cannot load over the protocol knob's value ``protocol`` (one line), or

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -249,6 +250,17 @@ class UserspaceLink:
     def snapshot(self, timeout: float = 5.0) -> dict | None:
         """Lateness and packets per direction since the previous snapshot (SIGUSR1), or None."""
         return dataplane.snapshot(self.proc, timeout)
+
+    def unimpaired(self, on: bool, timeout: float = 5.0) -> bool:
+        """Pass packets unimpaired (no delay, loss or rate: a warm-up visit's) or as configured
+        (SIGUSR2 switches, the emulator says which it now is); False if it did not answer."""
+        for _ in range(2):  # (it switches: a second time if it was not in the other state)
+            got = dataplane.ask(self.proc, signal.SIGUSR2, "unimpaired", timeout)
+            if got is None:
+                return False
+            if got.get("on") is on:
+                return True
+        return False
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

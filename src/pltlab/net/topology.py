@@ -129,6 +129,12 @@ class Topology:
         snap = getattr(self.link, "snapshot", None)
         return snap() if snap else None
 
+    def link_unimpaired(self, on: bool) -> bool:
+        """The link passes packets unimpaired (``on``: a warm-up visit's) or as configured; False:
+        its backend cannot (or did not answer), nothing changed."""
+        switch = getattr(self.link, "unimpaired", None)
+        return bool(switch and switch(on))
+
     def down(self) -> dict | None:
         """Stop everything this run started and delete its namespaces. Idempotent."""
         self.supervisor.forget()  # stopping them now is no death

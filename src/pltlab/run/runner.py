@@ -144,6 +144,7 @@ class PageRunner:
         self.loaded, self.renaming = page, rename.Renaming()  # the page as loaded (knob hosts)
         self.http: set[str] | None = None  # URLs the load must fetch over http (run.schemes), None: no check
         self.warmed = False  # TFO cookies cached for every origin (warm policy: once per runner)
+        self._warm_unimpaired = False  # the last load's TLS warm-up visit passed the link unimpaired
         self._plans: dict[bool, dict] = {}
 
     def __enter__(self):
@@ -211,9 +212,37 @@ class PageRunner:
             self._plans[tfo] = loader.plan(self.job(), tfo)
         return loader.load(self.job(), self._plans[tfo], tfo, warmed=warmed)
 
+    def _warm_visit_then_load(self, tfo: bool, start) -> dict:
+        """A load after the loader's own TLS warm-up visit (tls resume/0rtt), which calls
+        ``start`` when the visit is over. With a loader whose visit keeps nothing that depends on
+        the network (Loader.warm_visit_unimpaired) the link passes the visit unimpaired and is
+        back to its configuration before ``start``; the record says so (metrics)."""
+        self._warm_unimpaired = registry.get(self.cfg.client).warm_visit_unimpaired and self.topo.link_unimpaired(True)
+        if not self._warm_unimpaired:
+            return self._load_once(tfo, warmed=start)
+        restored = []
+
+        def warmed() -> None:
+            if not self.topo.link_unimpaired(False):
+                raise PltError("the link emulator did not return to its configured link after the TLS warm-up")
+            restored.append(True)
+            start()
+
+        try:
+            return self._load_once(tfo, warmed=warmed)
+        finally:
+            if not restored:  # (the load failed before its visit ended)
+                self.topo.link_unimpaired(False)
+
     def warm_up(self) -> None:
-        """The prior visit that caches a TFO cookie for every origin, whatever the client."""
-        registry.warm_tfo(self.job())
+        """The prior visit that caches a TFO cookie for every origin, whatever the client (over the
+        link unimpaired: a cookie is the same whatever the network's conditions)."""
+        unimpaired = self.topo.link_unimpaired(True)
+        try:
+            registry.warm_tfo(self.job())
+        finally:
+            if unimpaired and not self.topo.link_unimpaired(False):
+                raise PltError("the link emulator did not return to its configured link after the TFO warm-up")
         self.warmed = True
 
     def load(self, point: Point, rep: int) -> dict:
@@ -260,7 +289,7 @@ class PageRunner:
             start()
             res = self._load_once(tfo)
         else:
-            res = self._load_once(tfo, warmed=start)
+            res = self._warm_visit_then_load(tfo, start)
         ended = time.time()
         if "c" not in before:  # (a loader that never said its visit was over: a bug, not a load)
             raise PltError("the built-in loader finished without reporting the end of its TLS warm-up visit")
@@ -349,6 +378,8 @@ class PageRunner:
 
     def _metrics(self, queued: dict | None, dropped: dict | None, res: dict) -> dict | None:
         out = {"queue_wait_us": queued} if queued else {}
+        if self.cfg.tls != "full" and self._warm_unimpaired:
+            out["warm_visit"] = "unimpaired"  # the loader's TLS warm-up visit: no delay, loss or rate
         if dropped is not None:
             out["link_drops"] = dropped
         if self.inferred is not None:  # what was replayed, and the browser's DOMContentLoaded beside onLoad
