@@ -54,7 +54,7 @@ def estimate_s(p: Params) -> float:
 
 
 def size(p: Params) -> str:
-    """'4860 builtin + 792 chromium loads, ~6.7 h' (the help and the report say it)."""
+    """'4860 builtin + 792 chromium loads, ~5.6 h' (the help and the report say it)."""
     n = n_loads(p)
     parts = " + ".join(f"{v} {c}" for c, v in n.items())
     s = estimate_s(p)
