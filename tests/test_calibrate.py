@@ -406,3 +406,46 @@ def test_calibrate_and_run_a_small_page(tmp_path):
     assert "note:" not in cp.stderr  # calibrated here
     assert r["tail_ms"] == page.extras["calibration"]["tail_ms"]
     assert r["plt_ms"] == pytest.approx(r["network_plt_ms"] + r["tail_ms"])
+
+
+def test_network_stack_known_answer():
+    """Chromium's network stack beyond the link: each new connection's connectStart -> connectEnd
+    less its round trips (2 over TLS, 1 over plain http and QUIC), each request's sendStart ->
+    head less one; medians, clamped at 0, stored with the calibration and checked on reading."""
+    https, http = "https://a.test", "http://b.test"
+    reqs = [  # at RTT 20 ms
+        {
+            "url": f"{https}/",
+            "connect_start_ms": 0.0,
+            "connect_end_ms": 70.0,
+            "request_ms": 70.0,
+            "first_byte_ms": 95.0,
+        },
+        {
+            "url": f"{http}/x",
+            "connect_start_ms": 5.0,
+            "connect_end_ms": 35.0,
+            "request_ms": 40.0,
+            "first_byte_ms": 62.0,
+        },
+        {"url": f"{https}/q", "protocol": "h3", "connect_start_ms": 1.0, "connect_end_ms": 31.0},
+        {"url": f"{https}/y", "request_ms": 100.0, "first_byte_ms": 110.0},  # reused: 10 - 20 -> 0
+        {"url": f"{https}/z", "request_ms": 100.0, "first_byte_ms": None},  # no head: no sample
+    ]
+    got = cal.network_stack({"requests": reqs}, rtt_ms=20.0)
+    # set-ups 70 - 40, 30 - 20, 30 - 20 = 30, 10, 10; first bytes 25 - 20, 22 - 20, 0 = 5, 2, 0
+    assert got == {"setup_ms": 10.0, "ttfb_ms": 2.0, "connections": 3, "requests": 3}
+    assert cal.network_stack({"requests": []}) == {"setup_ms": None, "ttfb_ms": None, "connections": 0, "requests": 0}
+    slow = [dict(r, connect_end_ms=r["connect_end_ms"] + 30) if "connect_end_ms" in r else r for r in reqs]
+    d = cal.derive(
+        _plan(),
+        [dict(_load(), requests=_load()["requests"] + reqs), dict(_load(), requests=_load()["requests"] + slow)],
+        rtt_ms=20.0,
+    )
+    assert (d["net_setup_ms"], d["net_ttfb_ms"]) == (25.0, 2.0)  # medians of (10, 40) and (2, 2)
+    page = Page(url=f"{H}/", objects=[Obj(u["url"]) for u in _plan()["objects"]])
+    calibration.attach(page, page.objects, d, {"browser": "test"})
+    assert calibration.stored(page)["net_setup_ms"] == 25.0
+    page.extras[calibration.PAGE_KEY]["net_ttfb_ms"] = -1
+    with pytest.raises(PltError, match="net_ttfb_ms"):
+        calibration.stored(page)

@@ -26,12 +26,20 @@ def check_delay(v, where: str) -> float:
     return float(v)
 
 
+# Chromium's network stack beyond the link, per new connection and per request
+# (loaders.compute_model.network_stack): measured and stored; not yet used by a plan
+NET_KEYS = ("net_setup_ms", "net_ttfb_ms")
+
+
 def check_calibration(cal, where: str) -> dict:
     if not isinstance(cal, dict):
         raise PltError(f"{where}: invalid calibration {cal!r}: must be an object")
     check_delay(cal.get("tail_ms"), f"{where}: calibration tail_ms")
     if cal.get("tight_delay_ms") is not None:
         check_delay(cal["tight_delay_ms"], f"{where}: calibration tight_delay_ms")
+    for k in NET_KEYS:
+        if cal.get(k) is not None:
+            check_delay(cal[k], f"{where}: calibration {k}")
     frames = cal.get("frame_tight_delay_ms")
     if frames is not None:
         if not isinstance(frames, dict):
@@ -65,6 +73,9 @@ def attach(page: Page, objs: list, derived: dict, meta: dict) -> Page:
         "matched": derived["matched"],
         "objects": len(objs),
     }
+    for k in NET_KEYS:  # (calibrations made before these were measured have none)
+        if derived.get(k) is not None:
+            page.extras[PAGE_KEY][k] = derived[k]
     return page
 
 

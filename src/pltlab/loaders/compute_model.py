@@ -147,12 +147,36 @@ def derive_one(plan: dict, load: dict, doc: int = 0) -> dict:
     }
 
 
-def derive(plan: dict, loads: list[dict], doc: int = 0) -> dict:
+def network_stack(load: dict, rtt_ms: float = 0.0) -> dict:
+    """What Chromium's network stack took in one load beyond the link (its CPU: post-quantum key
+    exchange, certificate checks, per-response IPC; what the per-object delays, measured up to
+    the hand-over to the network stack, leave out: docs/fidelity.md "Why 20 ms is hard"):
+    ``setup_ms``, the median new connection's set-up (connectStart -> connectEnd, TLS included)
+    less its round trips on the link (2 x ``rtt_ms`` over TLS, 1 over plain http or QUIC), and
+    ``ttfb_ms``, the median request's sendStart -> response head less one round trip; each clamped
+    at >= 0, None without a sample; with their sample counts."""
+
+    def med(xs: list[float]) -> float | None:
+        return round(statistics.median(xs), 3) if xs else None
+
+    setup, ttfb = [], []
+    for r in load.get("requests") or []:
+        cs, ce, sent, fb = (r.get(k) for k in ("connect_start_ms", "connect_end_ms", "request_ms", "first_byte_ms"))
+        if cs is not None and ce is not None and ce >= cs:
+            trips = 2 if str(r.get("url", "")).startswith("https:") and r.get("protocol") != "h3" else 1
+            setup.append(max(0.0, ce - cs - trips * rtt_ms))
+        if sent is not None and fb is not None and fb >= sent:
+            ttfb.append(max(0.0, fb - sent - rtt_ms))
+    return {"setup_ms": med(setup), "ttfb_ms": med(ttfb), "connections": len(setup), "requests": len(ttfb)}
+
+
+def derive(plan: dict, loads: list[dict], doc: int = 0, rtt_ms: float = 0.0) -> dict:
     """The median over several loads of derive_one (per object, and the tight-mode delay, over
-    the loads that gave a value)."""
+    the loads that gave a value), and of network_stack (``rtt_ms``: the loads' RTT)."""
     if not loads:
         raise PltError("calibration needs at least one Chromium load")
     ones = [derive_one(plan, ld, doc) for ld in loads]
+    nets = [network_stack(ld, rtt_ms) for ld in loads]
 
     def med(vs):
         vs = [v for v in vs if v is not None]
@@ -170,4 +194,6 @@ def derive(plan: dict, loads: list[dict], doc: int = 0) -> dict:
         "frame_tight_delay_ms": {k: v for k, v in sorted(frames.items()) if v is not None},
         "matched": min(d["matched"] for d in ones),
         "loads": len(ones),
+        "net_setup_ms": med(n["setup_ms"] for n in nets),
+        "net_ttfb_ms": med(n["ttfb_ms"] for n in nets),
     }

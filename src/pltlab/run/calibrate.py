@@ -54,7 +54,7 @@ def calibrate(page: Page, loads: int = 3, rtt: str = "0ms", log=None) -> Page:
     main = synth.main_document(page)
     doc = next((i for i, o in enumerate(objs) if o is main), 0)
     try:
-        derived = derive(plan, results, doc)
+        derived = derive(plan, results, doc, rtt_ms=cfg.rtt_us / 1000)
     except PltError as e:
         raise PltError(f"calibrating {page.url}: {e}") from None
     meta = {
