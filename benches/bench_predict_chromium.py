@@ -253,7 +253,7 @@ def truth_machine(data: str, folder: str) -> str:
 SAMPLES = ("out", "in")  # emulated loads: the fold's model (out of sample), the page's own calibration (in)
 ROW_FIELDS = (
     "page", "fold", "sample", "rtt_ms", "protocol", "tfo", "chromium_ms", "chromium_loads",
-    "builtin_ms", "builtin_network_ms", "tail_ms", "error", "chromium_tfo_can_save",
+    "builtin_ms", "builtin_network_ms", "tail_ms", "error", "chromium_tfo_can_save", "network_stack",
 )  # fmt: skip
 # rows written before the PLT form (chromium_plt) carry the old compute model's rest term too (read
 # for without_rest; the model has it no more, so a run never appends to such a file)
@@ -302,12 +302,14 @@ def emulate(
     counts: dict,
     rows_path: str | None = None,
     done: list[dict] | None = None,
+    network_stack: str = "off",
 ) -> list[dict]:
     """Rows as the predictions' for the built-in loader's emulated loads (1 per configuration and TFO mode)
     of ``jobs`` (emulation_pages), as predict simulates Chromium (as_predicted: the built-in
     loader, model chromium, calibrated, Chromium's HSTS upgrades). Each row is appended to
     ``rows_path`` (CSV) as it comes; (page, sample, configuration) already in ``done`` are not
-    loaded again (a run resumed after a kill)."""
+    loaded again (a run resumed after a kill). ``network_stack``: the stand-in's knob (off, or
+    calibrated: Chromium's network-stack times from the page's calibration)."""
     import csv
 
     from pltlab.run.runner import run_page
@@ -325,7 +327,7 @@ def emulate(
                 want = [t for t in (False, True) if (name, c, t) in measured]
                 if not want or all((name, sample, rtt, cfg.protocol, t) in have for t in want):
                     continue
-                sim = stand_in(cfg, page)
+                sim = stand_in(cfg, page, network_stack)
                 tfo_can_save = chromium_schemes(page)[1]  # (over https Chromium 156's TFO saves nothing)
                 try:
                     runs = run_page(page, sim)
@@ -352,6 +354,7 @@ def emulate(
                         "tail_ms": r.get("tail_ms"),
                         "error": r["plt_ms"] / meas - 1,
                         "chromium_tfo_can_save": tfo_can_save,
+                        "network_stack": network_stack,
                         "measured_ms": meas,
                         "predicted_ms": r["plt_ms"],
                     }
@@ -388,7 +391,7 @@ def chromium_schemes(page) -> tuple[bool, bool]:
     return "https" in got, "http" in got
 
 
-def stand_in(cfg, page):
+def stand_in(cfg, page, network_stack: str = "off"):
     """The built-in loader's configuration standing in for Chromium's ``cfg`` on ``page``
     (as_predicted, 1 repetition). Chromium offered h2 (or h3) on https origins only: on a page it
     loads wholly over http (its HSTS upgrades included: google's 2013 page) its "h2" load is
@@ -398,7 +401,7 @@ def stand_in(cfg, page):
     from pltlab.predict.pages import as_predicted
 
     sim = as_predicted(cfg)
-    sim.reps = 1
+    sim.reps, sim.network_stack = 1, network_stack
     multiplexed = sim.protocol != protocols.RECORDED and protocols.get(sim.protocol).multiplexed
     if multiplexed and not chromium_schemes(page)[0]:
         sim.protocol = protocols.FALLBACK.name
@@ -454,6 +457,13 @@ def main() -> int:
     ap.add_argument("--rows-out", default=None, help="write every predicted row (each form, in/out of sample) here")
     ap.add_argument("--emulate", action="store_true", help="also the built-in loader's emulated loads (root; item 3)")
     ap.add_argument("--pages", nargs="*", default=None, help="with --emulate: only these pages")
+    ap.add_argument(
+        "--network-stack",
+        choices=("off", "calibrated"),
+        default="off",
+        help="with --emulate: the stand-in's knob network_stack (calibrated: Chromium's measured "
+        "network-stack times; a rows file of its own)",
+    )
     ap.add_argument(
         "--rows", default=None, help="with --emulate: append each load's row to this CSV (and resume from it)"
     )
@@ -597,12 +607,15 @@ def emulation(a, folds, cal: dict, pages: dict, truth_: tuple, models: list) -> 
         raise PltError(
             f"{a.rows}: rows of an older compute model (columns {', '.join(done[0])}): give a new --rows file"
         )
+    other = {r.get("network_stack") for r in done} - {a.network_stack}
+    if done and not a.report_only and other:
+        raise PltError(f"{a.rows}: rows of network_stack {', '.join(map(str, sorted(other)))}: give a new --rows file")
     if done:
         print(f"{a.rows}: {len(done)} rows of an earlier run kept (not loaded again)", flush=True)
     if a.report_only:
         return done
     jobs = [j for n in names for j in emulation_pages(model_of[n], [n], pages, cal)]
-    return emulate(jobs, folds.fold, configs, measured, counts, a.rows, done)
+    return emulate(jobs, folds.fold, configs, measured, counts, a.rows, done, a.network_stack)
 
 
 def tfo_as_chromium(rows: list[dict]) -> list[dict]:

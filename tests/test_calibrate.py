@@ -449,3 +449,23 @@ def test_network_stack_known_answer():
     page.extras[calibration.PAGE_KEY]["net_ttfb_ms"] = -1
     with pytest.raises(PltError, match="net_ttfb_ms"):
         calibration.stored(page)
+
+
+@pytest.mark.root
+def test_network_stack_times_in_an_emulated_load():
+    """Knob network_stack calibrated: the built-in loader dials its connection the calibration's
+    set-up later and sends each request its first-byte delay later (one document, 2 RTT + both)."""
+    from pltlab.archive.generate import from_objects
+    from pltlab.run.runner import RunConfig, run_page
+
+    page = from_objects([("html", 0, 3_000, "index")])
+    derived = {"compute_ms": [0.0], "tail_ms": 0.0, "tight_delay_ms": 0.0, "frame_tight_delay_ms": {}}
+    derived.update(loads=1, matched=1, net_setup_ms=50.0, net_ttfb_ms=10.0)
+    calibration.attach(page, page.objects, derived, {"browser": "test"})
+    cfg = dict(rtt="40ms", reps=1, tfo_modes=(False,), model="chromium")
+    (off,) = run_page(page, RunConfig(**cfg))
+    (on,) = run_page(page, RunConfig(**cfg, network_stack="calibrated"))
+    assert off["valid"] and on["valid"], (off["invalid_reason"], on["invalid_reason"])
+    assert 80 <= off["plt_ms"] < 90 and 140 <= on["plt_ms"] < 150, (off["plt_ms"], on["plt_ms"])
+    (q,) = on["requests"]
+    assert q["connect_start_ms"] >= 50, q

@@ -113,6 +113,7 @@ def test_runconfig_holds_parsed_values():
         "client_rmem": None,
         "model": "archive",
         "schemes": "recorded",
+        "network_stack": "off",
         "client_hello": None,  # the built-in loader's own
         "hosts": "recorded",
         "quic_cc": "cubic",  # (protocol recorded: QUIC's knobs apply to any h3 origins)

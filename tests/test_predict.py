@@ -424,3 +424,32 @@ def test_predict_says_where_a_page_stands_against_what_it_was_fitted_on():
     # a page of the public set inside every fitted range: out of sample, nothing outside
     st = fitted.stance(bundled.load("github"), RunConfig(rtt="100ms"))
     assert st == {"in_sample": False, "outside": []}
+
+
+def _net_calibrated(page, setup_ms: float, ttfb_ms: float):
+    """``page`` with a calibration of no compute and the given network-stack times."""
+    from pltlab.archive import calibration
+
+    derived = {
+        "compute_ms": [0.0] * len(page.objects),
+        "tail_ms": 0.0,
+        "tight_delay_ms": 0.0,
+        "frame_tight_delay_ms": {},
+        "loads": 1,
+        "matched": len(page.objects),
+        "net_setup_ms": setup_ms,
+        "net_ttfb_ms": ttfb_ms,
+    }
+    return calibration.attach(page, page.objects, derived, {"browser": "test"})
+
+
+def test_network_stack_times_add_a_set_up_per_connection_and_a_first_byte_per_request(network_only):
+    """Knob network_stack calibrated (model chromium): one document over http is 2 RTT, plus the
+    calibration's set-up before its connection and its first-byte delay; off: the 2 RTT."""
+    page = _net_calibrated(from_objects([("html", 0, 3_000, "index")]), 50.0, 10.0)
+    on = RunConfig(rtt="100ms", model="chromium", network_stack="calibrated")
+    assert close(predict(page, on, False)["plt_ms"], 200 + 50 + 10, rel=0.005)
+    assert close(predict(page, RunConfig(rtt="100ms", model="chromium"), False)["plt_ms"], 200, rel=0.005)
+    bare = from_objects([("html", 0, 3_000, "index")])
+    with pytest.raises(PltError, match="network_stack calibrated needs"):
+        predict(bare, on, False)

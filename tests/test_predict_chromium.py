@@ -213,8 +213,9 @@ def test_emulate_loads_the_builtin_loader_as_predict_simulates_chromium(bench, t
     assert [(p is page, c.client, c.model, c.calibrated, c.schemes, c.reps) for p, c in loaded] == [
         (True, "builtin", "chromium", True, "chromium", 1)
     ] * 2
-    # Chromium's ClientHello: its stand-in uses TFO on plain-http connections only (knob client_hello)
-    assert all(c.client_hello > plans.SYN_DATA_MAX for _p, c in loaded)
+    # Chromium's ClientHello: its stand-in uses TFO on plain-http connections only (knob client_hello);
+    # Chromium's network-stack times only when asked (network_stack "off" by default)
+    assert all(c.client_hello > plans.SYN_DATA_MAX and c.network_stack == "off" for _p, c in loaded)
     assert [(c.rtt_us, c.protocol, c.rate_bps, c.rate_up_bps) for _p, c in loaded] == [
         (20_000, "h1", 20_000_000, 5_000_000),
         (200_000, "h2", 20_000_000, 5_000_000),
@@ -319,7 +320,7 @@ def test_old_rows_are_reported_but_never_appended_to(bench, tmp_path, folds, cap
     rows = bench.read_rows(str(old))
     assert [(r["sample"], r["rest_ms"]) for r in rows] == [("out", 400.0), ("in", None)]
     assert [r["builtin_ms"] for r in bench.without_rest(rows)] == [1100.0]
-    a = types.SimpleNamespace(pages=None, rows=str(old), report_only=True)
+    a = types.SimpleNamespace(pages=None, rows=str(old), report_only=True, network_stack="off")
     assert bench.emulation(a, folds, {}, {}, ([], {}, {}), []) == rows
     a.report_only = False
     with pytest.raises(PltError, match=r"old\.csv: rows of an older compute model .*rest_ms.*give a new --rows file"):
@@ -374,3 +375,51 @@ def test_an_export_gives_the_benches_the_same_data(bench, tmp_path, synthetic):
     (to / "calib" / "wikipedia.har.gz").write_bytes(b"\x1f\x8b" + b"not gzip at all")
     with pytest.raises(PltError, match=r"wikipedia\.har\.gz: not a readable gzip file"):
         compute_fit.calibrated(str(to / "calib"))
+
+
+def test_the_fit_takes_the_network_stack_times_of_its_pages(folds, synthetic):
+    """The general model's network-stack times are the median of its training pages'; a held-out
+    page calibrated by it gets them; a training page measured before they were (none) leaves the
+    model without them."""
+    import copy
+
+    pages = {}
+    for k, n in enumerate(TRAIN):
+        p = copy.deepcopy(synthetic[n])
+        p.extras[calib.PAGE_KEY].update(net_setup_ms=10.0 * (k + 1), net_ttfb_ms=float(k))
+        pages[n] = p
+    params = compute_fit.fit(pages, folds, judged=["wikipedia"])
+    # set-ups 10 .. 80 and first bytes 0 .. 7 over the 8 pages: medians 45 and 3.5
+    assert params["net"] == {"net_setup_ms": 45.0, "net_ttfb_ms": 3.5, "pages": len(TRAIN)}
+    held = calib.stored(chromium_compute.apply(chromium_compute.check(params, "fit"), synthetic["wikipedia"]))
+    assert (held["net_setup_ms"], held["net_ttfb_ms"]) == (45.0, 3.5)
+    del pages[TRAIN[0]].extras[calib.PAGE_KEY]["net_setup_ms"]
+    params = compute_fit.fit(pages, folds, judged=["wikipedia"])
+    assert "net" not in params
+    assert "net_setup_ms" not in calib.stored(chromium_compute.apply(params, synthetic["wikipedia"]))
+    with pytest.raises(PltError, match="not the parameters"):
+        chromium_compute.check({**params, "net": {"net_setup_ms": -1, "net_ttfb_ms": 0}}, "bad.json")
+
+
+def test_rows_of_another_network_stack_are_never_appended_to(bench, tmp_path, folds):
+    """--network-stack calibrated with a rows file of "off" loads (or the other way): refused in
+    one line before anything loads; --report-only reads them."""
+    import csv
+    import types
+
+    path = tmp_path / "rows.csv"
+    row = dict.fromkeys(bench.ROW_FIELDS, "")
+    row.update(page="github", fold=1, sample="out", rtt_ms=20.0, protocol="h2", tfo="off", chromium_ms=1000.0)
+    row.update(chromium_loads=2, builtin_ms=900.0, builtin_network_ms=900.0, error=-0.1)
+    row.update(chromium_tfo_can_save="False", network_stack="off")
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, bench.ROW_FIELDS)
+        w.writeheader()
+        w.writerow(row)
+    before = path.read_text(encoding="utf-8")
+    a = types.SimpleNamespace(pages=None, rows=str(path), report_only=False, network_stack="calibrated")
+    with pytest.raises(PltError, match=r"rows\.csv: rows of network_stack off: give a new --rows file"):
+        bench.emulation(a, folds, {}, {}, ([], {}, {}), [])
+    assert path.read_text(encoding="utf-8") == before
+    a.report_only = True
+    assert [r["network_stack"] for r in bench.emulation(a, folds, {}, {}, ([], {}, {}), [])] == ["off"]

@@ -61,6 +61,9 @@ async fn conn_task(
 ) {
     let cid = t.cid;
     let res: Result<()> = async {
+        if plan.conn_setup_delay_ms > 0.0 {
+            tokio::time::sleep(std::time::Duration::from_secs_f64(plan.conn_setup_delay_ms / 1000.0)).await;
+        }
         if t.h3 {
             let q = ctx.dial.open_quic(&ctx.clock, t.addr, &t.host, &t.seen).await?;
             return h3::serve(ctx.clock, plan.clone(), q, cid, tx.clone(), rx, t.seen).await;

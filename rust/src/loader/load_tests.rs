@@ -215,6 +215,30 @@ fn delays_and_think_time() {
     assert!(out.plt_ms >= 90.0);
 }
 
+#[test]
+fn conn_setup_delay_comes_before_each_new_connection() {
+    // the browser's set-up beyond the link: every connection is dialled that much later (two
+    // hosts: two connections, the second opened after the document arrived)
+    let r = serde_json::json!([
+        {"host": "a.test", "path": "/", "body": {"synth": 10}},
+        {"host": "b.test", "path": "/c", "body": {"synth": 10}},
+    ]);
+    let srv = start_server(r, true);
+    let objs = vec![
+        obj("http://a.test/", "a.test", srv.http, false, None),
+        obj("http://b.test/c", "b.test", srv.http, false, Some(0)),
+    ];
+    let mut p = plan(objs, None);
+    let quick = load(p.clone()).unwrap();
+    p.conn_setup_delay_ms = 60.0;
+    let out = load(p).unwrap();
+    let (a, b) = (&out.requests[0], &out.requests[1]);
+    assert!(a.new_conn && b.new_conn && a.conn_id != b.conn_id, "{out:?}");
+    assert!(a.connect_start_ms.unwrap() >= 60.0, "{a:?}");
+    assert!(b.connect_start_ms.unwrap() - a.last_byte_ms >= 60.0, "{b:?}");
+    assert!(out.plt_ms >= 120.0 && quick.plt_ms < 60.0, "{} {}", out.plt_ms, quick.plt_ms);
+}
+
 /// An origin for one connection: reads the request, then `answer` writes to the socket.
 fn one_shot_origin(answer: impl FnOnce(&mut TcpStream) + Send + 'static) -> (SocketAddr, std::thread::JoinHandle<()>) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -163,6 +163,12 @@ pub struct Plan {
     #[serde(default = "full")]
     #[schemars(extend("enum" = TLS_MODES))]
     pub tls_mode: String,
+    /// Waited before each new connection is dialled (TCP or QUIC): a browser's network stack
+    /// setting a connection up beyond the link's round trips (Chromium's, measured by a
+    /// calibration: the control plane's knob network_stack).
+    #[serde(default)]
+    #[schemars(range(min = 0.0))]
+    pub conn_setup_delay_ms: f64,
     /// QUIC (objects with protocol "h3"): the loader's congestion control (None: quinn's
     /// default, cubic).
     #[serde(default)]
@@ -229,6 +235,9 @@ impl Plan {
         }
         if !(self.tight_delay_ms >= 0.0 && self.tight_delay_ms.is_finite()) {
             bail!("tight_delay_ms must be a number >= 0");
+        }
+        if !(self.conn_setup_delay_ms >= 0.0 && self.conn_setup_delay_ms <= 60_000.0) {
+            bail!("conn_setup_delay_ms must be a number from 0 to 60000");
         }
         if self.delayable_limit == Some(0) || self.tight_limit == Some(0) {
             bail!("delayable_limit and tight_limit must be >= 1");

@@ -45,6 +45,7 @@ pub fn plan(objects: Vec<Object>, ca: Option<PathBuf>) -> Plan {
         tls_mode: "full".into(),
         quic_cc: None,
         quic_icw: None,
+        conn_setup_delay_ms: 0.0,
     }
 }
 

@@ -27,7 +27,7 @@ def check_delay(v, where: str) -> float:
 
 
 # Chromium's network stack beyond the link, per new connection and per request
-# (loaders.compute_model.network_stack): measured and stored; not yet used by a plan
+# (loaders.compute_model.network_stack): used by plans with the knob network_stack calibrated
 NET_KEYS = ("net_setup_ms", "net_ttfb_ms")
 
 

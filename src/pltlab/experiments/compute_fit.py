@@ -62,6 +62,7 @@ def fit(
     if not pages:
         raise PltError("compute model: no calibrated page to fit on")
     xs, ys, ws, px, tails, tights = [], [], [], [], [], []
+    nets: dict[str, list[float]] = {k: [] for k in calib.NET_KEYS}
     browsers, machines, ranges = set(), set(), {}
     for name, page in sorted(pages.items()):
         cal = calib.stored(page)
@@ -77,6 +78,9 @@ def fit(
         px.append([page_f[k] for k in PAGE_FEATURES])
         tails.append(math.log1p(float(cal["tail_ms"])))
         tights.append(math.log1p(float(cal.get("tight_delay_ms") or 0.0)))
+        for k in calib.NET_KEYS:
+            if cal.get(k) is not None:
+                nets[k].append(float(cal[k]))
         browsers.add(str(cal.get("browser") or "?"))
         machines.add(calib.machine_of(str(cal.get("machine") or "?")))
         for o in objs:
@@ -90,7 +94,7 @@ def fit(
     pxa = np.array(px)
     bt = _robust(pxa, np.array(tails), np.ones(len(px)), PAGE_RIDGE)
     bg = _robust(pxa, np.array(tights), np.ones(len(px)), PAGE_RIDGE)
-    return {
+    out = {
         "version": VERSION,
         "objects": dict(zip(OBJECT_FEATURES, map(float, np.round(b, 5)))),
         "tail": dict(zip(PAGE_FEATURES, map(float, np.round(bt, 5)))),
@@ -103,6 +107,12 @@ def fit(
         "browser": sorted(browsers),
         "machine": sorted(machines),
     }
+    # Chromium's network stack: the median page's, when every page has it measured (calibrations
+    # since 2026-11-28; a mix would be a median over some of the pages)
+    if all(len(v) == len(pages) for v in nets.values()):
+        out["net"] = {k: round(float(np.median(v)), 3) for k, v in nets.items()}
+        out["net"]["pages"] = len(pages)
+    return out
 
 
 def calibrated(folder: str) -> dict[str, Page]:

@@ -68,6 +68,7 @@ class Builtin(Loader):
             tls_mode=cfg.tls,
             quic={"cc": cfg.quic_cc, "icw": cfg.quic_icw},
             tfo_tls=plans.tfo_over_tls(cfg.client_hello),
+            network_stack=cfg.network_stack == plans.NETWORK_STACK_CALIBRATED,
         )
 
     def tfo_expected(self, plan: dict | None, tfo: bool) -> bool:

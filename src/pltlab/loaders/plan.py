@@ -6,11 +6,12 @@ from urllib.parse import urljoin, urlsplit
 
 from pltlab import gcpause, protocols
 from pltlab.archive import synth
-from pltlab.archive.calibration import KEY, check_delay
+from pltlab.archive.calibration import KEY, NET_KEYS, check_delay
 from pltlab.archive.calibration import stored as calibration_of
 from pltlab.archive.model import Obj, Page
 from pltlab.archive.resource_kinds import kind
 from pltlab.dataplane import ABSENT, document
+from pltlab.errors import PltError
 
 
 def effective_schemes(page: Page, https_hosts, st: synth.Structure | None = None) -> dict[int, str]:
@@ -116,6 +117,8 @@ class Plan:
     # the loader's side of QUIC (knobs quic_cc, quic_icw; only where some object goes over h3)
     quic_cc: str = ABSENT
     quic_icw: int = ABSENT
+    # the Chromium model's network stack beyond the link (knob network_stack): before each new connection
+    conn_setup_delay_ms: float = ABSENT
     # the Chromium model's scheduling of low-priority requests
     delayable_limit: int | None = ABSENT
     tight_limit: int | None = ABSENT
@@ -125,6 +128,11 @@ class Plan:
 
 
 MODELS = ("archive", "chromium")
+# knob network_stack: "off", or "calibrated": the Chromium model adds the calibration's measured
+# network-stack times (archive.calibration.NET_KEYS): a set-up delay before each new connection and
+# a first-byte delay on each request
+NETWORK_STACK = ("off", "calibrated")
+NETWORK_STACK_CALIBRATED = "calibrated"
 # Bytes of data a SYN carries (one MSS on the emulated link): a ClientHello larger than this does not
 # fit, so TFO saves no round trip over TLS (docs/loaders.md "TFO in Chromium"; knob client_hello).
 SYN_DATA_MAX = 1420
@@ -376,6 +384,7 @@ def build(
     tls_mode: str = "full",
     quic: Mapping | None = None,
     tfo_tls: bool = True,
+    network_stack: bool = False,
 ) -> dict:
     """``tls_mode``: "full", "resume" or "0rtt" (the loader visits the page once before the load
     for the session tickets; see docs/loaders.md). Only a mode other than full is written into
@@ -405,11 +414,25 @@ def build(
     ``tfo_tls``: with ``tfo``, TFO on TLS connections too (False: plain http only, as a client
     whose ClientHello does not fit in a SYN: tfo_over_tls; written only when False).
 
+    ``network_stack``: with model "chromium" and a calibration, also Chromium's network stack
+    beyond the link as the calibration measured it (``net_setup_ms`` before each new connection,
+    ``net_ttfb_ms`` added to each object's delay: the request goes that much later, as its first
+    byte came that much later); a calibration without them is an error naming the page.
+
     Returns the plan as JSON data (a Plan, dataplane.document)."""
     if model not in MODELS:
         raise ValueError(f"unknown loader model {model!r}: one of {', '.join(MODELS)}")
     cal = calibration(page) if model == "chromium" and calibrated else None
     use_cal = cal is not None
+    ttfb = 0.0
+    if network_stack:
+        if cal is None or any(cal.get(k) is None for k in NET_KEYS):
+            why = "no calibration with model chromium" if cal is None else "its calibration has no network-stack times"
+            raise PltError(
+                f"{page.id or page.url}: network_stack calibrated needs Chromium's measured network stack: "
+                f"{why} (pltlab calibrate measures it since 2026-11-28)"
+            )
+        ttfb = float(cal["net_ttfb_ms"])
     heads = _Heads(synth.Structure(page))  # the page does not change while it is planned
     schemes = effective_schemes(page, https_hosts, heads.st) if https_hosts is not None else {}
     skipped = upgrade_hops(page, schemes)
@@ -460,6 +483,7 @@ def build(
             par = objs[parent]
             if o.start_ms is not None and par.end_ms is not None:
                 delay = max(0.0, o.start_ms - par.end_ms)
+        delay += ttfb
         url, port, sch = o.url.split("#", 1)[0], o.port, schemes.get(id(o), o.scheme)
         if sch != o.scheme:  # upgraded: https://host/... on 443 (or the recorded other port)
             url = "https" + url[len(o.scheme) :]
@@ -495,6 +519,8 @@ def build(
         plan.tls_mode = tls_mode
     if not tfo_tls:
         plan.tfo_tls = False
+    if network_stack and float(cal["net_setup_ms"]) > 0:
+        plan.conn_setup_delay_ms = float(cal["net_setup_ms"])
     if quic and any(o.protocol == "h3" for o in out):
         if quic.get("cc") is not None:
             plan.quic_cc = quic["cc"]

@@ -143,7 +143,11 @@ def check(params, where: str) -> dict:
             for k in keys
         )
         ok = ok and isinstance(params["fitted_on"], list) and chromium_plt.check(params.get("plt"))
-    except (KeyError, TypeError):
+        net = params.get("net")
+        ok = ok and (
+            net is None or all(isinstance(net.get(k), (int, float)) and 0 <= net[k] < 60_000 for k in calib.NET_KEYS)
+        )
+    except (KeyError, TypeError, AttributeError):
         ok = False
     if not ok:
         raise PltError(f"{where}: not the parameters of a Chromium compute model (version {VERSION})")
@@ -209,6 +213,7 @@ def apply(params: dict, page: Page) -> Page:
         "frame_tight_delay_ms": {},
         "loads": 0,
         "matched": len(objs),
+        **{k: (params.get("net") or {}).get(k) for k in calib.NET_KEYS},  # (None: not fitted)
     }
     meta = {
         "source": "model",

@@ -103,6 +103,7 @@ def plan_for(page: Page, cfg: RunConfig, tfo: bool) -> tuple[dict, list, dict]:
         offered=manifest.address_protocols([page], host_ips, cfg.protocol, loader_of(cfg.client).protocols),
         tls_mode=cfg.tls,
         quic={"cc": cfg.quic_cc, "icw": cfg.quic_icw},
+        network_stack=cfg.network_stack == plans.NETWORK_STACK_CALIBRATED,
     )
     return built, plans.plan_objects(page, host_ips, https_hosts), one_way
 
@@ -292,7 +293,8 @@ class Simulation:
         self.conns.append(c)
         cookie = self.cookies.get(c.ip)
         c.tfo = not c.quic and self.tfo and (self.cfg.warm or (cookie is not None and cookie <= now))
-        self.at(now + (TFO_SEND_MS if c.tfo else OPEN_MS), ("connect", cid))
+        setup = self.plan.get("conn_setup_delay_ms", 0.0)  # the browser's own set-up (knob network_stack)
+        self.at(now + setup + (TFO_SEND_MS if c.tfo else OPEN_MS), ("connect", cid))
 
     def _connect(self, now: float, c: _Conn) -> None:
         """connect() at ``now``: the SYN leaves (with TFO carrying the first request or the

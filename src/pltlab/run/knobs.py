@@ -38,7 +38,7 @@ from typing import Any
 
 from pltlab import protocols, units
 from pltlab.errors import PltError
-from pltlab.loaders.plan import MODELS
+from pltlab.loaders.plan import MODELS, NETWORK_STACK
 from pltlab.loaders.registry import DEFAULT as DEFAULT_LOADER
 from pltlab.loaders.registry import LOADERS
 from pltlab.net.loss import gilbert
@@ -802,6 +802,19 @@ _ALL = (
         type=str,
         label="schemes",
         column="schemes",
+        scopes=("run", "sweep"),
+    ),
+    Knob(
+        "network_stack",
+        _choice(NETWORK_STACK, "network stack"),
+        "off",
+        "Built-in loader with model chromium on a calibrated page: 'calibrated' adds Chromium's "
+        "network stack beyond the link as `pltlab calibrate` measured it (a set-up delay before each "
+        "new connection, a first-byte delay on each request); 'off' leaves it out (docs/fidelity.md).",
+        type=str,
+        label="network stack",
+        column="network_stack",
+        describe=lambda v: f"network stack {v}",
         scopes=("run", "sweep"),
     ),
     Knob(
