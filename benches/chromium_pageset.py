@@ -549,8 +549,9 @@ def export(out: str, to: str) -> None:
     committed, so a fresh clone computes bench_predict_chromium's figures without the 2 h of
     Chromium loads): calib/NAME.har.gz (the calibrated archives: structure and timings), calib/
     failed.json, truth/experiment.toml and truth/runs.csv.gz (each load's TRUTH_COLUMNS),
-    machine.jsonl and STATUS.md. Not exported: the loads' requests, pcaps and cpu/ samples
-    (`analyse` needs DIR). Each file is written whole (temp, then renamed)."""
+    machine.jsonl and STATUS.md (what of them there is: the calibrations alone before the truth
+    is collected). Not exported: the loads' requests, pcaps and cpu/ samples (`analyse` needs
+    DIR). Each file is written whole (temp, then renamed)."""
     import shutil
 
     from bench_predict_chromium import TRUTH_COLUMNS, truth_rows
@@ -574,16 +575,19 @@ def export(out: str, to: str) -> None:
             put(f"calib/{f}", raw)
             n_cal += f.endswith(".har.gz")
     truth_dir = os.path.join(out, "truth")
-    rows = truth_rows(truth_dir)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=TRUTH_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    put("truth/runs.csv.gz", gzip.compress(buf.getvalue().encode(), mtime=0))
-    shutil.copyfile(os.path.join(truth_dir, "experiment.toml"), os.path.join(to, "truth", "experiment.toml"))
+    rows = []
+    if os.path.isdir(truth_dir):  # (not yet collected: the calibrations alone)
+        rows = truth_rows(truth_dir)
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=TRUTH_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+        put("truth/runs.csv.gz", gzip.compress(buf.getvalue().encode(), mtime=0))
+        shutil.copyfile(os.path.join(truth_dir, "experiment.toml"), os.path.join(to, "truth", "experiment.toml"))
     for f in ("machine.jsonl", "STATUS.md"):
         if os.path.isfile(os.path.join(out, f)):
             shutil.copyfile(os.path.join(out, f), os.path.join(to, f))
+    os.makedirs(to, exist_ok=True)
     print(f"exported {n_cal} calibrations and {len(rows)} truth loads of {out} to {to}")
 
 

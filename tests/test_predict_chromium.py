@@ -372,6 +372,10 @@ def test_an_export_gives_the_benches_the_same_data(bench, tmp_path, synthetic):
     again = tmp_path / "again"
     chromium_pageset.export(str(data), str(again))  # the same data exports to the same bytes
     assert (again / "truth" / "runs.csv.gz").read_bytes() == (to / "truth" / "runs.csv.gz").read_bytes()
+    only = tmp_path / "calib-only"  # before the truth is collected: the calibrations alone
+    shutil.rmtree(data / "truth")
+    chromium_pageset.export(str(data), str(only))
+    assert sorted(os.listdir(only)) == ["calib"] and len(compute_fit.calibrated(str(only / "calib"))) == 2
     (to / "calib" / "wikipedia.har.gz").write_bytes(b"\x1f\x8b" + b"not gzip at all")
     with pytest.raises(PltError, match=r"wikipedia\.har\.gz: not a readable gzip file"):
         compute_fit.calibrated(str(to / "calib"))
