@@ -552,8 +552,6 @@ def export(out: str, to: str) -> None:
     machine.jsonl and STATUS.md (what of them there is: the calibrations alone before the truth
     is collected). Not exported: the loads' requests, pcaps and cpu/ samples (`analyse` needs
     DIR). Each file is written whole (temp, then renamed)."""
-    import shutil
-
     from bench_predict_chromium import TRUTH_COLUMNS, truth_rows
 
     def put(rel: str, data: bytes) -> None:
@@ -563,6 +561,9 @@ def export(out: str, to: str) -> None:
             f.write(data)
         os.replace(path + ".tmp", path)
 
+    if not os.path.isdir(out):
+        sys.exit(f"{out}: no such data folder")
+    os.makedirs(to, exist_ok=True)
     cal = os.path.join(out, "calib")
     n_cal = 0
     for f in sorted(os.listdir(cal)) if os.path.isdir(cal) else []:
@@ -583,11 +584,12 @@ def export(out: str, to: str) -> None:
         w.writeheader()
         w.writerows(rows)
         put("truth/runs.csv.gz", gzip.compress(buf.getvalue().encode(), mtime=0))
-        shutil.copyfile(os.path.join(truth_dir, "experiment.toml"), os.path.join(to, "truth", "experiment.toml"))
+        with open(os.path.join(truth_dir, "experiment.toml"), "rb") as src:
+            put("truth/experiment.toml", src.read())
     for f in ("machine.jsonl", "STATUS.md"):
         if os.path.isfile(os.path.join(out, f)):
-            shutil.copyfile(os.path.join(out, f), os.path.join(to, f))
-    os.makedirs(to, exist_ok=True)
+            with open(os.path.join(out, f), "rb") as src:
+                put(f, src.read())
     print(f"exported {n_cal} calibrations and {len(rows)} truth loads of {out} to {to}")
 
 
@@ -597,12 +599,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="data folder (outside the repository)")
     ap.add_argument("--to", default=None, help="export: the folder to write (docs/results/chromium-pageset)")
     a = ap.parse_args(argv)
-    os.makedirs(a.out, exist_ok=True)
     if a.step == "export":
         if not a.to:
             sys.exit("export needs --to FOLDER (docs/results/chromium-pageset)")
         export(a.out, a.to)
         return 0
+    os.makedirs(a.out, exist_ok=True)
     {
         "all": all_steps,
         "calib": calib,
