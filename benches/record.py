@@ -11,7 +11,8 @@ per bench (benches/results/<bench>.json, whole or not at all) and gives the benc
 
 A figure is compared with its target here, never by the bench: ``met`` is computed from the value
 and the target (see ``Target``). A bench that cannot run here (no corpus, not root, no curl)
-calls ``b.skip(reason)``: its file says "skipped" with the reason, and its exit code is 0. Any
+calls ``b.skip(reason)``: its file says "skipped" with the reason (unless the file holds an earlier
+measurement: a run that measured nothing leaves it untouched), and its exit code is 0. Any
 missed target, or an exception inside the ``with`` block, gives a non-zero exit code; an
 exception is recorded as status "error" (then raised again). Ctrl-C and SystemExit write nothing.
 
@@ -570,6 +571,15 @@ def results_dir(quick: bool = False, base: str | os.PathLike | None = None) -> P
     return d / "quick" if quick else d
 
 
+def _measured(path: Path) -> dict | None:
+    """The result file at ``path`` if it holds a measurement (a status other than skipped), else None."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("status") not in (None, "skipped") else None
+
+
 def write_atomic(path: Path, data: dict) -> None:
     """``data`` as JSON into ``path``, whole or not at all."""
     write_text_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
@@ -789,6 +799,14 @@ class Bench:
                 "figures": self.figures,
             }
         )
+        earlier = _measured(self.path) if status == "skipped" else None
+        if earlier is not None:  # nothing measured: the earlier measurement stays (its file untouched)
+            print(
+                f"{self.name}: skipped ({self.skipped or 'every figure'}); kept the earlier result "
+                f"({earlier.get('status')}, {earlier.get('finished') or '?'}) -> {_rel(self.path)}",
+                flush=True,
+            )
+            return self.exit_code
         write_atomic(self.path, self.data)
         verdict = {"met": "every target met", "missed": f"MISSED: {'; '.join(missed)}"}.get(status, status)
         q = quiet or {}

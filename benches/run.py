@@ -75,7 +75,9 @@ def main() -> int:
     print(f"\n== summary ({time.monotonic() - t_all:.0f} s; results in {folder})")
     failed = 0
     for name, rc, took, res in rows:
-        if res is None:
+        if res is None and rc == 0:  # (record.py: a run that measured nothing keeps the earlier file)
+            status, detail = "skipped", "nothing measured here: the earlier result file kept"
+        elif res is None:
             status, detail = "NO RESULT", f"exit code {rc}: the bench ended before recording"
         else:
             status = res["status"]
@@ -90,7 +92,7 @@ def main() -> int:
                 detail += f"; skipped: {res['skipped']}"
             if res.get("error"):
                 detail += f"; {res['error']}"
-        bad = rc != 0 or res is None or status in ("missed", "error")
+        bad = rc != 0 or (res is None and status != "skipped") or status in ("missed", "error")
         failed += bad
         print(f"{name:22} {status.upper() if bad else status:10} {took:7.0f} s  {detail}")
     if not a.quick and not a.no_docs and (a.docs or not a.results):

@@ -198,6 +198,10 @@ def test_skipped_error_and_interrupt(tmp_path, fast_machine):
     b = run_bench(tmp_path, lambda b: b.skip("needs root"))
     data = json.loads((tmp_path / "bench_fake.json").read_text())
     assert b.exit_code == 0 and data["status"] == "skipped" and data["skipped"] == "needs root"
+    run_bench(tmp_path, lambda b: b.figure("ratio", 1.0))
+    measured = (tmp_path / "bench_fake.json").read_text()
+    b = run_bench(tmp_path, lambda b: b.skip("no data here"))  # measured nothing: the measurement stays
+    assert b.exit_code == 0 and (tmp_path / "bench_fake.json").read_text() == measured
     # one figure skipped, the other measured: the file is what was measured
     run_bench(tmp_path, lambda b: (b.skip("corpus absent", key="speed"), b.figure("ratio", 1.0)))
     data = json.loads((tmp_path / "bench_fake.json").read_text())
